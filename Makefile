@@ -1,0 +1,32 @@
+# The two commands a newcomer needs: `make dev` (the local demo) and `make test` (everything CI runs).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: dev test unit tools venv bench
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+tools:
+	bash tools/build.sh
+
+## dev: start a local control plane, the operator and the example tenants, and watch them become Ready
+dev: venv tools
+	$(BIN)/gputenant dev up
+
+## test: unit tests and tests against the real local control plane
+test: venv tools
+	$(BIN)/pytest -ra
+
+## unit: the fast tests that need no control plane
+unit: venv
+	$(BIN)/pytest -ra -m 'not plane'
+
+## bench: benchmarks against the local control plane (prints tables)
+bench: venv tools
+	$(BIN)/python -m bench

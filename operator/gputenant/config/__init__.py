@@ -1,0 +1,1 @@
+"""Operator configuration: GPU pools, trust mapping, chart location."""

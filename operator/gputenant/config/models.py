@@ -1,0 +1,131 @@
+"""The operator's configuration document: GPU pools, the trust -> sharing mapping, chart location.
+
+Platform engineers keep it in a ConfigMap (the Helm chart renders it from values); the operator
+and the offline renderer load it from a YAML file. Everything the policy needs about the hardware
+comes from here, so the policy stays a pure function.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from gputenant.api.v1alpha1 import SharingMode, Trust
+
+
+class ConfigModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class PoolMode(str, Enum):
+    """The one sharing mechanism a pool's nodes are set up for."""
+
+    TIME_SLICING = "TimeSlicing"
+    HAMI = "HAMi"
+    MIG = "MIG"
+    EXCLUSIVE = "Exclusive"
+
+
+class Toleration(ConfigModel):
+    key: Optional[str] = None
+    operator: str = "Equal"
+    value: Optional[str] = None
+    effect: Optional[str] = None
+
+
+class TimeSlicingPool(ConfigModel):
+    """NVIDIA device-plugin time-slicing settings for the pool's nodes."""
+
+    replicas: int = Field(ge=2, le=64, description="Replicas advertised per physical GPU.")
+    rename_by_default: bool = Field(default=False, description="Advertise nvidia.com/gpu.shared instead of nvidia.com/gpu.")
+    fail_requests_greater_than_one: bool = Field(
+        default=True, description="Reject containers asking for more than one replica (they would not get more compute)."
+    )
+
+
+class MigStrategy(str, Enum):
+    MIXED = "mixed"
+    SINGLE = "single"
+
+
+class MigPool(ConfigModel):
+    """MIG layout of the pool's nodes (GPU Operator mig-manager)."""
+
+    strategy: MigStrategy = MigStrategy.MIXED
+    config: str = Field(description="Value of the nvidia.com/mig.config node label, e.g. all-1g.10gb or all-balanced.")
+    profiles: list[str] = Field(min_length=1, description="MIG profiles the layout offers, e.g. [1g.10gb, 3g.40gb].")
+    default_profile: Optional[str] = Field(default=None, description="Profile for tenants that name none. Unset: the first.")
+
+
+class HamiPool(ConfigModel):
+    """HAMi vGPU settings for the pool's nodes."""
+
+    split_count: int = Field(default=10, ge=1, le=100, description="HAMi deviceSplitCount: most shares per GPU.")
+    label_nodes: bool = Field(default=True, description="Label the pool's nodes gpu=on (HAMi's default node selector).")
+
+
+class Pool(ConfigModel):
+    """A set of GPU nodes prepared for one sharing mechanism."""
+
+    name: str
+    mode: PoolMode
+    gpu_model: str = Field(description="GPU model, e.g. A100-80GB, H100-80GB, H200-141GB, A30-24GB, A100-40GB, L4.")
+    gpu_memory_mi_b: int = Field(alias="gpuMemoryMiB", ge=1, description="Memory of one GPU in MiB.")
+    gpus: Optional[int] = Field(default=None, ge=0, description="Physical GPUs in the pool; unset: capacity is not checked.")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    scheduler_name: str = Field(default="kai-scheduler", description="Scheduler that places the pool's pods.")
+    device_plugin_config: Optional[str] = Field(
+        default=None, description="Name of the device-plugin config for this pool (nvidia.com/device-plugin.config label)."
+    )
+    time_slicing: Optional[TimeSlicingPool] = None
+    mig: Optional[MigPool] = None
+    hami: Optional[HamiPool] = None
+
+
+class VClusterChart(ConfigModel):
+    """Where the vcluster chart comes from."""
+
+    repository: str = Field(default="https://charts.loft.sh", description="Chart repository URL.")
+    name: str = Field(default="vcluster", description="Chart name in the repository.")
+    version: str = Field(default="0.36.1", description="Default chart version.")
+    local_path: Optional[str] = Field(default=None, description="Local chart directory (air-gapped clusters, tests); wins over repository.")
+
+
+class DevicePluginConfigMap(ConfigModel):
+    """The NVIDIA device-plugin config ConfigMap the operator keeps (one key per time-slicing pool)."""
+
+    name: str = "gputenant-device-plugin-config"
+    namespace: str = "gpu-operator"
+
+
+class OperatorConfig(ConfigModel):
+    """The whole configuration document."""
+
+    namespace_prefix: str = Field(default="tenant-", description="Host namespace of tenant X is <prefix>X.")
+    field_manager: str = Field(default="gpu-tenant-operator", description="Server-side apply field manager.")
+    trust_modes: dict[Trust, SharingMode] = Field(
+        default_factory=lambda: {
+            Trust.TRUSTED: SharingMode.TIME_SLICING,
+            Trust.INTERNAL: SharingMode.HAMI,
+            Trust.UNTRUSTED: SharingMode.MIG,
+        },
+        description="Mechanism for tenants whose sharing mode is Auto.",
+    )
+    pools: list[Pool] = Field(default_factory=list)
+    vcluster: VClusterChart = Field(default_factory=VClusterChart)
+    device_plugin_config_map: DevicePluginConfigMap = Field(default_factory=DevicePluginConfigMap)
+
+    def pool(self, name: str) -> Optional[Pool]:
+        return next((p for p in self.pools if p.name == name), None)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "OperatorConfig":
+        """Load from a YAML file (a mounted ConfigMap key in production)."""
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        return cls.model_validate(data)

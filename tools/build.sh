@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds the pinned control-plane tools (kube-apiserver, kube-controller-manager, kubectl, etcd,
+# helm) from Go modules into a git-ignored cache. A binary already built at its pinned version is
+# skipped, so a warm run costs a few milliseconds. The cache lives outside the clone (default
+# ~/.cache/gputenant-operator/tools) so fresh clones reuse it; override with GPUTENANT_TOOLS_DIR.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+bin_dir=${GPUTENANT_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gputenant-operator/tools}/bin
+mkdir -p "$bin_dir"
+bin_dir=$(cd "$bin_dir" && pwd)
+
+export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+
+# pinned versions: one place, read by the Python harness through `build.sh --versions`
+KUBE_VERSION=v1.35.4
+ETCD_VERSION=v3.6.16
+HELM_VERSION=v3.22.0
+
+if [[ ${1:-} == --versions ]]; then
+  echo "kube=$KUBE_VERSION etcd=$ETCD_VERSION helm=$HELM_VERSION"
+  exit 0
+fi
+
+# build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]: builds unless $bin_dir/NAME carries VERSION.
+build() {
+  local name=$1 version=$2 module=$3 package=$4 ldflags=${5:-}
+  local stamp="$bin_dir/.$name.version"
+  if [[ -x $bin_dir/$name && -f $stamp && $(cat "$stamp") == "$version" ]]; then
+    echo "tools: $name $version cached"
+    return
+  fi
+  echo "tools: building $name $version (a cold build takes minutes) ..."
+  local start=$SECONDS
+  (cd "$here/$module" && go build -trimpath -ldflags "-s -w $ldflags" -o "$bin_dir/$name" "$package")
+  echo "$version" > "$stamp"
+  echo "tools: built $name in $((SECONDS - start))s"
+}
+
+kube_ldflags() {
+  local v=${KUBE_VERSION#v} pkg=k8s.io/component-base/version
+  local major=${v%%.*} rest=${v#*.}
+  echo "-X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=${rest%%.*} -X $pkg.gitTreeState=clean"
+}
+
+build etcd "$ETCD_VERSION" etcd .
+build kube-apiserver "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-apiserver "$(kube_ldflags)"
+build kube-controller-manager "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-controller-manager "$(kube_ldflags)"
+build kubectl "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kubectl "$(kube_ldflags)"
+build helm "$HELM_VERSION" helm helm.sh/helm/v3/cmd/helm \
+  "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+echo "tools: ready in $bin_dir"
