@@ -109,6 +109,10 @@ class OperatorConfig(ConfigModel):
 
     namespace_prefix: str = Field(default="tenant-", description="Host namespace of tenant X is <prefix>X.")
     field_manager: str = Field(default="gpu-tenant-operator", description="Server-side apply field manager.")
+    operator_namespace: str = Field(
+        default="gpu-tenant-operator",
+        description="Namespace the operator runs in; tenant NetworkPolicies let it reach each vCluster API.",
+    )
     trust_modes: dict[Trust, SharingMode] = Field(
         default_factory=lambda: {
             Trust.TRUSTED: SharingMode.TIME_SLICING,
