@@ -1,0 +1,9 @@
+"""The Kubernetes API edge: an async client, server-side apply that skips no-op writes, counters."""
+
+from gputenant.kube.applier import Applier, LiveSnapshot
+from gputenant.kube.client import KubeClient, RequestCounters, Resource
+from gputenant.kube.compare import holds, is_subset, parse_quantity
+from gputenant.kube.errors import ApiError
+
+__all__ = ["ApiError", "Applier", "KubeClient", "LiveSnapshot", "RequestCounters", "Resource",
+           "holds", "is_subset", "parse_quantity"]

@@ -1,0 +1,277 @@
+"""The operator's only door to the Kubernetes API: an async client over aiohttp.
+
+Credentials come from the `kubernetes` package's loaders (a kubeconfig file, a kubeconfig dict
+such as a vCluster's ``vc-<release>`` Secret, or the in-cluster service account), so the operator
+authenticates exactly like kubectl would. Every request is counted (reads and writes by verb), so
+tests and benchmarks can check that a resync of unchanged tenants writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Optional
+from urllib.parse import quote
+
+import aiohttp
+import kubernetes
+
+from gputenant.kube.errors import ApiError
+
+USER_AGENT = "gpu-tenant-operator"
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+@dataclass
+class RequestCounters:
+    """Requests sent, by HTTP method; `writes` is what "no write when nothing changed" checks."""
+
+    by_method: Counter = field(default_factory=Counter)
+
+    @property
+    def reads(self) -> int:
+        return sum(n for method, n in self.by_method.items() if method not in WRITE_METHODS)
+
+    @property
+    def writes(self) -> int:
+        return sum(n for method, n in self.by_method.items() if method in WRITE_METHODS)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the API: the collection path and whether it is namespaced."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    def path(self, namespace: Optional[str] = None, name: Optional[str] = None) -> str:
+        prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        parts = [prefix]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{quote(namespace)}")
+        parts.append(self.plural)
+        if name:
+            parts.append(quote(name))
+        return "/".join(parts)
+
+
+class KubeClient:
+    """Async Kubernetes API client: get/list/apply/delete/patch-status, TokenRequest and Events."""
+
+    def __init__(self, configuration: kubernetes.client.Configuration, field_manager: str,
+                 user_agent: str = USER_AGENT):
+        self._configuration = configuration
+        self.field_manager = field_manager
+        self.user_agent = user_agent
+        self.counters = RequestCounters()
+        self._resources: dict[tuple[str, str], Resource] = {}
+        self._discovery_lock = asyncio.Lock()
+        self._session: Optional[aiohttp.ClientSession] = None
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_kubeconfig(cls, path: Optional[str], field_manager: str, **kwargs) -> "KubeClient":
+        """From a kubeconfig file (None: $KUBECONFIG or ~/.kube/config), else in-cluster."""
+        configuration = kubernetes.client.Configuration()
+        try:
+            kubernetes.config.load_kube_config(config_file=path, client_configuration=configuration)
+        except kubernetes.config.ConfigException:
+            if path:
+                raise
+            kubernetes.config.load_incluster_config(client_configuration=configuration)
+        return cls(configuration, field_manager, **kwargs)
+
+    @classmethod
+    def from_kubeconfig_dict(cls, kubeconfig: dict, field_manager: str, **kwargs) -> "KubeClient":
+        """From a kubeconfig held in memory, e.g. the virtual cluster's ``vc-<release>`` Secret."""
+        configuration = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config_from_dict(kubeconfig, client_configuration=configuration,
+                                                     temp_file_path=tempfile.gettempdir())
+        return cls(configuration, field_manager, **kwargs)
+
+    def _ssl_context(self) -> ssl.SSLContext | bool:
+        c = self._configuration
+        if not c.verify_ssl:
+            return False
+        context = ssl.create_default_context(cafile=c.ssl_ca_cert)
+        if c.cert_file:
+            context.load_cert_chain(c.cert_file, c.key_file)
+        return context
+
+    async def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(ssl=self._ssl_context(), limit=32)
+            self._session = aiohttp.ClientSession(
+                base_url=self._configuration.host.rstrip("/") + "/", connector=connector,
+                timeout=aiohttp.ClientTimeout(total=60))
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> "KubeClient":
+        return self
+
+    async def __aexit__(self, *_) -> None:
+        await self.close()
+
+    # -- transport ------------------------------------------------------------------------------
+
+    def _headers(self, content_type: Optional[str]) -> dict[str, str]:
+        c = self._configuration
+        if c.refresh_api_key_hook is not None:
+            c.refresh_api_key_hook(c)
+        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+        token = c.get_api_key_with_prefix("authorization") or c.get_api_key_with_prefix("BearerToken")
+        if token:
+            headers["Authorization"] = token
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    async def request(self, method: str, path: str, *, params: Optional[dict] = None,
+                      body: Any = None, content_type: Optional[str] = None) -> Any:
+        """Send one request; the decoded JSON answer, or ApiError (status 0: no answer)."""
+        session = await self._get_session()
+        self.counters.by_method[method] += 1
+        data = None if body is None else json.dumps(body)
+        if data is not None and content_type is None:
+            content_type = "application/json"
+        try:
+            async with session.request(method, path.lstrip("/"), params=params, data=data,
+                                       headers=self._headers(content_type)) as response:
+                text = await response.text()
+                if response.status >= 400:
+                    raise _error(response.status, text, method, path)
+                return json.loads(text) if text else None
+        except aiohttp.ClientError as error:
+            raise ApiError(0, "ConnectionFailed", str(error), method, path) from error
+        except asyncio.TimeoutError as error:
+            raise ApiError(0, "Timeout", "no answer in time", method, path) from error
+
+    # -- discovery ------------------------------------------------------------------------------
+
+    async def resource(self, api_version: str, kind: str) -> Resource:
+        """The Resource of a kind, from API discovery (once per group version)."""
+        key = (api_version, kind)
+        if key not in self._resources:
+            async with self._discovery_lock:
+                if key not in self._resources:
+                    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+                    listing = await self.request("GET", prefix)
+                    for item in listing.get("resources", []):
+                        if "/" not in item["name"]:
+                            self._resources[(api_version, item["kind"])] = Resource(
+                                api_version, item["kind"], item["name"], item["namespaced"])
+        try:
+            return self._resources[key]
+        except KeyError:
+            raise ApiError(404, "NotFound", f"the API server serves no kind {kind} in {api_version}; "
+                           "is its CRD installed?") from None
+
+    # -- objects --------------------------------------------------------------------------------
+
+    async def get(self, api_version: str, kind: str, name: str,
+                  namespace: Optional[str] = None) -> Optional[dict]:
+        """The object, or None if it does not exist."""
+        resource = await self.resource(api_version, kind)
+        try:
+            return await self.request("GET", resource.path(namespace, name))
+        except ApiError as error:
+            if error.not_found:
+                return None
+            raise
+
+    async def list(self, api_version: str, kind: str, *, namespace: Optional[str] = None,
+                   label_selector: Optional[str] = None) -> list[dict]:
+        """All objects of a kind (in one namespace or all), optionally filtered by labels."""
+        resource = await self.resource(api_version, kind)
+        params = {"labelSelector": label_selector} if label_selector else None
+        answer = await self.request("GET", resource.path(namespace), params=params)
+        items = answer.get("items", [])
+        for item in items:
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return items
+
+    async def apply(self, obj: dict) -> dict:
+        """Server-side apply under our one field manager, taking over conflicting fields."""
+        resource = await self.resource(obj["apiVersion"], obj["kind"])
+        metadata = obj["metadata"]
+        return await self.request(
+            "PATCH", resource.path(metadata.get("namespace"), metadata["name"]),
+            params={"fieldManager": self.field_manager, "force": "true"}, body=obj,
+            content_type="application/apply-patch+yaml")
+
+    async def patch(self, api_version: str, kind: str, name: str, patch: dict,
+                    namespace: Optional[str] = None, subresource: str = "") -> dict:
+        """A JSON merge patch (None values delete keys)."""
+        resource = await self.resource(api_version, kind)
+        path = resource.path(namespace, name) + (f"/{subresource}" if subresource else "")
+        return await self.request("PATCH", path, body=patch,
+                                  content_type="application/merge-patch+json")
+
+    async def patch_status(self, api_version: str, kind: str, name: str, status: dict,
+                           namespace: Optional[str] = None) -> dict:
+        """Replace the parts of `.status` named in `status` through the status subresource."""
+        return await self.patch(api_version, kind, name, {"status": status}, namespace, "status")
+
+    async def delete(self, api_version: str, kind: str, name: str,
+                     namespace: Optional[str] = None) -> bool:
+        """Delete with background propagation; False if it was already gone."""
+        resource = await self.resource(api_version, kind)
+        try:
+            await self.request("DELETE", resource.path(namespace, name),
+                               body={"propagationPolicy": "Background"})
+            return True
+        except ApiError as error:
+            if error.not_found:
+                return False
+            raise
+
+    async def create(self, obj: dict) -> dict:
+        resource = await self.resource(obj["apiVersion"], obj["kind"])
+        return await self.request("POST", resource.path(obj["metadata"].get("namespace")), body=obj)
+
+    async def request_token(self, namespace: str, service_account: str,
+                            expiration_seconds: int) -> dict:
+        """A TokenRequest for a ServiceAccount; the answer's status holds token and expiry."""
+        return await self.request(
+            "POST", f"/api/v1/namespaces/{quote(namespace)}/serviceaccounts/{quote(service_account)}/token",
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                  "spec": {"expirationSeconds": expiration_seconds}})
+
+    async def post_event(self, involved: dict, event_type: str, reason: str, message: str,
+                         timestamp: str) -> None:
+        """A core/v1 Event about `involved` (in `default` for cluster-scoped objects, as kubectl
+        describe looks there for them)."""
+        metadata = involved["metadata"]
+        namespace = metadata.get("namespace") or "default"
+        await self.create({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{metadata['name']}.", "namespace": namespace},
+            "involvedObject": {"apiVersion": involved["apiVersion"], "kind": involved["kind"],
+                               "name": metadata["name"], "uid": metadata.get("uid"),
+                               "namespace": metadata.get("namespace")},
+            "type": event_type, "reason": reason, "message": message[:1024],
+            "firstTimestamp": timestamp, "lastTimestamp": timestamp, "count": 1,
+            "source": {"component": self.user_agent},
+            "reportingComponent": self.user_agent, "reportingInstance": self.user_agent,
+        })
+
+
+def _error(status: int, text: str, method: str, path: str) -> ApiError:
+    try:
+        body = json.loads(text)
+        return ApiError(status, body.get("reason", ""), body.get("message", text), method, path)
+    except (ValueError, AttributeError):
+        return ApiError(status, "", text[:500], method, path)
