@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
+from gputenant.policy.gpus import MIG_PROFILES, mig_layout
+from gputenant.policy.trust import WEAKEST_ALLOWED, allowed_modes, names
 
 
 class ConfigModel(BaseModel):
@@ -87,6 +89,59 @@ class Pool(ConfigModel):
     mig: Optional[MigPool] = None
     hami: Optional[HamiPool] = None
 
+    @model_validator(mode="after")
+    def _mode_blocks_match_mode(self) -> "Pool":
+        """Exactly the block of the pool's mode may be set; HAMi's block has defaults and is filled in."""
+        blocks = {
+            PoolMode.TIME_SLICING: ("timeSlicing", self.time_slicing),
+            PoolMode.MIG: ("mig", self.mig),
+            PoolMode.HAMI: ("hami", self.hami),
+        }
+        for mode, (block, value) in blocks.items():
+            if mode is not self.mode and value is not None:
+                raise ValueError(
+                    f"pool {self.name!r}: {block} is set but mode is {self.mode.value}; remove {block} or set mode: {mode.value}"
+                )
+        if self.mode is PoolMode.TIME_SLICING and self.time_slicing is None:
+            raise ValueError(f"pool {self.name!r}: mode TimeSlicing needs timeSlicing.replicas (time-slice replicas per GPU)")
+        if self.mode is PoolMode.MIG and self.mig is None:
+            raise ValueError(f"pool {self.name!r}: mode MIG needs mig.config (the nvidia.com/mig.config label) and mig.profiles")
+        if self.mode is PoolMode.HAMI and self.hami is None:
+            self.hami = HamiPool()
+        if self.mig is not None:
+            self._check_mig_layout(self.mig)
+        return self
+
+    def _check_mig_layout(self, mig: MigPool) -> None:
+        """Profiles must exist on the GPU model and, for the standard mig-parted configs, in the layout."""
+        field = f"pool {self.name!r}"
+        on_gpu = MIG_PROFILES.get(self.gpu_model)
+        if on_gpu is None:
+            raise ValueError(
+                f"{field}: gpuModel {self.gpu_model} has no MIG; MIG pools need one of {', '.join(MIG_PROFILES)}"
+            )
+        known = [profile.name for profile in on_gpu]
+        for profile in mig.profiles:
+            if profile not in known:
+                raise ValueError(
+                    f"{field}: mig.profiles has {profile}, which {self.gpu_model} does not offer; "
+                    f"its profiles are {', '.join(known)}"
+                )
+        if mig.default_profile is not None and mig.default_profile not in mig.profiles:
+            raise ValueError(f"{field}: mig.defaultProfile {mig.default_profile} is not in mig.profiles {mig.profiles}")
+        if mig.strategy is MigStrategy.SINGLE and len(mig.profiles) != 1:
+            raise ValueError(
+                f"{field}: mig.strategy single advertises every instance as nvidia.com/gpu, so mig.profiles "
+                f"must list exactly one profile; use strategy mixed for {mig.profiles}"
+            )
+        layout = mig_layout(self.gpu_model, mig.config)
+        if layout is not None and not set(mig.profiles) <= set(layout):
+            missing = sorted(set(mig.profiles) - set(layout))
+            raise ValueError(
+                f"{field}: mig.config {mig.config} has no {', '.join(missing)} instances on {self.gpu_model} "
+                f"(it has {', '.join(layout)}); fix mig.profiles or mig.config"
+            )
+
 
 class VClusterChart(ConfigModel):
     """Where the vcluster chart comes from."""
@@ -119,11 +174,27 @@ class OperatorConfig(ConfigModel):
             Trust.INTERNAL: SharingMode.HAMI,
             Trust.UNTRUSTED: SharingMode.MIG,
         },
-        description="Mechanism for tenants whose sharing mode is Auto.",
+        description="Mechanism for tenants whose sharing mode is Auto; a trust left out gets its weakest allowed mechanism.",
     )
     pools: list[Pool] = Field(default_factory=list)
     vcluster: VClusterChart = Field(default_factory=VClusterChart)
     device_plugin_config_map: DevicePluginConfigMap = Field(default_factory=DevicePluginConfigMap)
+
+    @model_validator(mode="after")
+    def _pools_and_trust_modes_are_consistent(self) -> "OperatorConfig":
+        """Pool names are unique; trustModes is complete and never weaker than the trust allows."""
+        seen: set[str] = set()
+        for pool in self.pools:
+            if pool.name in seen:
+                raise ValueError(f"pools: the name {pool.name!r} is used by more than one pool; pool names must be unique")
+            seen.add(pool.name)
+        for trust, mode in self.trust_modes.items():
+            if mode not in allowed_modes(trust):
+                raise ValueError(
+                    f"trustModes.{trust.value}: {mode.value} is not allowed for {trust.value} tenants; use {names(allowed_modes(trust))}"
+                )
+        self.trust_modes = {trust: self.trust_modes.get(trust, WEAKEST_ALLOWED[trust]) for trust in Trust}
+        return self
 
     def pool(self, name: str) -> Optional[Pool]:
         return next((p for p in self.pools if p.name == name), None)
