@@ -1,0 +1,56 @@
+{{/* Names shared by every template; the RBAC resourceNames depend on them. */}}
+
+{{- define "gto.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gto.serviceAccountName" -}}
+{{- default (include "gto.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/* The ClusterRole the operator binds itself to, by RoleBinding, in each tenant namespace. */}}
+{{- define "gto.tenantNamespaceRole" -}}
+{{- printf "%s-tenant-namespace" (include "gto.fullname" .) -}}
+{{- end -}}
+
+{{- define "gto.webhookName" -}}
+{{- printf "%s-guard" (include "gto.fullname" .) -}}
+{{- end -}}
+
+{{- define "gto.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "gto.labels" -}}
+{{ include "gto.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "gto.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* The OperatorConfig document: the user's `config` values plus what only the chart knows. */}}
+{{- define "gto.operatorConfig" -}}
+{{- $fromChart := dict "operatorNamespace" .Release.Namespace -}}
+{{- toYaml (merge $fromChart (deepCopy .Values.config)) -}}
+{{- end -}}
+
+{{/* The operator's command line: the same `gputenant run` the tests and the Dockerfile use. */}}
+{{- define "gto.command" -}}
+- gputenant
+- run
+- --config
+- /etc/gputenant/config.yaml
+- --liveness
+- {{ printf "http://0.0.0.0:%d%s" (int .Values.liveness.port) .Values.liveness.path }}
+- --log-level
+- {{ .Values.logLevel }}
+{{- end -}}
