@@ -1,0 +1,1 @@
+"""Turning a GpuTenant into applied state and status: the pipeline, conditions, status."""

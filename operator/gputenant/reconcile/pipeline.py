@@ -1,0 +1,400 @@
+"""One idempotent pipeline for create, resume, update and the drift timer.
+
+spec -> validated model -> policy decision -> rendered objects -> applied state -> status.
+Each step sets its condition; a step that fails stops the steps after it (they keep their last
+condition). Writes happen only where the live state differs, and status is patched only when it
+changed, so a resync of an unchanged tenant writes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Optional
+
+import yaml
+from pydantic import ValidationError
+
+from gputenant import GROUP, KIND, VERSION, naming
+from gputenant.api.v1alpha1 import GpuTenant
+from gputenant.config.models import OperatorConfig
+from gputenant.kube import ApiError, Applier, KubeClient, LiveSnapshot
+from gputenant.reconcile import conditions as cond
+from gputenant.reconcile.ports import KubeconfigIssuer, Releases, StepError
+
+log = logging.getLogger(__name__)
+
+API_VERSION = f"{GROUP}/{VERSION}"
+EXPIRES_ANNOTATION = f"{GROUP}/expires-at"
+ROTATION_ANNOTATION = f"{GROUP}/rotation"
+SERVER_ANNOTATION = f"{GROUP}/server"
+ROTATE_AFTER_FRACTION = 2 / 3
+"""Kubeconfigs are re-issued once this share of their lifetime has passed."""
+WAIT_FOR_CONTROL_PLANE_SECONDS = 5.0
+
+STAGES: tuple[tuple[str, frozenset[str]], ...] = (
+    ("NamespaceReady", frozenset({"Namespace"})),
+    ("QuotaReady", frozenset({"ResourceQuota", "LimitRange"})),
+    ("RBACReady", frozenset({"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "ServiceAccount"})),
+    ("NetworkReady", frozenset({"NetworkPolicy"})),
+    ("QueueReady", frozenset({"Queue"})),
+)
+SHARING_STAGE = "SharingReady"
+"""Every other rendered kind (device-plugin config, admission policy bindings) belongs to sharing."""
+
+
+def now_rfc3339(now: datetime) -> str:
+    return now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_duration(text: str, field_name: str = "spec.kubeconfig.tokenLifetime") -> timedelta:
+    """'24h', '90m', '1h30m' -> timedelta; a clear error naming the field otherwise."""
+    match = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text.strip())
+    if not text.strip() or not match:
+        raise ValueError(f"{field_name}: {text!r} is not a duration; write e.g. 24h, 90m or 1h30m")
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return timedelta(hours=hours, minutes=minutes, seconds=seconds)
+
+
+def values_hash(chart_version: Optional[str], values: dict) -> str:
+    canonical = json.dumps({"chart": chart_version, "values": values}, sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def stage_of(kind: str) -> str:
+    return next((name for name, kinds in STAGES if kind in kinds), SHARING_STAGE)
+
+
+@dataclass
+class Outcome:
+    """What the caller (kopf) should do next."""
+
+    ready: bool = False
+    retry_after: Optional[float] = None
+    """Seconds until the next attempt; None: nothing pending (done, or stopped until spec changes)."""
+    permanent_failure: Optional[str] = None
+    applied: list = field(default_factory=list)
+    status_written: bool = False
+    helm_calls: int = 0
+
+
+def owner_reference(body: dict) -> dict:
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": body["metadata"]["name"],
+            "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def adopt(obj: dict, body: dict, host_namespace: str) -> dict:
+    """Our labels and an ownerRef to the tenant, set explicitly (never copied from the tenant).
+
+    Objects in other namespaces that the renderer did not label for this tenant are shared
+    (e.g. one device-plugin ConfigMap for all tenants) and are left unowned.
+    """
+    tenant = body["metadata"]["name"]
+    metadata = dict(obj.get("metadata") or {})
+    labels = dict(metadata.get("labels") or {})
+    namespace = metadata.get("namespace")
+    ours = labels.get(naming.TENANT_LABEL, tenant) == tenant and namespace in (None, host_namespace)
+    if not ours:
+        return obj
+    component = labels.get(naming.COMPONENT_LABEL) or obj["kind"].lower()
+    metadata["labels"] = {**labels, **naming.tenant_labels(tenant, component)}
+    others = [ref for ref in metadata.get("ownerReferences") or [] if ref.get("kind") != KIND]
+    metadata["ownerReferences"] = [*others, owner_reference(body)]
+    return {**obj, "metadata": metadata}
+
+
+class Reconciler:
+    """Runs the pipeline for one tenant body at a time; safe to call again at any point."""
+
+    def __init__(self, client: KubeClient, config: OperatorConfig, releases: Releases,
+                 issuer: KubeconfigIssuer, *, decide: Callable | None = None,
+                 render: Callable | None = None, clock: Callable[[], datetime] | None = None):
+        self.client = client
+        self.config = config
+        self.releases = releases
+        self.issuer = issuer
+        self._decide = decide
+        self._render = render
+        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self._helm_stopped: dict[str, int] = {}
+        """Tenants whose Helm step failed permanently, by generation: no Helm call until it changes."""
+
+    def decide(self, name, spec):
+        if self._decide is None:
+            from gputenant.policy.choose import decide
+            self._decide = decide
+        return self._decide(name, spec, self.config)
+
+    def render(self, tenant, decision):
+        if self._render is None:
+            from gputenant.render import render_tenant
+            self._render = render_tenant
+        return self._render(tenant, decision, self.config)
+
+    async def reconcile(self, body: dict, retry: int = 0) -> Outcome:
+        """Run the pipeline; `retry` counts earlier failed attempts (for the backoff)."""
+        run = _Run(self, body, retry)
+        try:
+            await run.pipeline()
+        except StepError as error:
+            run.fail(run.current_stage, error.reason, error.message, error.transient)
+        except ApiError as error:
+            reason = "ApiUnavailable" if error.transient else "ApplyRejected"
+            run.fail(run.current_stage, reason, str(error), error.transient)
+        await run.finish()
+        return run.outcome
+
+
+class _Run:
+    """The state of one pipeline run."""
+
+    def __init__(self, reconciler: Reconciler, body: dict, retry: int):
+        self.r = reconciler
+        self.retry = retry
+        self.body = body
+        self.name = body["metadata"]["name"]
+        self.generation = body["metadata"].get("generation")
+        self.old_status = dict(body.get("status") or {})
+        self.conditions = [dict(c) for c in self.old_status.get("conditions") or []]
+        self.status: dict[str, Any] = {
+            key: self.old_status[key] for key in ("namespace", "sharing", "granted", "vcluster", "kubeconfigs")
+            if key in self.old_status}
+        self.now = reconciler.clock()
+        self.outcome = Outcome()
+        self.current_stage = "NamespaceReady"
+        self.host_namespace = naming.host_namespace(self.name, reconciler.config)
+        self.snapshot = LiveSnapshot(reconciler.client, f"{naming.TENANT_LABEL}={self.name}")
+        self.applier = Applier(reconciler.client, self.snapshot)
+
+    # -- conditions -----------------------------------------------------------------------------
+
+    def set(self, condition_type: str, ok: bool | None, reason: str, message: str) -> None:
+        status = {True: "True", False: "False", None: "Unknown"}[ok]
+        self.conditions = cond.set_condition(self.conditions, condition_type, status, reason, message,
+                                             self.generation, now_rfc3339(self.now))
+
+    def fail(self, stage: str, reason: str, message: str, transient: bool) -> None:
+        self.set(stage, False, reason, message)
+        if transient:
+            self.outcome.retry_after = min(300.0, 5.0 * 2 ** min(self.retry, 6))
+        else:
+            self.outcome.permanent_failure = reason
+
+    # -- the pipeline ---------------------------------------------------------------------------
+
+    async def pipeline(self) -> None:
+        try:
+            tenant = GpuTenant.from_body(self.body)
+            lifetime = parse_duration(tenant.spec.kubeconfig.token_lifetime)
+        except (ValidationError, ValueError) as error:
+            raise StepError("InvalidSpec", _validation_message(error), transient=False) from None
+        self.tenant = tenant
+        decision = self.r.decide(self.name, tenant.spec)
+        rendered = self.r.render(tenant, decision)
+        self.status["namespace"] = self.host_namespace
+        self.status["sharing"] = _drop_none({
+            "mode": decision.mode.value if decision.mode else None,
+            "pool": decision.pool.name if decision.pool else None, "reason": decision.message})
+        queue = decision.queue
+        self.status["granted"] = _drop_none({
+            "resources": dict(decision.quota),
+            "queue": _drop_none({"name": queue.name, "parent": queue.parent, "quota": queue.quota,
+                                 "limit": queue.limit, "overQuotaWeight": queue.over_quota_weight,
+                                 "priority": queue.priority}) if queue else None})
+
+        objects = [adopt(obj, self.body, self.host_namespace) for obj in rendered.objects]
+        by_stage: dict[str, list[dict]] = {}
+        for obj in objects:
+            by_stage.setdefault(stage_of(obj["kind"]), []).append(obj)
+        for stage, _ in STAGES:
+            if stage == "QueueReady" and not decision.possible:
+                self.set(stage, False, decision.reason, "no Queue while the sharing policy is impossible")
+                continue
+            await self.apply_stage(stage, by_stage.get(stage, []))
+        if not decision.possible:
+            self.set(SHARING_STAGE, False, decision.reason, decision.message)
+            self.outcome.permanent_failure = decision.reason
+            return
+        await self.apply_stage(SHARING_STAGE, by_stage.get(SHARING_STAGE, []),
+                               message=decision.message, reason=decision.reason)
+
+        self.current_stage = "VClusterReady"
+        admin_kubeconfig = await self.ensure_vcluster(rendered.vcluster_values)
+        if admin_kubeconfig is None:
+            return
+        self.current_stage = "KubeconfigReady"
+        await self.ensure_kubeconfigs(admin_kubeconfig, lifetime)
+
+    async def apply_stage(self, stage: str, objects: list[dict], *, reason: str = "Applied",
+                          message: str = "") -> None:
+        self.current_stage = stage
+        for obj in objects:
+            await self.applier.ensure(obj)
+        names = ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
+        self.set(stage, True, reason, message or (f"in place: {names}" if names else "nothing to apply"))
+
+    # -- vCluster -------------------------------------------------------------------------------
+
+    async def ensure_vcluster(self, values: dict) -> Optional[dict]:
+        """Helm install/upgrade only when the values hash changed or the release is missing;
+        then the admin kubeconfig from ``vc-<release>``, or None while the control plane starts."""
+        spec = self.tenant.spec.vcluster
+        release = naming.release_name(self.name)
+        chart_version = spec.chart_version or self.r.config.vcluster.version
+        wanted_hash = values_hash(chart_version, values)
+        recorded = self.old_status.get("vcluster") or {}
+        stopped = self.r._helm_stopped.get(self.name) == self.generation
+        if stopped:
+            raise StepError(self._last_reason("VClusterReady", "HelmFailed"),
+                            self._last_message("VClusterReady"), transient=False)
+        if recorded.get("valuesHash") == wanted_hash and await self.release_exists(release):
+            installed = recorded.get("chartVersion") or chart_version
+        else:
+            self.outcome.helm_calls += 1
+            try:
+                installed = await self.r.releases.ensure(release, self.host_namespace, chart_version, values)
+            except StepError as error:
+                if not error.transient:
+                    self.r._helm_stopped[self.name] = self.generation
+                raise
+        self.status["vcluster"] = _drop_none({
+            "release": release, "chartVersion": installed, "valuesHash": wanted_hash,
+            "endpoint": recorded.get("endpoint")})
+        secret = await self.r.client.get("v1", "Secret", naming.vcluster_secret_name(self.name),
+                                         self.host_namespace)
+        encoded = (secret or {}).get("data", {}).get("config")
+        if not encoded:
+            self.set("VClusterReady", False, "WaitingForControlPlane",
+                     f"release {release} ({installed}) installed; waiting for its control plane to "
+                     f"write Secret {self.host_namespace}/{naming.vcluster_secret_name(self.name)}")
+            self.outcome.retry_after = WAIT_FOR_CONTROL_PLANE_SECONDS
+            return None
+        admin_kubeconfig = yaml.safe_load(base64.b64decode(encoded))
+        endpoint = spec.server_url or _server_of(admin_kubeconfig)
+        self.status["vcluster"]["endpoint"] = endpoint
+        self.set("VClusterReady", True, "ControlPlaneUp", f"release {release} ({installed}) serves at {endpoint}")
+        return admin_kubeconfig
+
+    async def release_exists(self, release: str) -> bool:
+        """Helm keeps each release revision in a Secret labelled owner=helm; reading them costs no
+        Helm call."""
+        secrets = await self.r.client.list("v1", "Secret", namespace=self.host_namespace,
+                                           label_selector=f"owner=helm,name={release}")
+        return any(s["metadata"].get("labels", {}).get("status") == "deployed" for s in secrets)
+
+    # -- kubeconfigs ----------------------------------------------------------------------------
+
+    async def ensure_kubeconfigs(self, admin_kubeconfig: dict, lifetime: timedelta) -> None:
+        spec = self.tenant.spec
+        rotation = self.body["metadata"].get("annotations", {}).get(naming.ROTATE_ANNOTATION, "")
+        server = spec.vcluster.server_url or _server_of(admin_kubeconfig)
+        entries, rotated = [], []
+        for role in (r.value for r in spec.kubeconfig.roles):
+            secret_name = naming.kubeconfig_secret_name(self.name, role)
+            live = await self.applier.live({"apiVersion": "v1", "kind": "Secret",
+                                            "metadata": {"name": secret_name, "namespace": self.host_namespace}})
+            annotations = (live or {}).get("metadata", {}).get("annotations", {})
+            expires_at = annotations.get(EXPIRES_ANNOTATION)
+            if self.needs_issue(live, expires_at, lifetime, annotations, rotation, server):
+                issued = await self.r.issuer.issue(self.name, role, admin_kubeconfig, spec.vcluster.server_url,
+                                                   int(lifetime.total_seconds()))
+                expires_at = now_rfc3339(issued.expires_at)
+                await self.applier.ensure(adopt({
+                    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": secret_name, "namespace": self.host_namespace,
+                                 "labels": {naming.COMPONENT_LABEL: "kubeconfig"},
+                                 "annotations": {EXPIRES_ANNOTATION: expires_at, ROTATION_ANNOTATION: rotation,
+                                                 SERVER_ANNOTATION: server}},
+                    "stringData": {"config": issued.kubeconfig},
+                }, self.body, self.host_namespace))
+                rotated.append(role)
+            entries.append({"role": role, "secretName": secret_name, "expiresAt": expires_at})
+        await self.remove_unwanted_kubeconfigs({e["secretName"] for e in entries})
+        self.status["kubeconfigs"] = entries
+        if rotated:
+            await self.event("Normal", "KubeconfigIssued", f"issued kubeconfigs: {', '.join(rotated)}")
+        soonest = min(e["expiresAt"] for e in entries) if entries else "-"
+        self.set("KubeconfigReady", True, "Issued",
+                 f"{len(entries)} kubeconfig(s) in {self.host_namespace}; earliest expiry {soonest}")
+
+    def needs_issue(self, live, expires_at, lifetime, annotations, rotation, server) -> bool:
+        if live is None or not expires_at or not live.get("data", {}).get("config"):
+            return True
+        if annotations.get(ROTATION_ANNOTATION, "") != rotation or annotations.get(SERVER_ANNOTATION) != server:
+            return True
+        expiry = datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        return self.now >= expiry - lifetime * (1 - ROTATE_AFTER_FRACTION)
+
+    async def remove_unwanted_kubeconfigs(self, wanted: set[str]) -> None:
+        for secret in self.snapshot.all("v1", "Secret"):
+            labels = secret["metadata"].get("labels", {})
+            name = secret["metadata"]["name"]
+            if labels.get(naming.COMPONENT_LABEL) == "kubeconfig" and name not in wanted:
+                await self.r.client.delete("v1", "Secret", name, secret["metadata"].get("namespace"))
+
+    # -- status ---------------------------------------------------------------------------------
+
+    async def finish(self) -> None:
+        ready_status, reason, message = cond.summarise_ready(self.conditions)
+        self.set(cond.READY, {"True": True, "False": False, "Unknown": None}[ready_status], reason, message)
+        self.outcome.ready = ready_status == "True"
+        self.outcome.applied = list(self.applier.result.applied)
+        new_status = {**self.status, "observedGeneration": self.generation,
+                      "conditions": cond.ordered(self.conditions)}
+        if self.outcome.applied and self.was_ready_at_this_generation():
+            await self.event("Warning", "DriftRepaired", "re-applied objects that were changed or deleted: "
+                             + ", ".join(f"{k}/{n}" for _, k, _, n in self.outcome.applied))
+        for condition in new_status["conditions"]:
+            before = cond.find(self.old_status.get("conditions") or [], condition["type"])
+            if before is None or before["status"] != condition["status"] or before["reason"] != condition["reason"]:
+                kind = "Normal" if condition["status"] == "True" else "Warning"
+                await self.event(kind, condition["reason"], f"{condition['type']}={condition['status']}: "
+                                 f"{condition['message']}")
+        if _comparable(new_status) != _comparable(self.old_status):
+            await self.r.client.patch_status(API_VERSION, KIND, self.name, new_status)
+            self.outcome.status_written = True
+
+    def was_ready_at_this_generation(self) -> bool:
+        ready = cond.find(self.old_status.get("conditions") or [], cond.READY)
+        return bool(ready and ready["status"] == "True" and self.old_status.get("observedGeneration") == self.generation)
+
+    async def event(self, event_type: str, reason: str, message: str) -> None:
+        """Events are best effort: a failure to post one never fails the reconcile."""
+        try:
+            await self.r.client.post_event({**self.body, "apiVersion": API_VERSION, "kind": KIND},
+                                           event_type, reason, message, now_rfc3339(self.now))
+        except ApiError as error:
+            log.warning("tenant %s: could not post event %s: %s", self.name, reason, error)
+
+    def _last_reason(self, condition_type: str, default: str) -> str:
+        found = cond.find(self.conditions, condition_type)
+        return found["reason"] if found and found["status"] == "False" else default
+
+    def _last_message(self, condition_type: str) -> str:
+        found = cond.find(self.conditions, condition_type)
+        return found["message"] if found else "the Helm release failed; change the spec to retry"
+
+
+def _comparable(status: dict) -> str:
+    return json.dumps({k: v for k, v in status.items() if v is not None}, sort_keys=True, default=str)
+
+
+def _drop_none(mapping: dict) -> dict:
+    return {key: value for key, value in mapping.items() if value is not None}
+
+
+def _server_of(kubeconfig: dict) -> Optional[str]:
+    clusters = kubeconfig.get("clusters") or []
+    return clusters[0]["cluster"]["server"] if clusters else None
+
+
+def _validation_message(error: Exception) -> str:
+    """Each problem with the field path it is at, e.g. 'spec.gpu.quota: must be >= 0'."""
+    if isinstance(error, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+    return str(error)

@@ -1,0 +1,44 @@
+"""What the pipeline needs from the Helm and kubeconfig components, as small protocols.
+
+The pipeline depends on these shapes only, so it can be driven by the real Helm wrapper and
+kubeconfig issuer (gputenant.helm, gputenant.kubeconfigs) through the adapters in
+``reconcile.adapters``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+class StepError(Exception):
+    """A step failed; `transient` decides between retry-with-backoff and stop-until-spec-changes."""
+
+    def __init__(self, reason: str, message: str, transient: bool):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.transient = transient
+
+
+class Releases(Protocol):
+    async def ensure(self, release: str, namespace: str, chart_version: str | None,
+                     values: dict) -> str:
+        """Install or upgrade; returns the installed chart version. Raises StepError."""
+
+    async def uninstall(self, release: str, namespace: str) -> None:
+        """Remove the release if present. Raises StepError."""
+
+
+@dataclass(frozen=True)
+class IssuedKubeconfig:
+    kubeconfig: str
+    """The kubeconfig document (YAML text) for the role."""
+    expires_at: datetime
+
+
+class KubeconfigIssuer(Protocol):
+    async def issue(self, tenant: str, role: str, admin_kubeconfig: dict, server_url: str | None,
+                    lifetime_seconds: int) -> IssuedKubeconfig:
+        """A token-based kubeconfig for `role` inside the virtual cluster. Raises StepError."""

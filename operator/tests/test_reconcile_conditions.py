@@ -1,0 +1,80 @@
+"""Condition bookkeeping and the pure helpers of the pipeline."""
+
+from datetime import timedelta
+
+import pytest
+
+from gputenant.reconcile import conditions as cond
+from gputenant.reconcile.pipeline import adopt, parse_duration, stage_of, values_hash
+
+T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
+
+
+def test_transition_time_moves_only_when_status_changes():
+    first = cond.set_condition([], "QueueReady", "False", "Pending", "a", 1, T0)
+    same = cond.set_condition(first, "QueueReady", "False", "Other", "b", 2, T1)
+    assert same[0]["lastTransitionTime"] == T0 and same[0]["reason"] == "Other"
+    flipped = cond.set_condition(same, "QueueReady", "True", "Applied", "", 2, T1)
+    assert flipped[0]["lastTransitionTime"] == T1
+
+
+def test_ready_summarises_the_first_false_part_then_pending_then_true():
+    conditions = []
+    for part in cond.PART_CONDITIONS:
+        conditions = cond.set_condition(conditions, part, "True", "Applied", "", 1, T0)
+    assert cond.summarise_ready(conditions)[:2] == ("True", "TenantReady")
+    pending = cond.remove_condition(conditions, "KubeconfigReady")
+    assert cond.summarise_ready(pending)[:2] == ("Unknown", "Progressing")
+    failed = cond.set_condition(pending, "SharingReady", "False", "NoPoolForMode", "add a pool", 1, T0)
+    assert cond.summarise_ready(failed) == ("False", "NoPoolForMode", "SharingReady: add a pool")
+
+
+def test_ordered_puts_ready_first_then_pipeline_order():
+    conditions = [{"type": t} for t in ("VClusterReady", "Ready", "NamespaceReady", "DeletionPrevented")]
+    assert [c["type"] for c in cond.ordered(conditions)] == [
+        "Ready", "NamespaceReady", "VClusterReady", "DeletionPrevented"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("24h", timedelta(hours=24)), ("90m", timedelta(minutes=90)), ("1h30m", timedelta(minutes=90)),
+])
+def test_parse_duration(text, expected):
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "1d", "10", "h"])
+def test_parse_duration_names_the_field(text):
+    with pytest.raises(ValueError, match="spec.kubeconfig.tokenLifetime"):
+        parse_duration(text)
+
+
+def test_values_hash_is_stable_and_sensitive():
+    assert values_hash("0.36.1", {"a": 1, "b": 2}) == values_hash("0.36.1", {"b": 2, "a": 1})
+    assert values_hash("0.36.1", {"a": 1}) != values_hash("0.36.1", {"a": 2})
+    assert values_hash("0.36.1", {"a": 1}) != values_hash("0.37.0", {"a": 1})
+
+
+def test_stages_by_kind():
+    assert stage_of("Namespace") == "NamespaceReady"
+    assert stage_of("LimitRange") == "QuotaReady"
+    assert stage_of("ClusterRoleBinding") == "RBACReady"
+    assert stage_of("Queue") == "QueueReady"
+    assert stage_of("ConfigMap") == "SharingReady"
+
+
+TENANT = {"metadata": {"name": "a", "uid": "u1"}}
+
+
+def test_adopt_sets_labels_and_owner_on_the_tenants_objects():
+    adopted = adopt({"apiVersion": "v1", "kind": "ResourceQuota",
+                     "metadata": {"name": "q", "namespace": "tenant-a"}}, TENANT, "tenant-a")
+    assert adopted["metadata"]["labels"]["gputenant.io/tenant"] == "a"
+    assert adopted["metadata"]["labels"]["gputenant.io/component"] == "resourcequota"
+    assert adopted["metadata"]["ownerReferences"] == [{
+        "apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "name": "a", "uid": "u1",
+        "controller": True, "blockOwnerDeletion": True}]
+
+
+def test_adopt_leaves_shared_objects_in_other_namespaces_alone():
+    shared = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "gpu-operator"}}
+    assert adopt(shared, TENANT, "tenant-a") is shared
