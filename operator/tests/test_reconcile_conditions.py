@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from gputenant.reconcile import conditions as cond
-from gputenant.reconcile.pipeline import adopt, parse_duration, stage_of, values_hash
+from gputenant.reconcile.pipeline import adopt, parse_duration, stage_of
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 
@@ -46,12 +46,6 @@ def test_parse_duration(text, expected):
 def test_parse_duration_names_the_field(text):
     with pytest.raises(ValueError, match="spec.kubeconfig.tokenLifetime"):
         parse_duration(text)
-
-
-def test_values_hash_is_stable_and_sensitive():
-    assert values_hash("0.36.1", {"a": 1, "b": 2}) == values_hash("0.36.1", {"b": 2, "a": 1})
-    assert values_hash("0.36.1", {"a": 1}) != values_hash("0.36.1", {"a": 2})
-    assert values_hash("0.36.1", {"a": 1}) != values_hash("0.37.0", {"a": 1})
 
 
 def test_stages_by_kind():

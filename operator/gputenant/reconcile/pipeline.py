@@ -9,7 +9,6 @@ changed, so a resync of an unchanged tenant writes nothing.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import logging
 import re
@@ -23,6 +22,7 @@ from pydantic import ValidationError
 from gputenant import GROUP, KIND, VERSION, naming
 from gputenant.api.v1alpha1 import GpuTenant
 from gputenant.config.models import OperatorConfig
+from gputenant.helm.versions import values_hash
 from gputenant.kube import ApiError, Applier, KubeClient, LiveSnapshot
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.ports import KubeconfigIssuer, Releases, StepError
@@ -59,11 +59,6 @@ def parse_duration(text: str, field_name: str = "spec.kubeconfig.tokenLifetime")
         raise ValueError(f"{field_name}: {text!r} is not a duration; write e.g. 24h, 90m or 1h30m")
     hours, minutes, seconds = (int(g or 0) for g in match.groups())
     return timedelta(hours=hours, minutes=minutes, seconds=seconds)
-
-
-def values_hash(chart_version: Optional[str], values: dict) -> str:
-    canonical = json.dumps({"chart": chart_version, "values": values}, sort_keys=True, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def stage_of(kind: str) -> str:
@@ -246,7 +241,7 @@ class _Run:
         spec = self.tenant.spec.vcluster
         release = naming.release_name(self.name)
         chart_version = spec.chart_version or self.r.config.vcluster.version
-        wanted_hash = values_hash(chart_version, values)
+        wanted_hash = values_hash(values, chart_version)
         recorded = self.old_status.get("vcluster") or {}
         stopped = self.r._helm_stopped.get(self.name) == self.generation
         if stopped:

@@ -1,0 +1,39 @@
+"""The real Helm and kubeconfig components behind the pipeline's ports, with their errors mapped
+to StepError reasons that show up in conditions."""
+
+from __future__ import annotations
+
+from gputenant.helm import (
+    ChartRef, InvalidValuesError, PermanentHelmError, TransientHelmError, UpgradePathError,
+    VClusterReleases,
+)
+from gputenant.reconcile.ports import StepError
+
+
+class HelmReleases:
+    """Releases over gputenant.helm.VClusterReleases with the operator's chart location."""
+
+    def __init__(self, releases: VClusterReleases, chart: ChartRef):
+        self.releases = releases
+        self.chart = chart
+
+    async def ensure(self, release: str, namespace: str, chart_version: str | None, values: dict) -> str:
+        try:
+            outcome = await self.releases.ensure(release, namespace, self.chart, chart_version, values)
+        except UpgradePathError as error:
+            raise StepError("UpgradeRefused", str(error), transient=False) from None
+        except InvalidValuesError as error:
+            raise StepError("InvalidValues", str(error), transient=False) from None
+        except PermanentHelmError as error:
+            raise StepError("HelmFailed", str(error), transient=False) from None
+        except TransientHelmError as error:
+            raise StepError("HelmUnavailable", str(error), transient=True) from None
+        return outcome.chart_version
+
+    async def uninstall(self, release: str, namespace: str) -> None:
+        try:
+            await self.releases.uninstall(release, namespace)
+        except TransientHelmError as error:
+            raise StepError("HelmUnavailable", str(error), transient=True) from None
+        except PermanentHelmError as error:
+            raise StepError("HelmFailed", str(error), transient=False) from None
