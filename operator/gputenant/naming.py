@@ -20,6 +20,13 @@ ROTATE_ANNOTATION = f"{GROUP}/rotate-kubeconfigs"
 """Set to any new value on a GpuTenant to rotate its kubeconfigs now."""
 QUEUE_LABEL = "kai.scheduler/queue"
 
+# Objects in the tenant's host namespace (one of each per namespace, so fixed names).
+RESOURCE_QUOTA_NAME = "gputenant-quota"
+LIMIT_RANGE_NAME = "gputenant-defaults"
+ISOLATION_POLICY_NAME = "gputenant-isolation"
+VCLUSTER_API_POLICY_NAME = "gputenant-vcluster-api"
+OWNERS_BINDING_NAME = "gputenant-owners"
+
 
 def tenant_labels(tenant: str, component: str) -> dict[str, str]:
     return {TENANT_LABEL: tenant, MANAGED_BY_LABEL: MANAGED_BY, COMPONENT_LABEL: component}
@@ -48,3 +55,22 @@ def kubeconfig_secret_name(tenant: str, role: str) -> str:
 
 def argocd_secret_name(tenant: str) -> str:
     return f"gputenant-{tenant}"
+
+
+def role_name(role: str) -> str:
+    """Host-namespace Role for a member role (view, edit, admin); owners are bound to admin."""
+    return f"gputenant-{role}"
+
+
+def members_binding_name(role: str) -> str:
+    return f"gputenant-members-{role}"
+
+
+def vcluster_pod_labels(tenant: str) -> dict[str, str]:
+    """Labels the vcluster chart puts on its control-plane pods."""
+    return {"app": "vcluster", "release": release_name(tenant)}
+
+
+def vcluster_in_cluster_server(tenant: str, config: OperatorConfig) -> str:
+    """The vCluster API as the operator reaches it: Service <release> port 443 in the host namespace."""
+    return f"https://{release_name(tenant)}.{host_namespace(tenant, config)}.svc:443"

@@ -1,0 +1,184 @@
+"""Tenant spec + policy decision + operator config -> the host objects and the vCluster values.
+
+Pure: no API calls, no clock, no randomness; the same inputs give byte-identical output, which
+is what lets the operator skip writes when nothing changed and lets golden files review changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from gputenant import naming
+from gputenant.api.v1alpha1 import GpuTenant, MemberRole, Subject, SubjectKind, Trust
+from gputenant.config.models import OperatorConfig
+from gputenant.policy.decision import Decision
+from gputenant.render.errors import RenderError
+from gputenant.render.podsecurity import POD_SECURITY_LEVEL, POD_SECURITY_VERSION
+from gputenant.render.quantities import cpu_millicores, memory_megabytes, parse_quantity
+from gputenant.render.templates import render_documents
+from gputenant.render.vcluster import render_vcluster_values
+
+GPU_RESOURCE = "requests.nvidia.com/gpu"
+
+_READ = ["get", "list", "watch"]
+_VIEW_RULES = [
+    {"apiGroups": [""], "resources": ["pods", "pods/log", "events", "services", "persistentvolumeclaims"],
+     "verbs": _READ},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": _READ},
+]
+_DELETE_PODS_RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}
+
+
+@dataclass(frozen=True)
+class RenderedTenant:
+    objects: list[dict]
+    """Host objects in apply order: Namespace, ResourceQuota, LimitRange, NetworkPolicies, Roles,
+    RoleBindings, KAI Queue (the last four kinds only when the decision is possible)."""
+    vcluster_values: Optional[dict]
+    """Values for the vcluster chart; None when the decision is not possible (install nothing)."""
+
+
+def render_tenant(tenant: GpuTenant, decision: Decision, config: OperatorConfig) -> RenderedTenant:
+    """Render every host object of `tenant` and its vCluster values.
+
+    When ``decision.possible`` is False only what is safe without a grant is rendered: the
+    namespace, its RBAC and a ResourceQuota with zero GPUs (no LimitRange, NetworkPolicy, Queue or
+    vCluster values); the operator then reports Ready=False with the decision's reason.
+    Raises RenderError naming the field when a quantity in the spec is malformed.
+    """
+    spec = tenant.spec
+    name = tenant.name
+    namespace = naming.host_namespace(name, config)
+    context = {
+        "namespace": namespace,
+        "release": naming.release_name(name),
+        "labels": {component: _labels(name, spec.trust, component)
+                   for component in ("quota", "limits", "network", "rbac", "queue")},
+        "names": {
+            "quota": naming.RESOURCE_QUOTA_NAME,
+            "limit_range": naming.LIMIT_RANGE_NAME,
+            "isolation_policy": naming.ISOLATION_POLICY_NAME,
+            "vcluster_api_policy": naming.VCLUSTER_API_POLICY_NAME,
+        },
+    }
+    objects = render_documents("namespace.yaml", **context,
+                               namespace_labels=namespace_labels(name, spec.trust))
+    objects += render_documents("resourcequota.yaml", **context, quota_hard=quota_hard(tenant, decision))
+    if decision.possible:
+        objects += render_documents("limitrange.yaml", **context, limit_range=_limit_range(tenant))
+        objects += render_documents(
+            "networkpolicy.yaml", **context, tenant_label=naming.TENANT_LABEL,
+            operator_namespace=config.operator_namespace,
+            vcluster_pod_labels=naming.vcluster_pod_labels(name))
+    roles, bindings = rbac(tenant)
+    objects += render_documents("rbac.yaml", **context, roles=roles, bindings=bindings)
+    if not decision.possible:
+        return RenderedTenant(objects=objects, vcluster_values=None)
+    objects += render_documents("queue.yaml", **context, queue=_queue(tenant, decision))
+    return RenderedTenant(objects=objects, vcluster_values=render_vcluster_values(tenant, decision, config))
+
+
+def _labels(tenant: str, trust: Trust, component: str) -> dict[str, str]:
+    return {**naming.tenant_labels(tenant, component), naming.TRUST_LABEL: trust.value}
+
+
+def namespace_labels(tenant: str, trust: Trust) -> dict[str, str]:
+    level = POD_SECURITY_LEVEL[trust]
+    return {
+        **_labels(tenant, trust, "namespace"),
+        "pod-security.kubernetes.io/enforce": level,
+        "pod-security.kubernetes.io/enforce-version": POD_SECURITY_VERSION,
+    }
+
+
+def quota_hard(tenant: GpuTenant, decision: Decision) -> dict[str, str]:
+    """CPU and memory as both limits.* and requests.* (so every container must state both, and
+    the LimitRange fills them in), object counts, storage, then the decision's GPU entries. An
+    impossible decision grants zero GPUs."""
+    quotas = tenant.spec.quotas
+    for field, value in (("cpu", quotas.cpu), ("memory", quotas.memory), ("storage", quotas.storage)):
+        parse_quantity(value, f"spec.quotas.{field}")
+    hard = {
+        "limits.cpu": quotas.cpu, "requests.cpu": quotas.cpu,
+        "limits.memory": quotas.memory, "requests.memory": quotas.memory,
+        "requests.storage": quotas.storage,
+        "pods": str(quotas.pods), "services": str(quotas.services),
+    }
+    if decision.possible:
+        hard.update(decision.quota)
+    else:
+        hard.update({resource: "0" for resource in decision.quota})
+        hard[GPU_RESOURCE] = "0"
+    return hard
+
+
+def _limit_range(tenant: GpuTenant):
+    limit_range = tenant.spec.quotas.limit_range
+    for field, alias in (("default_cpu", "defaultCpu"), ("default_memory", "defaultMemory"),
+                         ("default_request_cpu", "defaultRequestCpu"),
+                         ("default_request_memory", "defaultRequestMemory")):
+        parse_quantity(getattr(limit_range, field), f"spec.quotas.limitRange.{alias}")
+    return limit_range
+
+
+def _subject(subject: Subject, path: str) -> dict:
+    """An RBAC subject; `path` (spec.owners[0]) names the field in the error."""
+    if subject.kind == SubjectKind.SERVICE_ACCOUNT:
+        if not subject.namespace:
+            raise RenderError(f"{path}.namespace: required for kind ServiceAccount; "
+                              "set it to the service account's namespace")
+        return {"kind": "ServiceAccount", "name": subject.name, "namespace": subject.namespace}
+    return {"kind": subject.kind.value, "name": subject.name, "apiGroup": "rbac.authorization.k8s.io"}
+
+
+def kubeconfig_secret_rule(tenant: GpuTenant) -> Optional[dict]:
+    """`get` on exactly the issued kubeconfig Secrets. None when no kubeconfig is issued: a rule
+    with empty resourceNames would grant every Secret, including vc-<release>."""
+    names = [naming.kubeconfig_secret_name(tenant.name, role.value) for role in tenant.spec.kubeconfig.roles]
+    if not names:
+        return None
+    return {"apiGroups": [""], "resources": ["secrets"], "resourceNames": names, "verbs": ["get"]}
+
+
+def rbac(tenant: GpuTenant) -> tuple[list[dict], list[dict]]:
+    """Roles view < edit (+ delete pods) < admin (+ read the kubeconfig Secrets); owners are bound
+    to admin, each member to the Role of its role. Bindings without subjects are left out."""
+    secret_rule = kubeconfig_secret_rule(tenant)
+    rules = {
+        MemberRole.VIEW: list(_VIEW_RULES),
+        MemberRole.EDIT: [*_VIEW_RULES, _DELETE_PODS_RULE],
+        MemberRole.ADMIN: [*_VIEW_RULES, _DELETE_PODS_RULE, *([secret_rule] if secret_rule else [])],
+    }
+    roles = [{"name": naming.role_name(role.value), "rules": rules[role]} for role in
+             (MemberRole.VIEW, MemberRole.EDIT, MemberRole.ADMIN)]
+    bindings = [{"name": naming.OWNERS_BINDING_NAME, "role": naming.role_name(MemberRole.ADMIN.value),
+                 "subjects": [_subject(owner, f"spec.owners[{index}]")
+                              for index, owner in enumerate(tenant.spec.owners)]}]
+    for role in (MemberRole.VIEW, MemberRole.EDIT, MemberRole.ADMIN):
+        members = [_subject(member, f"spec.members[{index}]")
+                   for index, member in enumerate(tenant.spec.members) if member.role == role]
+        if members:
+            bindings.append({"name": naming.members_binding_name(role.value),
+                             "role": naming.role_name(role.value), "subjects": members})
+    return roles, bindings
+
+
+def _queue(tenant: GpuTenant, decision: Decision) -> dict:
+    """The Queue's spec values. GPUs from the decision (KAI units); CPU and memory deserve and are
+    capped at the namespace quota, weighted like the GPUs."""
+    grant = decision.queue
+    if grant is None:
+        raise RenderError(f"decision for {tenant.name}: possible but without a queue grant (policy bug)")
+    quotas = tenant.spec.quotas
+    cpu = cpu_millicores(quotas.cpu, "spec.quotas.cpu")
+    memory = memory_megabytes(quotas.memory, "spec.quotas.memory")
+    return {
+        "name": naming.queue_name(tenant.name),
+        "display_name": tenant.spec.display_name or tenant.name,
+        "parent": grant.parent,
+        "priority": grant.priority,
+        "gpu": {"quota": grant.quota, "limit": grant.limit, "overQuotaWeight": grant.over_quota_weight},
+        "cpu": {"quota": cpu, "limit": cpu, "overQuotaWeight": grant.over_quota_weight},
+        "memory": {"quota": memory, "limit": memory, "overQuotaWeight": grant.over_quota_weight},
+    }

@@ -1,0 +1,135 @@
+"""Values for the loft-sh/vcluster chart (v0.36 schema), one document per tenant.
+
+The control plane runs in the tenant's own host namespace, so its pods must pass that
+namespace's admission: Pod Security (restricted for Untrusted tenants) and the ResourceQuota,
+which rejects containers without CPU/memory limits (loft-sh/vcluster#1746). The chart's default
+runs the syncer as root; these values run every container of the chart non-root with limits.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from gputenant import naming
+from gputenant.api.v1alpha1 import GpuTenant
+from gputenant.config.models import OperatorConfig, Toleration
+from gputenant.policy.decision import Decision
+from gputenant.render.errors import RenderError
+from gputenant.render.podsecurity import POD_SECURITY_LEVEL
+from gputenant.render.quantities import parse_quantity
+from gputenant.render.templates import render_documents
+
+CONTROL_PLANE_UID = 12345
+"""Non-root user and group of the chart's containers (any non-zero id works; the data volume is
+made writable through fsGroup)."""
+
+POD_SECURITY_CONTEXT = {
+    "runAsNonRoot": True,
+    "runAsUser": CONTROL_PLANE_UID,
+    "runAsGroup": CONTROL_PLANE_UID,
+    "fsGroup": CONTROL_PLANE_UID,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY_CONTEXT = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "runAsUser": CONTROL_PLANE_UID,
+    "runAsGroup": CONTROL_PLANE_UID,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""Sets runAsUser and runAsGroup explicitly: Helm merges values into the chart's defaults, whose
+``runAsUser: 0`` would otherwise survive."""
+
+DISTRO_INIT_RESOURCES = {
+    "requests": {"cpu": "40m", "memory": "64Mi"},
+    "limits": {"cpu": "100m", "memory": "256Mi"},
+}
+"""The chart's own defaults for the binaries-copying init container, stated so the quota check
+does not depend on a chart version's defaults."""
+
+
+def enforce_toleration(toleration: Toleration, path: str) -> str:
+    """A pool toleration in vCluster's ``enforceTolerations`` syntax (pkg/util/toleration):
+    ``key=value:Effect`` (Equal), ``key:Effect`` (Exists), ``key=value`` / ``key:`` for any effect."""
+    effect = toleration.effect or ""
+    if toleration.operator == "Exists":
+        if not toleration.key:
+            if effect:
+                raise RenderError(f"{path}: vCluster cannot enforce a keyless toleration limited to "
+                                  f"effect {effect}; give it a key or drop the effect")
+            return "*"
+        return f"{toleration.key}:{effect}"
+    if toleration.operator != "Equal" or not toleration.key:
+        raise RenderError(f"{path}: operator must be Equal (with a key) or Exists, "
+                          f"got {toleration.operator!r} with key {toleration.key!r}")
+    value = f"{toleration.key}={toleration.value or ''}"
+    return f"{value}:{effect}" if effect else value
+
+
+def _resources(tenant: GpuTenant) -> dict:
+    """Control-plane container resources; both limits are required to pass the namespace quota."""
+    resources = tenant.spec.vcluster.resources
+    rendered: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
+    for kind in ("requests", "limits"):
+        amounts = getattr(resources, kind)
+        for resource in ("cpu", "memory"):
+            value = getattr(amounts, resource)
+            path = f"spec.vcluster.resources.{kind}.{resource}"
+            if value is None:
+                if kind == "limits":
+                    raise RenderError(f"{path}: required; the host namespace's ResourceQuota rejects "
+                                      "a control plane without CPU and memory limits")
+                continue
+            parse_quantity(value, path)
+            rendered[kind][resource] = value
+    for resource, request in rendered["requests"].items():
+        limit = rendered["limits"][resource]
+        if parse_quantity(request, "") > parse_quantity(limit, ""):
+            raise RenderError(f"spec.vcluster.resources.requests.{resource}: {request} is above the limit "
+                              f"{limit}; lower the request or raise spec.vcluster.resources.limits.{resource}")
+    return rendered
+
+
+def extra_sans(tenant: GpuTenant, config: OperatorConfig) -> list[str]:
+    """Names the API server's certificate needs beyond vCluster's own defaults: the in-cluster
+    ``<release>.<ns>.svc`` the operator dials, the serverURL host tenants dial, and spec.extraSANs."""
+    vcluster = tenant.spec.vcluster
+    names = [urlparse(naming.vcluster_in_cluster_server(tenant.name, config)).hostname]
+    if vcluster.server_url:
+        parsed = urlparse(vcluster.server_url)
+        if parsed.scheme != "https" or not parsed.hostname:
+            raise RenderError(f"spec.vcluster.serverURL: {vcluster.server_url!r} must be an https URL "
+                              "with a host, e.g. https://team-a.gpu.example.com")
+        names.append(parsed.hostname)
+    names += vcluster.extra_sans
+    return list(dict.fromkeys(names))
+
+
+def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: OperatorConfig) -> dict:
+    """The values document for a possible decision (its pool pins the tenant's pods)."""
+    vcluster = tenant.spec.vcluster
+    pool = decision.pool
+    if pool is None:
+        raise RenderError(f"decision for {tenant.name}: possible but without a pool (policy bug)")
+    parse_quantity(vcluster.values.storage_size, "spec.vcluster.values.storageSize")
+    pool_path = f"config.pools[{pool.name}].tolerations"
+    [values] = render_documents(
+        "vcluster-values.yaml",
+        kubernetes_version=vcluster.kubernetes_version,
+        pod_security_context=POD_SECURITY_CONTEXT,
+        container_security_context=CONTAINER_SECURITY_CONTEXT,
+        distro_init_resources=DISTRO_INIT_RESOURCES,
+        control_plane_resources=_resources(tenant),
+        storage_size=vcluster.values.storage_size,
+        storage_class=vcluster.values.storage_class,
+        extra_sans=extra_sans(tenant, config),
+        coredns_replicas=vcluster.values.core_dns_replicas,
+        in_cluster_server=naming.vcluster_in_cluster_server(tenant.name, config),
+        enforce_tolerations=[enforce_toleration(t, f"{pool_path}[{index}]")
+                             for index, t in enumerate(pool.tolerations)],
+        sync_ingresses=vcluster.values.sync_ingresses,
+        pool_node_selector=pool.node_selector,
+        pod_security_standard=POD_SECURITY_LEVEL[tenant.spec.trust],
+    )
+    return values
