@@ -1,0 +1,88 @@
+"""Apply the GPU pools' node labels and device-plugin ConfigMap: server-side apply, no write when
+the cluster already holds them, MIG relabelling held back (and reported) on nodes running GPU pods."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from gputenant import naming
+from gputenant.config.models import OperatorConfig
+from gputenant.guard.rules import requests_gpus
+from gputenant.kube import KubeClient, holds
+from gputenant.pools.plan import BlockedChange, PoolsPlan, plan_pools
+
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass
+class PoolsApplyResult:
+    plan: PoolsPlan
+    written: list[str] = field(default_factory=list)
+    """Objects written, e.g. "Node/gpu-1" or "ConfigMap/gpu-operator/gputenant-device-plugin-config"."""
+
+    @property
+    def blocked(self) -> list[BlockedChange]:
+        return self.plan.blocked
+
+
+def gpu_pods_by_node(pods: list[dict]) -> dict[str, list[str]]:
+    """namespace/name of the unfinished GPU pods bound to each node."""
+    bound: dict[str, list[str]] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or (pod.get("status") or {}).get("phase") in FINISHED_PHASES or not requests_gpus(pod):
+            continue
+        metadata = pod["metadata"]
+        bound.setdefault(node, []).append(f"{metadata['namespace']}/{metadata['name']}")
+    return bound
+
+
+def device_plugin_config_map(config: OperatorConfig, data: dict[str, str]) -> dict:
+    target = config.device_plugin_config_map
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": target.name, "namespace": target.namespace,
+                     "labels": {naming.MANAGED_BY_LABEL: naming.MANAGED_BY,
+                                naming.COMPONENT_LABEL: "device-plugin-config"}},
+        "data": data,
+    }
+
+
+async def apply_pools(client: KubeClient, config: OperatorConfig) -> PoolsApplyResult:
+    """Bring nodes and the device-plugin ConfigMap in line with ``config.pools``; idempotent."""
+    nodes = await client.list("v1", "Node")
+    pods = await client.list("v1", "Pod")
+    plan = plan_pools(config, nodes, gpu_pods_by_node(pods))
+    result = PoolsApplyResult(plan=plan)
+
+    if plan.config_map_data:
+        desired = device_plugin_config_map(config, plan.config_map_data)
+        metadata = desired["metadata"]
+        live = await client.get("v1", "ConfigMap", metadata["name"], metadata["namespace"])
+        if not holds(desired, live) or set((live or {}).get("data") or {}) != set(plan.config_map_data):
+            await client.apply(desired)
+            result.written.append(f"ConfigMap/{metadata['namespace']}/{metadata['name']}")
+
+    for node_plan in plan.nodes:
+        if node_plan.changed:
+            await client.apply({"apiVersion": "v1", "kind": "Node",
+                                "metadata": {"name": node_plan.node, "labels": node_plan.labels}})
+            result.written.append(f"Node/{node_plan.node}")
+
+    nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
+    for blocked in plan.blocked:
+        await _report_blocked(client, nodes_by_name[blocked.node], blocked)
+    return result
+
+
+async def _report_blocked(client: KubeClient, node: dict, blocked: BlockedChange) -> None:
+    """A Warning Event on the Node, unless the same message is already there (no event storm on
+    every reconcile)."""
+    answer = await client.request("GET", "/api/v1/namespaces/default/events", params={
+        "fieldSelector": f"involvedObject.kind=Node,involvedObject.name={blocked.node},reason={blocked.reason}"})
+    if any(event.get("message") == blocked.message for event in answer.get("items", [])):
+        return
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": node["metadata"]}
+    timestamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await client.post_event(node, "Warning", blocked.reason, blocked.message, timestamp)

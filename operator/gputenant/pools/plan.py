@@ -1,0 +1,164 @@
+"""What the GPU pools of the operator config need from the cluster, as pure functions.
+
+Pools are prepared by NVIDIA's GPU Operator and HAMi from node labels and one device-plugin
+ConfigMap; this module computes those labels and that ConfigMap from ``OperatorConfig.pools`` so
+``apply.py`` only has to compare and write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import yaml
+
+from gputenant.config.models import OperatorConfig, Pool, PoolMode
+
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+HAMI_NODE_LABEL = "gpu"
+HAMI_NODE_LABEL_VALUE = "on"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+"""Physical GPUs of a node, as GPU feature discovery labels it."""
+
+
+class PoolConfigError(ValueError):
+    """A pool in the operator config cannot be applied; the message names the field and the fix."""
+
+
+def device_plugin_config_name(pool: Pool) -> str:
+    """The named device-plugin config (ConfigMap key and node label value) of a time-slicing pool."""
+    return pool.device_plugin_config or pool.name
+
+
+def time_slicing_config(pool: Pool) -> dict:
+    """The NVIDIA device-plugin config file (``version: v1``) for one time-slicing pool (the config
+    model guarantees a time-slicing pool has its timeSlicing block)."""
+    settings = pool.time_slicing
+    return {
+        "version": "v1",
+        "flags": {"migStrategy": "none"},
+        "sharing": {"timeSlicing": {
+            "renameByDefault": settings.rename_by_default,
+            "failRequestsGreaterThanOne": settings.fail_requests_greater_than_one,
+            "resources": [{"name": "nvidia.com/gpu", "replicas": settings.replicas}],
+        }},
+    }
+
+
+def device_plugin_config_data(config: OperatorConfig) -> dict[str, str]:
+    """``data`` of the device-plugin ConfigMap: one YAML document per time-slicing pool."""
+    data: dict[str, str] = {}
+    for pool in config.pools:
+        if pool.mode != PoolMode.TIME_SLICING:
+            continue
+        key = device_plugin_config_name(pool)
+        if key in data:
+            raise PoolConfigError(f"pools[{pool.name}].devicePluginConfig {key!r} is used by two pools: "
+                                  "give each time-slicing pool its own name")
+        data[key] = yaml.safe_dump(time_slicing_config(pool), sort_keys=False)
+    return data
+
+
+def desired_node_labels(pool: Pool) -> dict[str, str]:
+    """Labels every node of the pool must carry for its sharing mechanism to be set up."""
+    if pool.mode == PoolMode.TIME_SLICING:
+        return {DEVICE_PLUGIN_CONFIG_LABEL: device_plugin_config_name(pool)}
+    if pool.mode == PoolMode.MIG:
+        return {MIG_CONFIG_LABEL: pool.mig.config}
+    if pool.mode == PoolMode.HAMI and pool.hami.label_nodes:
+        return {HAMI_NODE_LABEL: HAMI_NODE_LABEL_VALUE}
+    return {}
+
+
+def node_labels(node: dict) -> dict[str, str]:
+    return (node.get("metadata") or {}).get("labels") or {}
+
+
+def node_name(node: dict) -> str:
+    return node["metadata"]["name"]
+
+
+def pool_nodes(pool: Pool, nodes: list[dict]) -> list[dict]:
+    """Nodes whose labels match the pool's nodeSelector. A pool without one selects no node: the
+    operator never labels a whole cluster."""
+    if not pool.node_selector:
+        return []
+    return [n for n in nodes if all(node_labels(n).get(k) == v for k, v in pool.node_selector.items())]
+
+
+def node_gpus(node: dict) -> int:
+    try:
+        return int(node_labels(node).get(GPU_COUNT_LABEL, "0"))
+    except ValueError:
+        return 0
+
+
+@dataclass(frozen=True)
+class NodeLabelPlan:
+    """The labels the operator applies to one node (its whole owned set, for server-side apply)."""
+
+    node: str
+    pool: str
+    labels: dict[str, str]
+    changed: bool
+
+
+@dataclass(frozen=True)
+class BlockedChange:
+    """A label the operator must not change now, and why (reported as an Event on the node)."""
+
+    node: str
+    pool: str
+    label: str
+    current: Optional[str]
+    wanted: str
+    reason: str
+    message: str
+
+
+@dataclass
+class PoolsPlan:
+    config_map_data: dict[str, str]
+    nodes: list[NodeLabelPlan] = field(default_factory=list)
+    blocked: list[BlockedChange] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def plan_pools(config: OperatorConfig, nodes: list[dict], gpu_pods_by_node: dict[str, list[str]]) -> PoolsPlan:
+    """Labels per node and the ConfigMap data. A MIG layout change on a node with GPU pods bound is
+    held back: mig-manager would stop those workloads, and it needs a drained node."""
+    plan = PoolsPlan(config_map_data=device_plugin_config_data(config))
+    owner: dict[str, str] = {}
+    for pool in config.pools:
+        if not pool.node_selector:
+            plan.problems.append(f"pool {pool.name} has no nodeSelector, so no node is labelled for it; "
+                                 "set pools[].nodeSelector")
+            continue
+        wanted = desired_node_labels(pool)
+        for node in pool_nodes(pool, nodes):
+            name = node_name(node)
+            if name in owner:
+                plan.problems.append(f"node {name} matches pools {owner[name]} and {pool.name}; "
+                                     "make the pools' nodeSelectors disjoint")
+                continue
+            owner[name] = pool.name
+            if not wanted:
+                continue
+            live = node_labels(node)
+            labels = dict(wanted)
+            current_mig = live.get(MIG_CONFIG_LABEL)
+            if MIG_CONFIG_LABEL in wanted and current_mig != wanted[MIG_CONFIG_LABEL] and gpu_pods_by_node.get(name):
+                pods = ", ".join(sorted(gpu_pods_by_node[name]))
+                plan.blocked.append(BlockedChange(
+                    node=name, pool=pool.name, label=MIG_CONFIG_LABEL, current=current_mig,
+                    wanted=wanted[MIG_CONFIG_LABEL], reason="MigReconfigurationBlocked",
+                    message=(f"pool {pool.name} wants {MIG_CONFIG_LABEL}={wanted[MIG_CONFIG_LABEL]} but GPU pods "
+                             f"are bound to node {name} ({pods}); drain the node to change its MIG layout")))
+                if current_mig is None:
+                    del labels[MIG_CONFIG_LABEL]
+                else:
+                    labels[MIG_CONFIG_LABEL] = current_mig
+            changed = any(live.get(k) != v for k, v in labels.items())
+            plan.nodes.append(NodeLabelPlan(node=name, pool=pool.name, labels=labels, changed=changed))
+    return plan

@@ -1,0 +1,111 @@
+"""Per-pool capacity report: nodes, GPUs, what tenants are guaranteed, over-commitment.
+
+Guarantees (GpuTenant ``spec.gpu.quota``) are what KAI-Scheduler promises each queue; a pool whose
+guarantees add up to more than its GPUs cannot keep them all, which this report makes visible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from gputenant.config.models import OperatorConfig
+from gputenant.pools.plan import node_gpus, node_name, pool_nodes
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one tenant holds in one pool, in GPUs."""
+
+    tenant: str
+    pool: str
+    quota: float
+    limit: float
+
+
+@dataclass
+class PoolReport:
+    name: str
+    mode: str
+    nodes: list[str]
+    node_gpus: int
+    """Physical GPUs on the pool's nodes (nvidia.com/gpu.count labels)."""
+    configured_gpus: Optional[int]
+    """``pools[].gpus`` from the operator config, if set."""
+    granted: float
+    """Sum of the tenants' guaranteed GPUs (quota)."""
+    burst: float
+    """Sum of the tenants' GPU limits."""
+    tenants: list[str] = field(default_factory=list)
+
+    @property
+    def capacity(self) -> int:
+        """GPUs the pool can promise: the configured count, else what its nodes have."""
+        return self.configured_gpus if self.configured_gpus is not None else self.node_gpus
+
+    @property
+    def overcommit(self) -> Optional[float]:
+        """Guaranteed GPUs per GPU (above 1.0: promises the pool cannot keep); None without GPUs."""
+        return self.granted / self.capacity if self.capacity else None
+
+
+def grants_from_tenants(tenants: list[dict]) -> list[Grant]:
+    """Grants from GpuTenant objects: the pool the operator chose (status.sharing.pool), else the one
+    the spec names. Tenants with neither hold nothing yet."""
+    grants = []
+    for tenant in tenants:
+        spec_gpu = (tenant.get("spec") or {}).get("gpu") or {}
+        pool = ((tenant.get("status") or {}).get("sharing") or {}).get("pool") or spec_gpu.get("pool")
+        if not pool:
+            continue
+        quota = float(spec_gpu.get("quota") or 0)
+        limit = spec_gpu.get("limit")
+        grants.append(Grant(tenant=tenant["metadata"]["name"], pool=pool, quota=quota,
+                            limit=float(limit) if limit is not None else quota))
+    return grants
+
+
+def pool_reports(config: OperatorConfig, nodes: list[dict], grants: list[Grant]) -> list[PoolReport]:
+    reports = []
+    for pool in config.pools:
+        members = pool_nodes(pool, nodes)
+        mine = [g for g in grants if g.pool == pool.name]
+        reports.append(PoolReport(
+            name=pool.name, mode=pool.mode.value, nodes=sorted(node_name(n) for n in members),
+            node_gpus=sum(node_gpus(n) for n in members), configured_gpus=pool.gpus,
+            granted=sum(g.quota for g in mine), burst=sum(g.limit for g in mine),
+            tenants=sorted(g.tenant for g in mine)))
+    return reports
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def format_table(reports: list[PoolReport]) -> str:
+    header = ("POOL", "MODE", "NODES", "GPUS", "GRANTED", "BURST", "OVERCOMMIT", "TENANTS")
+    rows = [header] + [(
+        r.name, r.mode, str(len(r.nodes)), str(r.capacity), _number(r.granted), _number(r.burst),
+        "-" if r.overcommit is None else f"{r.overcommit:.2f}", ",".join(r.tenants) or "-",
+    ) for r in reports]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def format_metrics(reports: list[PoolReport]) -> str:
+    """Prometheus text exposition of the report."""
+    series = [
+        ("gputenant_pool_nodes", "Nodes selected by the pool.", lambda r: len(r.nodes)),
+        ("gputenant_pool_gpus", "GPUs the pool can promise.", lambda r: r.capacity),
+        ("gputenant_pool_granted_gpus", "GPUs guaranteed to tenants (sum of quotas).", lambda r: r.granted),
+        ("gputenant_pool_burst_gpus", "GPU limits of the pool's tenants.", lambda r: r.burst),
+        ("gputenant_pool_overcommit_ratio", "Guaranteed GPUs per GPU.", lambda r: r.overcommit),
+    ]
+    lines = []
+    for metric, help_text, value in series:
+        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
+        for report in reports:
+            number = value(report)
+            if number is not None:
+                lines.append(f'{metric}{{pool="{report.name}",mode="{report.mode}"}} {_number(float(number))}')
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,101 @@
+"""Pool configuration as data: device-plugin config documents, node labels, MIG hold-back, report."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from gputenant.config.models import OperatorConfig
+from gputenant.pools import Grant, PoolConfigError, device_plugin_config_data, format_metrics, format_table, plan_pools, pool_reports
+from gputenant.pools.report import grants_from_tenants
+
+CONFIG = OperatorConfig.model_validate({"pools": [
+    {"name": "ts", "mode": "TimeSlicing", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920, "gpus": 8,
+     "nodeSelector": {"pool": "ts"}, "timeSlicing": {"replicas": 4}},
+    {"name": "mig", "mode": "MIG", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920,
+     "nodeSelector": {"pool": "mig"}, "mig": {"config": "all-1g.10gb", "profiles": ["1g.10gb"]}},
+    {"name": "hami", "mode": "HAMi", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920,
+     "nodeSelector": {"pool": "hami"}, "hami": {}},
+    {"name": "whole", "mode": "Exclusive", "gpuModel": "H100-80GB", "gpuMemoryMiB": 81920, "nodeSelector": {}},
+]})
+
+
+def node(name: str, gpus: int = 8, **labels: str) -> dict:
+    return {"metadata": {"name": name, "labels": {"nvidia.com/gpu.count": str(gpus), **labels}}}
+
+
+def test_device_plugin_config_is_the_upstream_v1_time_slicing_document():
+    data = device_plugin_config_data(CONFIG)
+    assert list(data) == ["ts"]
+    assert yaml.safe_load(data["ts"]) == {
+        "version": "v1", "flags": {"migStrategy": "none"},
+        "sharing": {"timeSlicing": {"renameByDefault": False, "failRequestsGreaterThanOne": True,
+                                    "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+
+
+def test_two_time_slicing_pools_sharing_a_config_name_are_refused_naming_the_field():
+    config = OperatorConfig.model_validate({"pools": [
+        {"name": name, "mode": "TimeSlicing", "gpuModel": "L4", "gpuMemoryMiB": 24576, "nodeSelector": {"p": name},
+         "devicePluginConfig": "shared", "timeSlicing": {"replicas": 2}} for name in ("a", "b")]})
+    with pytest.raises(PoolConfigError, match=r"pools\[b\]\.devicePluginConfig 'shared' is used by two pools"):
+        device_plugin_config_data(config)
+
+
+def test_labels_per_mechanism_and_nothing_for_unselected_nodes():
+    nodes = [node("ts-1", pool="ts"), node("mig-1", pool="mig", **{"nvidia.com/mig.config": "all-disabled"}),
+             node("hami-1", pool="hami"), node("cpu-1", gpus=0)]
+    plan = plan_pools(CONFIG, nodes, {})
+    assert {(p.node, tuple(p.labels.items()), p.changed) for p in plan.nodes} == {
+        ("ts-1", (("nvidia.com/device-plugin.config", "ts"),), True),
+        ("mig-1", (("nvidia.com/mig.config", "all-1g.10gb"),), True),
+        ("hami-1", (("gpu", "on"),), True)}
+    assert plan.blocked == []
+    assert plan.problems == ["pool whole has no nodeSelector, so no node is labelled for it; set pools[].nodeSelector"]
+
+
+def test_labelled_nodes_need_no_change():
+    nodes = [node("ts-1", pool="ts", **{"nvidia.com/device-plugin.config": "ts"})]
+    assert [p.changed for p in plan_pools(CONFIG, nodes, {}).nodes] == [False]
+
+
+def test_mig_relabel_is_held_back_while_gpu_pods_are_bound():
+    nodes = [node("mig-1", pool="mig", **{"nvidia.com/mig.config": "all-balanced"})]
+    plan = plan_pools(CONFIG, nodes, {"mig-1": ["team-a/train"]})
+    [blocked] = plan.blocked
+    assert (blocked.current, blocked.wanted, blocked.reason) == ("all-balanced", "all-1g.10gb", "MigReconfigurationBlocked")
+    assert blocked.message == ("pool mig wants nvidia.com/mig.config=all-1g.10gb but GPU pods are bound to node "
+                               "mig-1 (team-a/train); drain the node to change its MIG layout")
+    assert [(p.labels, p.changed) for p in plan.nodes] == [({"nvidia.com/mig.config": "all-balanced"}, False)]
+
+
+def test_node_in_two_pools_is_reported_not_labelled_twice():
+    config = OperatorConfig.model_validate({"pools": [
+        {"name": "a", "mode": "HAMi", "gpuModel": "L4", "gpuMemoryMiB": 1, "nodeSelector": {"gpu-node": "yes"}},
+        {"name": "b", "mode": "HAMi", "gpuModel": "L4", "gpuMemoryMiB": 1, "nodeSelector": {"gpu-node": "yes"}}]})
+    plan = plan_pools(config, [node("n1", **{"gpu-node": "yes"})], {})
+    assert [p.pool for p in plan.nodes] == ["a"]
+    assert plan.problems == ["node n1 matches pools a and b; make the pools' nodeSelectors disjoint"]
+
+
+def test_report_counts_nodes_gpus_grants_and_overcommit():
+    nodes = [node("ts-1", pool="ts"), node("ts-2", gpus=4, pool="ts"), node("mig-1", pool="mig")]
+    tenants = [
+        {"metadata": {"name": "a"}, "spec": {"gpu": {"quota": 6, "limit": 8}}, "status": {"sharing": {"pool": "ts"}}},
+        {"metadata": {"name": "b"}, "spec": {"gpu": {"quota": 4, "pool": "ts"}}},
+        {"metadata": {"name": "c"}, "spec": {"gpu": {"quota": 1}}},
+    ]
+    grants = grants_from_tenants(tenants)
+    assert grants == [Grant("a", "ts", 6, 8), Grant("b", "ts", 4, 4)]
+    reports = {r.name: r for r in pool_reports(CONFIG, nodes, grants)}
+    ts = reports["ts"]
+    assert (ts.nodes, ts.node_gpus, ts.capacity, ts.granted, ts.burst, ts.tenants) == (
+        ["ts-1", "ts-2"], 12, 8, 10, 12, ["a", "b"])
+    assert ts.overcommit == 1.25
+    assert reports["mig"].capacity == 8 and reports["mig"].overcommit == 0
+    assert reports["whole"].overcommit is None
+    table = format_table(list(reports.values())).splitlines()
+    assert table[0].split() == ["POOL", "MODE", "NODES", "GPUS", "GRANTED", "BURST", "OVERCOMMIT", "TENANTS"]
+    assert table[1].split() == ["ts", "TimeSlicing", "2", "8", "10", "12", "1.25", "a,b"]
+    metrics = format_metrics(list(reports.values()))
+    assert 'gputenant_pool_overcommit_ratio{pool="ts",mode="TimeSlicing"} 1.25' in metrics.splitlines()
+    assert 'gputenant_pool_overcommit_ratio{pool="whole"' not in metrics
