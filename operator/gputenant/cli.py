@@ -9,6 +9,8 @@ import sys
 # subcommand name -> module under gputenant.commands. Command modules keep heavy imports (kopf,
 # the dev harness) inside run(), so building the parser stays cheap.
 COMMANDS: dict[str, str] = {
+    "run": "run",
+    "kubeconfig": "kubeconfig",
 }
 
 
