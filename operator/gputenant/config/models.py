@@ -168,6 +168,19 @@ class OperatorConfig(ConfigModel):
         default="gpu-tenant-operator",
         description="Namespace the operator runs in; tenant NetworkPolicies let it reach each vCluster API.",
     )
+    operator_service_account: Optional[str] = Field(
+        default=None,
+        description="ServiceAccount (in operatorNamespace) the operator runs as; set by the Helm chart.",
+    )
+    tenant_namespace_cluster_role: Optional[str] = Field(
+        default=None,
+        description=(
+            "ClusterRole the operator binds operatorServiceAccount to, by a RoleBinding in each tenant "
+            "namespace before writing anything else there, so it holds namespaced rights (Secrets included) "
+            "only in tenant namespaces. Set by the Helm chart; unset: no such binding (e.g. a cluster-admin "
+            "identity in the local demo)."
+        ),
+    )
     trust_modes: dict[Trust, SharingMode] = Field(
         default_factory=lambda: {
             Trust.TRUSTED: SharingMode.TIME_SLICING,
