@@ -1,0 +1,99 @@
+"""Typed Helm failures: the pipeline retries a transient one later and turns a permanent one into
+a condition that stays until the tenant's spec (and so the values hash) changes."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from pyhelm3 import errors as pyhelm3_errors
+
+
+class HelmError(Exception):
+    """A Helm operation on a tenant's vCluster release failed.
+
+    ``reason`` is one CamelCase word for the condition; ``values_hash`` identifies the values and
+    chart version that failed, so the pipeline can hold off until they change.
+    """
+
+    reason = "HelmFailed"
+
+    def __init__(self, message: str, *, values_hash: Optional[str] = None):
+        super().__init__(message)
+        self.message = message
+        self.values_hash = values_hash
+
+
+class TransientHelmError(HelmError):
+    """Worth retrying unchanged: the API server was unreachable, another Helm operation held the
+    release, a timeout."""
+
+    reason = "HelmUnavailable"
+
+
+class PermanentHelmError(HelmError):
+    """Retrying the same values and chart version fails the same way; the spec must change."""
+
+    reason = "HelmRejected"
+
+
+class InvalidValuesError(PermanentHelmError):
+    """The chart refused the values: schema validation, a template error, an invalid object."""
+
+    reason = "InvalidValues"
+
+
+class ChartNotFoundError(PermanentHelmError):
+    reason = "ChartNotFound"
+
+
+class ChartVersionMismatchError(PermanentHelmError):
+    """A local chart directory holds another version than the one asked for."""
+
+    reason = "ChartVersionMismatch"
+
+
+class UpgradePathError(PermanentHelmError):
+    """vCluster supports upgrading one minor version at a time and never downgrading."""
+
+    reason = "UpgradePathRefused"
+
+    def __init__(self, message: str, *, installed: str, wanted: str, values_hash: Optional[str] = None):
+        super().__init__(message, values_hash=values_hash)
+        self.installed = installed
+        self.wanted = wanted
+
+
+# Helm's messages for failures that the same input will always reproduce.
+_PERMANENT_PATTERNS = [
+    (re.compile(r"values don't meet the specifications of the schema"), InvalidValuesError),
+    (re.compile(r"(parse error|yaml: |json: cannot unmarshal|error converting yaml)"), InvalidValuesError),
+    (re.compile(r"(unable to build kubernetes objects|is invalid|execution error|failed to render)"), InvalidValuesError),
+    (re.compile(r"chart \"[^\"]+\" (version \"[^\"]+\" )?not found|no chart version found|not a valid chart"), ChartNotFoundError),
+    (re.compile(r"(rendered manifests contain a resource that already exists|invalid ownership metadata)"), PermanentHelmError),
+    (re.compile(r"admission webhook \"[^\"]+\" denied the request"), PermanentHelmError),
+]
+
+
+def classify_helm_failure(stderr: str, *, values_hash: Optional[str] = None) -> HelmError:
+    """Map Helm's stderr to a typed error. Anything not known to be permanent counts as transient:
+    a bounded retry of an unknown failure costs little, while a wrong "permanent" would leave a
+    tenant stuck until someone edits its spec."""
+    text = stderr.strip()
+    lowered = text.lower()
+    for pattern, error_type in _PERMANENT_PATTERNS:
+        if pattern.search(lowered):
+            return error_type(text, values_hash=values_hash)
+    return TransientHelmError(text or "helm failed without a message", values_hash=values_hash)
+
+
+def from_pyhelm3(error: pyhelm3_errors.Error, *, values_hash: Optional[str] = None) -> HelmError:
+    """Type a pyhelm3 failure, trusting pyhelm3's own classes where they are unambiguous."""
+    stderr = error.stderr.decode(errors="replace") if isinstance(error.stderr, bytes) else str(error)
+    if isinstance(error, (pyhelm3_errors.ConnectionError, pyhelm3_errors.CommandCancelledError)):
+        return TransientHelmError(stderr.strip(), values_hash=values_hash)
+    if isinstance(error, (pyhelm3_errors.FailedToRenderChartError, pyhelm3_errors.InvalidResourceError)):
+        return InvalidValuesError(stderr.strip(), values_hash=values_hash)
+    if isinstance(error, pyhelm3_errors.ChartNotFoundError):
+        return ChartNotFoundError(stderr.strip(), values_hash=values_hash)
+    return classify_helm_failure(stderr, values_hash=values_hash)

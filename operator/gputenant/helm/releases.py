@@ -1,0 +1,243 @@
+"""Install, upgrade and uninstall a tenant's vCluster release through pyhelm3.
+
+Helm is slow (a process per call, a chart render, a release Secret per revision), so `ensure`
+skips it entirely while the values hash the caller keeps in GpuTenant status still matches, and
+otherwise upgrades only when the deployed chart version or values really differ.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import yaml
+from pyhelm3 import Client, Command
+from pyhelm3 import errors as pyhelm3_errors
+from pyhelm3.models import Chart, ReleaseRevisionStatus
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from gputenant.config.models import VClusterChart
+from gputenant.helm.errors import (
+    ChartVersionMismatchError,
+    HelmError,
+    PermanentHelmError,
+    TransientHelmError,
+    from_pyhelm3,
+)
+from gputenant.helm.versions import check_upgrade_path, parse_version, values_hash
+
+DESCRIPTION_PREFIX = "gputenant values "
+"""Each revision's Helm description names its values hash, so `helm history` shows what changed."""
+
+
+def default_helm_path() -> Path:
+    """The helm binary the repository pins: ``$GPUTENANT_TOOLS_DIR/bin/helm``, by default under
+    ``~/.cache/gputenant-operator/tools`` (where tools/build.sh puts it), else ``helm`` on PATH."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    tools_dir = os.environ.get("GPUTENANT_TOOLS_DIR") or os.path.join(cache, "gputenant-operator", "tools")
+    pinned = Path(tools_dir).resolve() / "bin" / "helm"
+    if pinned.is_file():
+        return pinned
+    on_path = shutil.which("helm")
+    if on_path:
+        return Path(on_path)
+    raise FileNotFoundError(
+        f"no helm binary at {pinned} nor on PATH; run `make tools`, set GPUTENANT_TOOLS_DIR, or pass helm_path")
+
+
+@dataclass(frozen=True)
+class ChartRef:
+    """Where the vcluster chart comes from: a local directory wins over a repository."""
+
+    name: str = "vcluster"
+    repository: Optional[str] = "https://charts.loft.sh"
+    local_path: Optional[Path] = None
+
+    @classmethod
+    def from_config(cls, chart: VClusterChart) -> "ChartRef":
+        return cls(name=chart.name, repository=chart.repository,
+                   local_path=Path(chart.local_path).resolve() if chart.local_path else None)
+
+
+class HelmAction(str, Enum):
+    INSTALLED = "Installed"
+    UPGRADED = "Upgraded"
+    UNCHANGED = "Unchanged"
+
+
+@dataclass
+class HelmCounters:
+    """What one VClusterReleases did since it was made; benchmarks and tests read it."""
+
+    invocations: int = 0
+    """helm processes started, queries included."""
+    installs: int = 0
+    upgrades: int = 0
+    uninstalls: int = 0
+
+
+@dataclass(frozen=True)
+class HelmOutcome:
+    action: HelmAction
+    release: str
+    namespace: str
+    chart_version: str
+    """The version in force: ``version``, or a local chart's own version such as 0.36.1-local."""
+    values_hash: str
+    """Store in status.vcluster.valuesHash and pass back as ``applied_hash`` next time."""
+    revision: Optional[int]
+    """The release revision in force; None when Helm was skipped by the hash."""
+    helm_invocations: int
+
+
+class _CountingCommand(Command):
+    """pyhelm3's Command, counting every helm process it starts."""
+
+    def __init__(self, counters: HelmCounters, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._counters = counters
+
+    async def run(self, command: list[str], input: Optional[bytes] = None) -> bytes:
+        self._counters.invocations += 1
+        return await super().run(command, input)
+
+    def client_version(self):
+        self._counters.invocations += 1
+        return super().client_version()
+
+
+class VClusterReleases:
+    """vCluster Helm releases on the host cluster.
+
+    ``kubeconfig`` None lets helm find the cluster itself (in-cluster config in the operator pod).
+    Transient failures are retried ``retry_attempts`` times with exponential backoff inside one call
+    (kopf would otherwise wait a whole handler backoff for a brief API hiccup); what is still
+    failing after that is raised for the pipeline to retry later.
+    """
+
+    def __init__(self, kubeconfig: str | Path | None = None, *, helm_path: str | Path | None = None,
+                 timeout: str = "5m", retry_attempts: int = 3, retry_max_wait_seconds: float = 8.0):
+        self.counters = HelmCounters()
+        self.helm_path = Path(helm_path) if helm_path else default_helm_path()
+        self.timeout = timeout
+        self._retry_attempts = retry_attempts
+        self._retry_max_wait = retry_max_wait_seconds
+        self._command = _CountingCommand(
+            self.counters, executable=str(self.helm_path), default_timeout=timeout,
+            kubeconfig=str(kubeconfig) if kubeconfig else None)
+        self._client = Client(self._command, executable=str(self.helm_path))
+
+    async def ensure(self, release: str, namespace: str, chart_ref: ChartRef, version: str,
+                     values: Mapping[str, Any], *, applied_hash: Optional[str] = None) -> HelmOutcome:
+        """Make the release run chart ``version`` with exactly ``values``.
+
+        Skips Helm when ``applied_hash`` equals ``values_hash(values, version)``. Otherwise reads
+        the release: installs it when absent, upgrades it when its chart version or values differ
+        or its last revision failed, and does nothing when it already matches. A stuck release
+        (pending after a crash) is rolled back or removed first. The namespace must exist.
+
+        Raises UpgradePathError for an unsupported version jump, ChartVersionMismatchError when a
+        local chart has another version, InvalidValuesError when the chart refuses the values
+        (all PermanentHelmError), and TransientHelmError when retries ran out.
+        """
+        wanted_hash = values_hash(values, version)
+        if applied_hash == wanted_hash:
+            return HelmOutcome(HelmAction.UNCHANGED, release, namespace, version, wanted_hash, None, 0)
+        started_with = self.counters.invocations
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(TransientHelmError), stop=stop_after_attempt(self._retry_attempts),
+            wait=wait_exponential(multiplier=0.5, max=self._retry_max_wait), reraise=True)
+        async for attempt in retrying:
+            with attempt:
+                action, revision, chart_version = await self._ensure_once(
+                    release, namespace, chart_ref, version, values, wanted_hash)
+        return HelmOutcome(action, release, namespace, chart_version, wanted_hash, revision,
+                           self.counters.invocations - started_with)
+
+    async def installed_version(self, release: str, namespace: str) -> Optional[str]:
+        """The chart version of the release's current revision, or None when there is no release."""
+        try:
+            revision = await self._client.get_current_revision(release, namespace=namespace)
+            return str((await revision.chart_metadata()).version)
+        except pyhelm3_errors.ReleaseNotFoundError:
+            return None
+        except pyhelm3_errors.Error as error:
+            raise from_pyhelm3(error) from None
+
+    async def uninstall(self, release: str, namespace: str) -> bool:
+        """Remove the release and the objects its chart made; False when there was none. Data
+        the vCluster wrote itself (``vc-<release>``, PVCs) is left to namespace deletion."""
+        try:
+            await self._command.uninstall(release, namespace=namespace, timeout=self.timeout)
+        except pyhelm3_errors.ReleaseNotFoundError:
+            return False
+        except pyhelm3_errors.Error as error:
+            raise from_pyhelm3(error) from None
+        self.counters.uninstalls += 1
+        return True
+
+    async def _ensure_once(self, release: str, namespace: str, chart_ref: ChartRef, version: str,
+                           values: Mapping[str, Any], wanted_hash: str) -> tuple[HelmAction, int, str]:
+        try:
+            parse_version(version)
+        except ValueError as error:
+            raise PermanentHelmError(str(error), values_hash=wanted_hash) from None
+        local_chart = self._local_chart(chart_ref, version, wanted_hash) if chart_ref.local_path else None
+        chart_version = str(local_chart.metadata.version) if local_chart else version
+        wanted_values = json.loads(json.dumps(values))
+        try:
+            current = await self._client.get_proceedable_revision(release, namespace=namespace, timeout=self.timeout)
+            if current is not None:
+                installed = str((await current.chart_metadata()).version)
+                try:
+                    check_upgrade_path(installed, chart_version)
+                except HelmError as error:
+                    error.values_hash = wanted_hash
+                    raise
+                if (current.status == ReleaseRevisionStatus.DEPLOYED
+                        and parse_version(installed) == parse_version(chart_version)
+                        and await current.values() == wanted_values):
+                    return HelmAction.UNCHANGED, current.revision, installed
+            chart = local_chart or await self._client.get_chart(
+                chart_ref.name, repo=chart_ref.repository, version=version)
+            revision = await self._client.install_or_upgrade_release(
+                release, chart, wanted_values, namespace=namespace, create_namespace=False,
+                description=DESCRIPTION_PREFIX + wanted_hash, timeout=self.timeout)
+        except pyhelm3_errors.Error as error:
+            raise from_pyhelm3(error, values_hash=wanted_hash) from None
+        if current is None:
+            self.counters.installs += 1
+            return HelmAction.INSTALLED, revision.revision, chart_version
+        self.counters.upgrades += 1
+        return HelmAction.UPGRADED, revision.revision, chart_version
+
+    def _local_chart(self, chart_ref: ChartRef, version: str, wanted_hash: str) -> Chart:
+        """The chart in a local directory, read without running helm.
+
+        A stand-in chart may mark itself with a pre-release or build suffix (``0.36.1-local``); it
+        serves the request for ``0.36.1``, but not for another major.minor.patch.
+        """
+        chart_yaml = chart_ref.local_path / "Chart.yaml"
+        try:
+            metadata = yaml.safe_load(chart_yaml.read_text())
+        except OSError as error:
+            raise PermanentHelmError(
+                f"cannot read {chart_yaml} ({error.strerror}); fix the operator's vcluster.localPath",
+                values_hash=wanted_hash) from None
+        local_version = str((metadata or {}).get("version", "")) if isinstance(metadata, dict) else ""
+        try:
+            local_release = parse_version(local_version)[:3]
+        except ValueError:
+            raise PermanentHelmError(f"{chart_yaml} has no SemVer version (found {local_version!r}); fix the chart",
+                                     values_hash=wanted_hash) from None
+        if local_release != parse_version(version)[:3]:
+            raise ChartVersionMismatchError(
+                f"the local chart {chart_ref.local_path} is version {local_version}, not {version}; set "
+                f"spec.vcluster.chartVersion (or the operator's vcluster.version) to {local_version}, or point "
+                f"vcluster.localPath at a chart of version {version}", values_hash=wanted_hash)
+        return Chart(self._command, ref=chart_ref.local_path, metadata=metadata)
