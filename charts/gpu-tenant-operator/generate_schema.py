@@ -15,8 +15,8 @@ from pathlib import Path
 from gputenant.config.models import OperatorConfig
 
 SCHEMA_PATH = Path(__file__).with_name("values.schema.json")
-CONFIG_SET_BY_CHART = ("operatorNamespace",)
-"""Set from the release namespace; a value for it would be silently overridden, so it is refused."""
+CONFIG_SET_BY_CHART = ("operatorNamespace", "operatorServiceAccount", "tenantNamespaceClusterRole")
+"""Set by the chart from the release; a value for them would be overridden, so it is refused."""
 
 QUANTITY = {"type": ["string", "integer", "number"], "description": "A Kubernetes quantity, e.g. 100m or 256Mi."}
 RESOURCE_LIST = {"type": "object", "additionalProperties": QUANTITY}
@@ -42,7 +42,7 @@ def chart_values_schema() -> dict:
         operator_config["properties"].pop(name)
     operator_config["description"] = (
         "The operator configuration (OperatorConfig): GPU pools, trust -> sharing mapping, vCluster chart. "
-        "operatorNamespace is set to the release namespace by the chart.")
+        "operatorNamespace, operatorServiceAccount and tenantNamespaceClusterRole are set by the chart.")
     k8s_map = {"type": "object", "additionalProperties": {"type": "string"}}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -39,7 +39,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 {{/* The OperatorConfig document: the user's `config` values plus what only the chart knows. */}}
 {{- define "gto.operatorConfig" -}}
-{{- $fromChart := dict "operatorNamespace" .Release.Namespace -}}
+{{- $fromChart := dict "operatorNamespace" .Release.Namespace "operatorServiceAccount" (include "gto.serviceAccountName" .) "tenantNamespaceClusterRole" (include "gto.tenantNamespaceRole" .) -}}
 {{- toYaml (merge $fromChart (deepCopy .Values.config)) -}}
 {{- end -}}
 
