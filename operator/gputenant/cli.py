@@ -11,6 +11,8 @@ import sys
 COMMANDS: dict[str, str] = {
     "run": "run",
     "kubeconfig": "kubeconfig",
+    "render": "render",
+    "explain": "explain",
 }
 
 

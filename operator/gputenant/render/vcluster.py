@@ -107,13 +107,12 @@ def extra_sans(tenant: GpuTenant, config: OperatorConfig) -> list[str]:
 
 
 def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: OperatorConfig) -> dict:
-    """The values document for a possible decision (its pool pins the tenant's pods)."""
+    """The values document for a possible decision. Its pool, if any, pins the tenant's pods; a
+    tenant without GPUs has no pool and runs wherever the host schedules it."""
     vcluster = tenant.spec.vcluster
     pool = decision.pool
-    if pool is None:
-        raise RenderError(f"decision for {tenant.name}: possible but without a pool (policy bug)")
     parse_quantity(vcluster.values.storage_size, "spec.vcluster.values.storageSize")
-    pool_path = f"config.pools[{pool.name}].tolerations"
+    tolerations = pool.tolerations if pool else []
     [values] = render_documents(
         "vcluster-values.yaml",
         kubernetes_version=vcluster.kubernetes_version,
@@ -126,10 +125,10 @@ def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: Operat
         extra_sans=extra_sans(tenant, config),
         coredns_replicas=vcluster.values.core_dns_replicas,
         in_cluster_server=naming.vcluster_in_cluster_server(tenant.name, config),
-        enforce_tolerations=[enforce_toleration(t, f"{pool_path}[{index}]")
-                             for index, t in enumerate(pool.tolerations)],
+        enforce_tolerations=[enforce_toleration(t, f"config.pools[{pool.name}].tolerations[{index}]")
+                             for index, t in enumerate(tolerations)],
         sync_ingresses=vcluster.values.sync_ingresses,
-        pool_node_selector=pool.node_selector,
+        pool_node_selector=pool.node_selector if pool else {},
         pod_security_standard=POD_SECURITY_LEVEL[tenant.spec.trust],
     )
     return values

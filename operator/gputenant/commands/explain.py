@@ -1,0 +1,60 @@
+"""`gputenant explain -f tenant.yaml [--config config.yaml]`: one table row per tenant saying what
+the policy grants and why, then each decision's message and warnings."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "explain the policy's decision for GpuTenant files: trust, mode, pool, grant, queue, reason"
+COLUMNS = ("TENANT", "TRUST", "MODE", "POOL", "GRANTED", "QUEUE QUOTA/LIMIT", "REASON")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--filename", required=True, help="YAML file with one or more GpuTenant documents")
+    parser.add_argument("--config", help="operator configuration YAML (default: built-in defaults, no GPU pools)")
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def rows(results) -> list[tuple[str, ...]]:
+    table = []
+    for result in results:
+        decision = result.decision
+        granted = ",".join(f"{resource}={amount}" for resource, amount in decision.quota.items())
+        queue = decision.queue
+        table.append((
+            result.tenant.name,
+            decision.trust.value,
+            decision.mode.value if decision.mode else "-",
+            decision.pool.name if decision.pool else "-",
+            granted if decision.possible and granted else "-",
+            f"{_number(queue.quota)}/{_number(queue.limit)}" if queue and decision.possible else "-",
+            decision.reason,
+        ))
+    return table
+
+
+def format_table(table: list[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in [COLUMNS, *table]) for i in range(len(COLUMNS))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+             for row in [COLUMNS, *table]]
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from gputenant.commands.render import EXIT_BAD_INPUT, InputError, load_and_render
+
+    try:
+        results, _ = load_and_render(args.filename, args.config)
+    except InputError as error:
+        print(f"gputenant explain: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    output = format_table(rows(results)) + "\n"
+    for result in results:
+        output += f"{result.tenant.name}: {result.decision.message}\n"
+        output += "".join(f"  warning: {warning}\n" for warning in result.decision.warnings)
+    sys.stdout.write(output)
+    return 0

@@ -1,0 +1,156 @@
+"""`gputenant render -f tenant.yaml [--config config.yaml]`: what the operator would create, offline.
+
+Output is multi-document YAML, per tenant in the file: first a ``kind: Decision`` document (the
+policy's choice and why), then every host object in apply order, then a ``kind: VClusterValues``
+document holding the chart reference and the ``values`` the operator installs it with (absent when
+the decision is not possible). Bad input exits with code 2 and names the field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HELP = "print the decision, host objects and vCluster values for GpuTenant files (no cluster needed)"
+EXIT_BAD_INPUT = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--filename", required=True, help="YAML file with one or more GpuTenant documents")
+    parser.add_argument("--config", help="operator configuration YAML (default: built-in defaults, no GPU pools)")
+
+
+class InputError(Exception):
+    """Input the renderer refuses; the message names the file and field."""
+
+
+@dataclass(frozen=True)
+class RenderedInput:
+    tenant: Any
+    decision: Any
+    rendered: Any
+
+
+def _field_path(location: tuple) -> str:
+    path = ""
+    for part in location:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def _validation_message(source: str, error) -> str:
+    lines = [f"{source}: {_field_path(issue['loc'])}: {issue['msg']}" for issue in error.errors()]
+    return "\n".join(lines)
+
+
+def load_and_render(tenant_file: str, config_file: str | None) -> tuple[list[RenderedInput], Any]:
+    """Validate the config and every GpuTenant in `tenant_file`, decide and render each; returns
+    the results and the OperatorConfig. Raises InputError naming the file and field."""
+    import pydantic
+    import yaml
+
+    from gputenant.api.v1alpha1 import GpuTenant
+    from gputenant.config.models import OperatorConfig
+    from gputenant.policy.choose import decide
+    from gputenant.render import RenderError, render_tenant
+
+    try:
+        config = OperatorConfig.load(config_file) if config_file else OperatorConfig()
+    except pydantic.ValidationError as error:
+        raise InputError(_validation_message(config_file, error)) from None
+    except (OSError, yaml.YAMLError) as error:
+        raise InputError(f"{config_file}: {error}") from None
+    try:
+        documents = [doc for doc in yaml.safe_load_all(Path(tenant_file).read_text()) if doc]
+    except (OSError, yaml.YAMLError) as error:
+        raise InputError(f"{tenant_file}: {error}") from None
+    if not documents:
+        raise InputError(f"{tenant_file}: no GpuTenant document in the file")
+    results = []
+    for document in documents:
+        if not isinstance(document, dict) or document.get("kind") != "GpuTenant":
+            kind = document.get("kind") if isinstance(document, dict) else type(document).__name__
+            raise InputError(f"{tenant_file}: kind: expected GpuTenant, got {kind!r}")
+        try:
+            tenant = GpuTenant.from_body(document)
+        except pydantic.ValidationError as error:
+            raise InputError(_validation_message(tenant_file, error)) from None
+        decision = decide(tenant.name, tenant.spec, config)
+        try:
+            rendered = render_tenant(tenant, decision, config)
+        except RenderError as error:
+            raise InputError(f"{tenant_file}: {tenant.name}: {error}") from None
+        results.append(RenderedInput(tenant, decision, rendered))
+    return results, config
+
+
+def decision_document(tenant, decision) -> dict:
+    """The decision as a YAML document (camelCase, like the API)."""
+    document: dict[str, Any] = {
+        "kind": "Decision",
+        "tenant": tenant.name,
+        "trust": decision.trust.value,
+        "possible": decision.possible,
+        "reason": decision.reason,
+        "message": decision.message,
+        "mode": decision.mode.value if decision.mode else None,
+        "pool": decision.pool.name if decision.pool else None,
+        "quota": dict(decision.quota),
+    }
+    if decision.queue:
+        queue = decision.queue
+        document["queue"] = {"name": queue.name, "parent": queue.parent, "quota": queue.quota,
+                             "limit": queue.limit, "overQuotaWeight": queue.over_quota_weight,
+                             "priority": queue.priority}
+    if decision.pod_rules:
+        rules = decision.pod_rules
+        document["podRules"] = {
+            "gpuResources": list(rules.gpu_resources), "maxPerPod": dict(rules.max_per_pod),
+            "maxPerContainer": dict(rules.max_per_container), "defaultLimits": dict(rules.default_limits),
+            "allowFractionAnnotations": rules.allow_fraction_annotations,
+            "forbidIsolationOverrides": rules.forbid_isolation_overrides,
+        }
+    if decision.warnings:
+        document["warnings"] = list(decision.warnings)
+    return document
+
+
+def values_document(tenant, rendered, config) -> dict:
+    from gputenant import naming
+
+    chart = config.vcluster
+    version = tenant.spec.vcluster.chart_version or chart.version
+    reference = {"path": chart.local_path} if chart.local_path else {
+        "repository": chart.repository, "name": chart.name, "version": version}
+    return {
+        "kind": "VClusterValues",
+        "release": naming.release_name(tenant.name),
+        "namespace": naming.host_namespace(tenant.name, config),
+        "chart": reference,
+        "values": rendered.vcluster_values,
+    }
+
+
+def render_stream(results: list[RenderedInput], config) -> str:
+    import yaml
+
+    documents = []
+    for result in results:
+        documents.append(decision_document(result.tenant, result.decision))
+        documents += result.rendered.objects
+        if result.rendered.vcluster_values is not None:
+            documents.append(values_document(result.tenant, result.rendered, config))
+    return yaml.safe_dump_all(documents, sort_keys=False, explicit_start=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        results, config = load_and_render(args.filename, args.config)
+    except InputError as error:
+        print(f"gputenant render: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sys.stdout.write(render_stream(results, config))
+    return 0
