@@ -205,8 +205,7 @@ def _misfit(spec: GpuTenantSpec, mode: SharingMode, pool: Pool) -> Optional[_Ref
             offered = ", ".join(p.name for p in MIG_PROFILES.get(pool.gpu_model, ()))
             return _Refused(
                 "ProfileNotOnGPU",
-                f"sharing.mig.profile {wanted_profile} does not exist on {pool.gpu_model} (pool {pool.name}); "
-                f"{pool.gpu_model} offers {offered}",
+                f"sharing.mig.profile {wanted_profile} does not exist on {pool.gpu_model}; {pool.gpu_model} offers {offered}",
             )
         if wanted_profile not in pool.mig.profiles:
             return _Refused(
