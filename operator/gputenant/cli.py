@@ -13,6 +13,7 @@ COMMANDS: dict[str, str] = {
     "kubeconfig": "kubeconfig",
     "render": "render",
     "explain": "explain",
+    "crd": "crd",
 }
 
 
