@@ -15,7 +15,7 @@ from gputenant.config.models import OperatorConfig
 from gputenant.policy.decision import Decision
 from gputenant.render.errors import RenderError
 from gputenant.render.podsecurity import POD_SECURITY_LEVEL, POD_SECURITY_VERSION
-from gputenant.render.quantities import cpu_millicores, memory_megabytes, parse_quantity
+from gputenant.render.quantities import cpu_millicores, memory_megabytes
 from gputenant.render.templates import render_documents
 from gputenant.render.vcluster import render_vcluster_values
 
@@ -45,7 +45,8 @@ def render_tenant(tenant: GpuTenant, decision: Decision, config: OperatorConfig)
     When ``decision.possible`` is False only what is safe without a grant is rendered: the
     namespace, its RBAC and a ResourceQuota with zero GPUs (no LimitRange, NetworkPolicy, Queue or
     vCluster values); the operator then reports Ready=False with the decision's reason.
-    Raises RenderError naming the field when a quantity in the spec is malformed.
+    The API model has validated quantities, subjects and URLs; RenderError (naming the field)
+    covers what only rendering knows: control-plane limits, pool tolerations, policy bugs.
     """
     spec = tenant.spec
     name = tenant.name
@@ -66,7 +67,7 @@ def render_tenant(tenant: GpuTenant, decision: Decision, config: OperatorConfig)
                                namespace_labels=namespace_labels(name, spec.trust))
     objects += render_documents("resourcequota.yaml", **context, quota_hard=quota_hard(tenant, decision))
     if decision.possible:
-        objects += render_documents("limitrange.yaml", **context, limit_range=_limit_range(tenant))
+        objects += render_documents("limitrange.yaml", **context, limit_range=tenant.spec.quotas.limit_range)
         objects += render_documents(
             "networkpolicy.yaml", **context, tenant_label=naming.TENANT_LABEL,
             operator_namespace=config.operator_namespace,
@@ -97,8 +98,6 @@ def quota_hard(tenant: GpuTenant, decision: Decision) -> dict[str, str]:
     the LimitRange fills them in), object counts, storage, then the decision's GPU entries. An
     impossible decision grants zero GPUs."""
     quotas = tenant.spec.quotas
-    for field, value in (("cpu", quotas.cpu), ("memory", quotas.memory), ("storage", quotas.storage)):
-        parse_quantity(value, f"spec.quotas.{field}")
     hard = {
         "limits.cpu": quotas.cpu, "requests.cpu": quotas.cpu,
         "limits.memory": quotas.memory, "requests.memory": quotas.memory,
@@ -113,21 +112,9 @@ def quota_hard(tenant: GpuTenant, decision: Decision) -> dict[str, str]:
     return hard
 
 
-def _limit_range(tenant: GpuTenant):
-    limit_range = tenant.spec.quotas.limit_range
-    for field, alias in (("default_cpu", "defaultCpu"), ("default_memory", "defaultMemory"),
-                         ("default_request_cpu", "defaultRequestCpu"),
-                         ("default_request_memory", "defaultRequestMemory")):
-        parse_quantity(getattr(limit_range, field), f"spec.quotas.limitRange.{alias}")
-    return limit_range
-
-
-def _subject(subject: Subject, path: str) -> dict:
-    """An RBAC subject; `path` (spec.owners[0]) names the field in the error."""
+def _subject(subject: Subject) -> dict:
+    """An RBAC subject (the API model guarantees a ServiceAccount's namespace)."""
     if subject.kind == SubjectKind.SERVICE_ACCOUNT:
-        if not subject.namespace:
-            raise RenderError(f"{path}.namespace: required for kind ServiceAccount; "
-                              "set it to the service account's namespace")
         return {"kind": "ServiceAccount", "name": subject.name, "namespace": subject.namespace}
     return {"kind": subject.kind.value, "name": subject.name, "apiGroup": "rbac.authorization.k8s.io"}
 
@@ -153,11 +140,9 @@ def rbac(tenant: GpuTenant) -> tuple[list[dict], list[dict]]:
     roles = [{"name": naming.role_name(role.value), "rules": rules[role]} for role in
              (MemberRole.VIEW, MemberRole.EDIT, MemberRole.ADMIN)]
     bindings = [{"name": naming.OWNERS_BINDING_NAME, "role": naming.role_name(MemberRole.ADMIN.value),
-                 "subjects": [_subject(owner, f"spec.owners[{index}]")
-                              for index, owner in enumerate(tenant.spec.owners)]}]
+                 "subjects": [_subject(owner) for owner in tenant.spec.owners]}]
     for role in (MemberRole.VIEW, MemberRole.EDIT, MemberRole.ADMIN):
-        members = [_subject(member, f"spec.members[{index}]")
-                   for index, member in enumerate(tenant.spec.members) if member.role == role]
+        members = [_subject(member) for member in tenant.spec.members if member.role == role]
         if members:
             bindings.append({"name": naming.members_binding_name(role.value),
                              "role": naming.role_name(role.value), "subjects": members})

@@ -1,0 +1,356 @@
+"""Unit tests of rendering: tenant + hand-built decision + config -> objects and vCluster values."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from gputenant import naming
+from gputenant.api.v1alpha1 import GpuTenant, SharingMode, Trust
+from gputenant.config.models import OperatorConfig, Pool, Toleration
+from gputenant.policy.decision import Decision, PodRules, QueueGrant
+from gputenant.render import RenderError, render_tenant
+from gputenant.render.quantities import cpu_millicores, memory_megabytes
+from gputenant.render.vcluster import enforce_toleration
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+UPSTREAM_VALUES_SCHEMA = REPO_ROOT / ".." / "shared" / "third_party" / "vcluster-0.36.1" / "values.schema.json"
+
+CONFIG = OperatorConfig(operator_namespace="gpu-ops")
+POOLS = {
+    SharingMode.TIME_SLICING: Pool.model_validate({
+        "name": "ts", "mode": "TimeSlicing", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920,
+        "nodeSelector": {"gputenant.io/pool": "ts"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "timeSlicing": {"replicas": 4}}),
+    SharingMode.HAMI: Pool.model_validate({
+        "name": "hami", "mode": "HAMi", "gpuModel": "L4", "gpuMemoryMiB": 23034,
+        "nodeSelector": {"gputenant.io/pool": "hami", "gpu": "on"}, "hami": {}}),
+    SharingMode.MIG: Pool.model_validate({
+        "name": "mig", "mode": "MIG", "gpuModel": "H100-80GB", "gpuMemoryMiB": 81559,
+        "nodeSelector": {"gputenant.io/pool": "mig"},
+        "tolerations": [{"key": "gputenant.io/untrusted", "operator": "Exists", "effect": "NoSchedule"},
+                        {"key": "dedicated", "operator": "Equal", "value": "ext", "effect": "NoSchedule"}],
+        "mig": {"config": "all-1g.10gb", "profiles": ["1g.10gb"]}}),
+}
+GRANTS = {
+    SharingMode.TIME_SLICING: {"requests.nvidia.com/gpu": "8"},
+    SharingMode.HAMI: {"requests.nvidia.com/gpu": "4", "limits.nvidia.com/gpumem": "46068",
+                       "limits.nvidia.com/gpucores": "200"},
+    SharingMode.MIG: {"requests.nvidia.com/mig-1g.10gb": "14"},
+}
+TRUST_OF_MODE = {SharingMode.TIME_SLICING: Trust.TRUSTED, SharingMode.HAMI: Trust.INTERNAL,
+                 SharingMode.MIG: Trust.UNTRUSTED}
+
+
+def tenant(name: str = "team-a", trust: Trust = Trust.UNTRUSTED, **spec) -> GpuTenant:
+    return GpuTenant.model_validate({"metadata": {"name": name}, "spec": {
+        "trust": trust.value, "owners": [{"kind": "User", "name": "alice"}], **spec}})
+
+
+def decision(sharing: SharingMode, trust: Trust | None = None, **changes) -> Decision:
+    """A possible decision for `sharing` on its test pool; `changes` override fields."""
+    mode = sharing
+    fields = dict(
+        trust=trust or TRUST_OF_MODE[mode], possible=True, reason="ExplicitMode", message="test", mode=mode,
+        pool=POOLS[mode], quota=GRANTS[mode],
+        queue=QueueGrant(name="team-a", quota=2, limit=3.5, over_quota_weight=3, priority=200, parent="research"),
+        pod_rules=PodRules(gpu_resources=("nvidia.com/gpu",)))
+    fields.update(changes)
+    return Decision(**fields)
+
+
+def impossible(trust: Trust) -> Decision:
+    return Decision(trust=trust, possible=False, reason="NoPoolForMode", message="no MIG pool")
+
+
+def by_kind(objects: list[dict], kind: str) -> list[dict]:
+    return [obj for obj in objects if obj["kind"] == kind]
+
+
+def one(objects: list[dict], kind: str) -> dict:
+    [obj] = by_kind(objects, kind)
+    return obj
+
+
+@pytest.fixture(scope="module")
+def upstream_schema() -> dict:
+    if not UPSTREAM_VALUES_SCHEMA.is_file():
+        pytest.skip(f"upstream vcluster values schema absent at {UPSTREAM_VALUES_SCHEMA}")
+    return json.loads(UPSTREAM_VALUES_SCHEMA.read_text())
+
+
+# -- objects -----------------------------------------------------------------------------------
+
+def test_objects_come_in_apply_order_with_tenant_and_trust_labels():
+    rendered = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG)
+    kinds = [obj["kind"] for obj in rendered.objects]
+    assert kinds == ["Namespace", "ResourceQuota", "LimitRange", "NetworkPolicy", "NetworkPolicy",
+                     "Role", "Role", "Role", "RoleBinding", "Queue"]
+    for obj in rendered.objects:
+        labels = obj["metadata"]["labels"]
+        assert labels[naming.TENANT_LABEL] == "team-a", obj["kind"]
+        assert labels[naming.TRUST_LABEL] == "Untrusted", obj["kind"]
+        assert labels[naming.MANAGED_BY_LABEL] == naming.MANAGED_BY, obj["kind"]
+        if obj["kind"] not in ("Namespace", "Queue"):
+            assert obj["metadata"]["namespace"] == "tenant-team-a", obj["kind"]
+        else:
+            assert "namespace" not in obj["metadata"]
+
+
+@pytest.mark.parametrize("trust, level", [(Trust.UNTRUSTED, "restricted"), (Trust.INTERNAL, "baseline"),
+                                          (Trust.TRUSTED, "baseline")])
+def test_namespace_pod_security_follows_trust(trust, level):
+    mode = {Trust.UNTRUSTED: SharingMode.MIG, Trust.INTERNAL: SharingMode.HAMI,
+            Trust.TRUSTED: SharingMode.TIME_SLICING}[trust]
+    rendered = render_tenant(tenant(trust=trust), decision(mode), CONFIG)
+    labels = one(rendered.objects, "Namespace")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == level
+    assert labels["pod-security.kubernetes.io/enforce-version"] == "v1.35"
+    assert rendered.vcluster_values["policies"]["podSecurityStandard"] == level
+
+
+@pytest.mark.parametrize("mode", [SharingMode.TIME_SLICING, SharingMode.HAMI, SharingMode.MIG])
+def test_quota_has_namespace_limits_and_the_decisions_gpu_entries(mode):
+    spec = {"quotas": {"cpu": "8", "memory": "32Gi", "pods": 40, "storage": "1Ti", "services": 5}}
+    hard = one(render_tenant(tenant(**spec), decision(mode), CONFIG).objects, "ResourceQuota")["spec"]["hard"]
+    assert hard == {"limits.cpu": "8", "requests.cpu": "8", "limits.memory": "32Gi", "requests.memory": "32Gi",
+                    "requests.storage": "1Ti", "pods": "40", "services": "5", **GRANTS[mode]}
+
+
+def test_limit_range_takes_the_spec_defaults():
+    spec = {"quotas": {"limitRange": {"defaultCpu": "2", "defaultMemory": "3Gi", "defaultRequestCpu": "250m",
+                                      "defaultRequestMemory": "512Mi"}}}
+    [limit] = one(render_tenant(tenant(**spec), decision(SharingMode.MIG), CONFIG).objects,
+                  "LimitRange")["spec"]["limits"]
+    assert limit == {"type": "Container", "default": {"cpu": "2", "memory": "3Gi"},
+                     "defaultRequest": {"cpu": "250m", "memory": "512Mi"}}
+
+
+def test_impossible_decision_renders_only_namespace_rbac_and_a_zero_gpu_quota():
+    rendered = render_tenant(tenant(), impossible(Trust.UNTRUSTED), CONFIG)
+    assert [obj["kind"] for obj in rendered.objects] == [
+        "Namespace", "ResourceQuota", "Role", "Role", "Role", "RoleBinding"]
+    assert one(rendered.objects, "ResourceQuota")["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
+    assert rendered.vcluster_values is None
+
+
+def test_network_policies_shut_out_other_namespaces_and_open_the_vcluster_api():
+    isolation, api = by_kind(render_tenant(tenant(), decision(SharingMode.MIG), CONFIG).objects, "NetworkPolicy")
+    assert isolation["spec"]["podSelector"] == {}
+    assert isolation["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}]
+    dns = [rule for rule in isolation["spec"]["egress"] if rule.get("ports")]
+    assert dns == [{"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]
+    egress_peers = [peer for rule in isolation["spec"]["egress"] for peer in rule["to"]]
+    assert {"namespaceSelector": {"matchExpressions": [
+        {"key": naming.TENANT_LABEL, "operator": "DoesNotExist"}]}} in egress_peers
+    assert api["spec"]["podSelector"] == {"matchLabels": {"app": "vcluster", "release": "team-a"}}
+    assert api["spec"]["ingress"] == [{
+        "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gpu-ops"}}},
+                 {"podSelector": {}}],
+        "ports": [{"protocol": "TCP", "port": 8443}]}]
+
+
+# -- RBAC --------------------------------------------------------------------------------------
+
+def _secret_rules(role: dict) -> list[dict]:
+    return [rule for rule in role["rules"] if "secrets" in rule["resources"]]
+
+
+def test_only_admin_reads_exactly_the_issued_kubeconfig_secrets():
+    objects = render_tenant(tenant(kubeconfig={"roles": ["view"]}), decision(SharingMode.MIG), CONFIG).objects
+    roles = {role["metadata"]["name"]: role for role in by_kind(objects, "Role")}
+    assert _secret_rules(roles["gputenant-view"]) == _secret_rules(roles["gputenant-edit"]) == []
+    assert _secret_rules(roles["gputenant-admin"]) == [{
+        "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["team-a-kubeconfig-view"], "verbs": ["get"]}]
+    for role in roles.values():
+        for rule in role["rules"]:
+            assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+
+
+def test_no_kubeconfig_roles_means_no_secret_rule_at_all():
+    """An empty resourceNames list would grant every Secret, vc-<release> included."""
+    objects = render_tenant(tenant(kubeconfig={"roles": []}), decision(SharingMode.MIG), CONFIG).objects
+    assert all(not _secret_rules(role) for role in by_kind(objects, "Role"))
+
+
+def test_view_edit_admin_are_cumulative():
+    objects = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG).objects
+    roles = {role["metadata"]["name"]: role["rules"] for role in by_kind(objects, "Role")}
+    assert roles["gputenant-edit"][:len(roles["gputenant-view"])] == roles["gputenant-view"]
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]} in roles["gputenant-edit"]
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]} not in roles["gputenant-view"]
+    assert roles["gputenant-admin"][:len(roles["gputenant-edit"])] == roles["gputenant-edit"]
+
+
+def test_owners_bind_to_admin_and_members_to_their_role():
+    spec = {"owners": [{"kind": "User", "name": "alice"}, {"kind": "Group", "name": "leads"}],
+            "members": [{"kind": "ServiceAccount", "name": "ci", "namespace": "ci", "role": "edit"},
+                        {"kind": "User", "name": "bob"}]}
+    bindings = {b["metadata"]["name"]: b for b in
+                by_kind(render_tenant(tenant(**spec), decision(SharingMode.MIG), CONFIG).objects, "RoleBinding")}
+    assert set(bindings) == {"gputenant-owners", "gputenant-members-edit", "gputenant-members-view"}
+    assert bindings["gputenant-owners"]["roleRef"]["name"] == "gputenant-admin"
+    assert bindings["gputenant-owners"]["subjects"] == [
+        {"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"},
+        {"kind": "Group", "name": "leads", "apiGroup": "rbac.authorization.k8s.io"}]
+    assert bindings["gputenant-members-edit"]["subjects"] == [{"kind": "ServiceAccount", "name": "ci", "namespace": "ci"}]
+    assert bindings["gputenant-members-view"]["roleRef"]["name"] == "gputenant-view"
+
+
+# -- queue -------------------------------------------------------------------------------------
+
+def test_queue_uses_kai_units_and_explicit_limits():
+    queue = one(render_tenant(tenant(displayName="Team A", quotas={"cpu": "1500m", "memory": "64Gi"}),
+                              decision(SharingMode.MIG), CONFIG).objects, "Queue")
+    assert queue["apiVersion"] == "scheduling.run.ai/v2"
+    assert queue["metadata"]["name"] == naming.queue_name("team-a")
+    assert queue["spec"] == {
+        "displayName": "Team A", "parentQueue": "research", "priority": 200,
+        "resources": {
+            "gpu": {"quota": 2, "limit": 3.5, "overQuotaWeight": 3},
+            "cpu": {"quota": 1500, "limit": 1500, "overQuotaWeight": 3},
+            "memory": {"quota": 68719.476736, "limit": 68719.476736, "overQuotaWeight": 3},
+        }}
+
+
+def test_queue_without_parent_has_no_parent_field():
+    grant = QueueGrant(name="team-a", quota=1, limit=1, over_quota_weight=1, priority=100)
+    queue = one(render_tenant(tenant(), decision(SharingMode.MIG, queue=grant), CONFIG).objects, "Queue")
+    assert "parentQueue" not in queue["spec"]
+    assert queue["spec"]["displayName"] == "team-a"
+
+
+@pytest.mark.parametrize("value, millicores", [("16", 16000), ("500m", 500), ("0.25", 250), ("2.5", 2500)])
+def test_cpu_millicores(value, millicores):
+    assert cpu_millicores(value, "f") == millicores
+
+
+@pytest.mark.parametrize("value, megabytes", [("1G", 1000), ("1Gi", 1073.741824), ("500M", 500), ("2000000", 2)])
+def test_memory_megabytes(value, megabytes):
+    assert memory_megabytes(value, "f") == megabytes
+
+
+def test_bad_quantity_names_the_field():
+    with pytest.raises(RenderError, match=r"^spec\.quotas\.memory: '64 gigs' is not a Kubernetes quantity"):
+        memory_megabytes("64 gigs", "spec.quotas.memory")
+
+
+# -- vCluster values ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", [SharingMode.TIME_SLICING, SharingMode.HAMI, SharingMode.MIG])
+def test_values_validate_against_the_upstream_schema(mode, upstream_schema):
+    spec = {"vcluster": {"kubernetesVersion": "v1.35.4", "serverURL": "https://a.example.com",
+                         "extraSANs": ["a.internal"],
+                         "values": {"syncIngresses": True, "storageClass": "fast", "storageSize": "20Gi",
+                                    "coreDNSReplicas": 2}}}
+    trust = TRUST_OF_MODE[mode]
+    values = render_tenant(tenant(trust=trust, **spec), decision(mode), CONFIG).vcluster_values
+    jsonschema.validate(values, upstream_schema)
+
+
+def test_values_of_a_tenant_without_gpus_validate(upstream_schema):
+    no_pool = decision(SharingMode.MIG, mode=None, pool=None, quota={"requests.nvidia.com/gpu": "0"})
+    values = render_tenant(tenant(), no_pool, CONFIG).vcluster_values
+    jsonschema.validate(values, upstream_schema)
+    assert values["sync"]["fromHost"]["nodes"]["selector"]["labels"] == {}
+    assert values["sync"]["toHost"]["pods"]["enforceTolerations"] == []
+
+
+def test_schema_check_catches_an_unknown_key(upstream_schema):
+    """The upstream schema is strict (additionalProperties: false), so the checks above can fail."""
+    values = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG).vcluster_values
+    values["controlPlane"]["statefulSet"]["securityContext"] = {}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(values, upstream_schema)
+
+
+def test_values_keep_kai_compatible_sync_and_pin_the_pool():
+    values = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG).vcluster_values
+    assert values["experimental"]["syncSettings"]["setOwner"] is False
+    assert values["sync"]["toHost"]["priorityClasses"]["enabled"] is False
+    assert values["sync"]["fromHost"]["nodes"]["selector"]["labels"] == {"gputenant.io/pool": "mig"}
+    assert values["sync"]["toHost"]["pods"]["enforceTolerations"] == [
+        "gputenant.io/untrusted:NoSchedule", "dedicated=ext:NoSchedule"]
+    assert "pro" not in values and "sleep" not in values and "platform" not in values
+
+
+def test_values_expose_the_api_in_cluster_and_sign_every_name():
+    spec = {"vcluster": {"serverURL": "https://team-a.gpu.example.com:6443", "extraSANs": ["10.1.2.3", "team-a.gpu.example.com"]}}
+    values = render_tenant(tenant(**spec), decision(SharingMode.MIG), CONFIG).vcluster_values
+    assert values["exportKubeConfig"]["server"] == "https://team-a.tenant-team-a.svc:443"
+    assert values["controlPlane"]["proxy"]["extraSANs"] == [
+        "team-a.tenant-team-a.svc", "team-a.gpu.example.com", "10.1.2.3"]
+
+
+def test_values_run_the_control_plane_non_root_with_limits():
+    spec = {"vcluster": {"resources": {"requests": {"cpu": "300m", "memory": "512Mi"},
+                                       "limits": {"cpu": "3", "memory": "3Gi"}}}}
+    control_plane = render_tenant(tenant(**spec), decision(SharingMode.MIG), CONFIG).vcluster_values["controlPlane"]
+    statefulset = control_plane["statefulSet"]
+    assert statefulset["resources"] == {"requests": {"cpu": "300m", "memory": "512Mi"},
+                                        "limits": {"cpu": "3", "memory": "3Gi"}}
+    container = statefulset["security"]["containerSecurityContext"]
+    assert container["runAsUser"] != 0 and container["runAsGroup"] != 0 and container["runAsNonRoot"] is True
+    assert container["allowPrivilegeEscalation"] is False
+    assert container["capabilities"] == {"drop": ["ALL"]}
+    assert statefulset["security"]["podSecurityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert control_plane["distro"]["k8s"]["securityContext"] == container
+    assert set(control_plane["distro"]["k8s"]["resources"]["limits"]) == {"cpu", "memory"}
+
+
+def test_missing_control_plane_limit_is_refused():
+    spec = {"vcluster": {"resources": {"limits": {"memory": "2Gi"}}}}
+    with pytest.raises(RenderError, match=r"^spec\.vcluster\.resources\.limits\.cpu: required"):
+        render_tenant(tenant(**spec), decision(SharingMode.MIG), CONFIG)
+
+
+def test_request_above_limit_is_refused():
+    spec = {"vcluster": {"resources": {"requests": {"cpu": "4", "memory": "1Gi"},
+                                       "limits": {"cpu": "2", "memory": "2Gi"}}}}
+    with pytest.raises(RenderError, match=r"^spec\.vcluster\.resources\.requests\.cpu: 4 is above the limit 2"):
+        render_tenant(tenant(**spec), decision(SharingMode.MIG), CONFIG)
+
+
+def test_overrides_and_kubernetes_version_reach_the_values():
+    spec = {"vcluster": {"kubernetesVersion": "v1.34.2",
+                         "values": {"syncIngresses": True, "storageSize": "20Gi", "storageClass": "fast",
+                                    "coreDNSReplicas": 3}}}
+    values = render_tenant(tenant(**spec), decision(SharingMode.MIG), CONFIG).vcluster_values
+    assert values["controlPlane"]["distro"]["k8s"]["version"] == "v1.34.2"
+    assert values["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"] == {"size": "20Gi", "storageClass": "fast"}
+    assert values["controlPlane"]["coredns"]["deployment"]["replicas"] == 3
+    assert values["sync"]["toHost"]["ingresses"]["enabled"] is True
+
+
+def test_defaults_leave_out_optional_values():
+    values = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG).vcluster_values
+    assert "version" not in values["controlPlane"]["distro"]["k8s"]
+    assert values["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"] == {"size": "5Gi"}
+
+
+@pytest.mark.parametrize("toleration, expected", [
+    (Toleration(key="a", operator="Equal", value="b", effect="NoSchedule"), "a=b:NoSchedule"),
+    (Toleration(key="a", operator="Equal", value="b"), "a=b"),
+    (Toleration(key="a", operator="Exists", effect="NoExecute"), "a:NoExecute"),
+    (Toleration(key="a", operator="Exists"), "a:"),
+    (Toleration(operator="Exists"), "*"),
+])
+def test_enforce_toleration_syntax(toleration, expected):
+    assert enforce_toleration(toleration, "t") == expected
+
+
+def test_keyless_toleration_with_effect_is_refused():
+    with pytest.raises(RenderError, match="^config.pools"):
+        enforce_toleration(Toleration(operator="Exists", effect="NoSchedule"), "config.pools[x].tolerations[0]")
+
+
+def test_rendering_is_deterministic():
+    first = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG)
+    second = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG)
+    assert first == second
