@@ -64,7 +64,10 @@ def chart_values_schema() -> dict:
             "resources": _object({
                 "requests": RESOURCE_LIST, "limits": RESOURCE_LIST,
             }, "Resources of the operator container; requests are required so it is never starved.", ("requests",)),
-            "logLevel": {"enum": ["debug", "info", "warning", "error"], "description": "Log level of `gputenant run`."},
+            "logs": _object({
+                "json": {"type": "boolean", "description": "gputenant run --json-logs."},
+                "verbose": {"type": "boolean", "description": "gputenant run --verbose (debug logging)."},
+            }, "Logging of `gputenant run`."),
             "liveness": _object({
                 "port": _port("Port of kopf's liveness endpoint"),
                 "path": {"type": "string", "pattern": "^/", "description": "Path of the liveness endpoint."},
@@ -93,6 +96,9 @@ def chart_values_schema() -> dict:
             "crd": _object({
                 "install": {"type": "boolean", "description": "Install and upgrade the GpuTenant CRD with the chart."},
             }, "The GpuTenant CRD."),
+            "scopePolicy": _object({
+                "enabled": {"type": "boolean", "description": "Install the ValidatingAdmissionPolicy (Kubernetes >= 1.30)."},
+            }, "Admission policy keeping the operator to the namespaces it manages."),
             "config": operator_config,
         },
         "$defs": definitions,

@@ -51,6 +51,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - /etc/gputenant/config.yaml
 - --liveness
 - {{ printf "http://0.0.0.0:%d%s" (int .Values.liveness.port) .Values.liveness.path }}
-- --log-level
-- {{ .Values.logLevel }}
+{{- if .Values.logs.json }}
+- --json-logs
+{{- end }}
+{{- if .Values.logs.verbose }}
+- --verbose
+{{- end }}
 {{- end -}}

@@ -1,0 +1,203 @@
+"""The Helm chart, rendered by the pinned helm binary: lint, template, the values schema, the CRD's
+single source, the Deployment's hardening, the config the operator will load, and the shape of the
+least-privilege RBAC. (The API server's verdict on the same objects is in
+e2e/tests/test_chart_install.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gputenant.config.models import OperatorConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "charts" / "gpu-tenant-operator"
+CRD_SOURCE = REPO_ROOT / "crds" / "tenant.yaml"
+EXAMPLE_CONFIG = REPO_ROOT / "examples" / "config.yaml"
+RELEASE, NAMESPACE = "gto", "gpu-tenant-operator"
+FULLNAME = "gto-gpu-tenant-operator"
+
+
+def _helm_binary() -> Path:
+    from kubeplane.tools import tools_bin_dir
+
+    helm = tools_bin_dir() / "helm"
+    if not helm.is_file():
+        pytest.skip(f"no pinned helm at {helm}; run `make tools`")
+    return helm
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    if not CRD_SOURCE.is_file():
+        pytest.fail(f"{CRD_SOURCE} is missing; the chart's CRD comes from it (`gputenant crd > crds/tenant.yaml`)")
+    result = subprocess.run([str(_helm_binary()), *args], capture_output=True, text=True)
+    if check and result.returncode:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
+    return result
+
+
+def example_values(tmp_path: Path) -> Path:
+    """The repository's example operator config as the chart's `config` value."""
+    config = yaml.safe_load(EXAMPLE_CONFIG.read_text())
+    for set_by_chart in ("operatorNamespace", "operatorServiceAccount", "tenantNamespaceClusterRole"):
+        config.pop(set_by_chart, None)
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"config": config}))
+    return path
+
+
+def render(*args: str, chart: Path | str = CHART) -> list[dict]:
+    out = helm("template", RELEASE, str(chart), "--namespace", NAMESPACE, *args).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def find(objects: list[dict], kind: str, name: str) -> dict:
+    matches = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(matches) == 1, f"{kind}/{name}: found {len(matches)} in {[(o['kind'], o['metadata']['name']) for o in objects]}"
+    return matches[0]
+
+
+def test_lint_passes_with_defaults_and_the_example_config(tmp_path):
+    helm("lint", str(CHART))
+    helm("lint", str(CHART), "--values", str(example_values(tmp_path)))
+
+
+def test_deployment_runs_gputenant_run_once_hardened_with_a_probe_on_its_liveness_endpoint():
+    deployment = find(render(), "Deployment", FULLNAME)
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    [container] = pod["containers"]
+    command = container["command"]
+    assert command[:4] == ["gputenant", "run", "--config", "/etc/gputenant/config.yaml"]
+    liveness_url = command[command.index("--liveness") + 1]
+    probe = container["livenessProbe"]["httpGet"]
+    port = next(p["containerPort"] for p in container["ports"] if p["name"] == probe["port"])
+    assert liveness_url == f"http://0.0.0.0:{port}{probe['path']}"
+    config_mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/gputenant")
+    config_volume = next(v for v in pod["volumes"] if v["name"] == config_mount["name"])
+    assert config_volume["configMap"]["name"] == f"{FULLNAME}-config"
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True and security["runAsNonRoot"] is True
+    assert security["allowPrivilegeEscalation"] is False and security["capabilities"] == {"drop": ["ALL"]}
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["resources"]["requests"]["cpu"] and container["resources"]["requests"]["memory"]
+    assert pod["serviceAccountName"] == FULLNAME
+
+
+def test_the_command_line_is_accepted_by_gputenant_run():
+    """Every flag the Deployment passes exists in `gputenant run` (argparse exits 2 otherwise)."""
+    from gputenant.cli import build_parser
+
+    container = find(render("--set", "logs.verbose=true"), "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]
+    args = build_parser().parse_args(container["command"][1:])
+    assert args.config == "/etc/gputenant/config.yaml" and args.json_logs and args.verbose
+
+
+def test_configmap_holds_a_config_the_operator_loads(tmp_path):
+    objects = render("--values", str(example_values(tmp_path)))
+    document = yaml.safe_load(find(objects, "ConfigMap", f"{FULLNAME}-config")["data"]["config.yaml"])
+    config = OperatorConfig.model_validate(document)
+    example = OperatorConfig.load(EXAMPLE_CONFIG)
+    assert config.pools == example.pools and config.trust_modes == example.trust_modes
+    assert config.operator_namespace == NAMESPACE
+    assert config.operator_service_account == FULLNAME
+    assert config.tenant_namespace_cluster_role == f"{FULLNAME}-tenant-namespace"
+
+
+def test_changing_the_config_rolls_the_operator_pod():
+    def checksum(*args):
+        deployment = find(render(*args), "Deployment", FULLNAME)
+        return deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+    assert checksum() != checksum("--set", "config.namespacePrefix=team-")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "webhook.port=80"], "at '/webhook/port': minimum: got 80, want 1,024"),
+    (["--set", "replicas=2"], "additional properties 'replicas' not allowed"),
+    (["--set", "config.trustModes.Trusted=Sometimes"], "at '/config/trustModes/Trusted': value must be one of"),
+    (["--set", "config.operatorNamespace=elsewhere"], "additional properties 'operatorNamespace' not allowed"),
+    (["--set", "config.pools[0].name=a100"], "at '/config/pools/0': missing properties 'mode', 'gpuModel', 'gpuMemoryMiB'"),
+    (["--set", "image.pullPolicy=Sometimes"], "at '/image/pullPolicy'"),
+    (["--set", "logs.json=yes"], "at '/logs/json': got string, want boolean"),
+])
+def test_values_schema_rejects_bad_values_naming_the_field(args, message):
+    for command in (["template", RELEASE, str(CHART)], ["lint", str(CHART)]):
+        result = helm(*command, *args, check=False)
+        assert result.returncode != 0, f"helm {command[0]} accepted {args}"
+        assert message in result.stdout + result.stderr, result.stdout + result.stderr
+
+
+def test_values_schema_is_generated_from_the_current_models():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("generate_schema", CHART / "generate_schema.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert (CHART / "values.schema.json").read_text() == module.render(), (
+        "charts/gpu-tenant-operator/values.schema.json is stale; run "
+        ".venv/bin/python charts/gpu-tenant-operator/generate_schema.py")
+
+
+def test_crd_has_one_source_and_the_packaged_chart_carries_it(tmp_path):
+    """files/tenant-crd.yaml is a symlink to crds/tenant.yaml; `helm package` resolves it, and the
+    CRD rendered from the package is crds/tenant.yaml plus the chart's labels and annotations."""
+    link = CHART / "files" / "tenant-crd.yaml"
+    assert link.is_symlink() and link.resolve() == CRD_SOURCE.resolve()
+    helm("package", str(CHART), "--destination", str(tmp_path))
+    [package] = tmp_path.glob("gpu-tenant-operator-*.tgz")
+    with tarfile.open(package) as archive:
+        names = archive.getnames()
+        packaged = archive.extractfile("gpu-tenant-operator/files/tenant-crd.yaml").read()
+    assert packaged == CRD_SOURCE.read_bytes()
+    assert not any(name.endswith("generate_schema.py") for name in names)
+    source = yaml.safe_load(CRD_SOURCE.read_text())
+    rendered = find(render(chart=package), "CustomResourceDefinition", source["metadata"]["name"])
+    assert rendered["spec"] == source["spec"]
+    assert rendered["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert not any(o["kind"] == "CustomResourceDefinition" for o in render("--set", "crd.install=false"))
+
+
+def _rules(objects, kind, name):
+    return find(objects, kind, name)["rules"]
+
+
+def test_cluster_role_grants_no_secrets_and_no_wildcards():
+    objects = render()
+    for role in (o for o in objects if o["kind"] in ("ClusterRole", "Role")):
+        for rule in role["rules"]:
+            assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], (role["metadata"]["name"], rule)
+            assert "escalate" not in rule["verbs"] and "impersonate" not in rule["verbs"]
+    cluster_rules = _rules(objects, "ClusterRole", FULLNAME)
+    assert not [r for r in cluster_rules if "secrets" in r["resources"] or "configmaps" in r["resources"]]
+    [bind] = [r for r in cluster_rules if "bind" in r["verbs"]]
+    assert bind == {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                    "verbs": ["bind"], "resourceNames": [f"{FULLNAME}-tenant-namespace"]}
+
+
+def test_tenant_namespace_role_is_never_bound_by_the_chart():
+    objects = render()
+    bindings = [o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    assert bindings and all(b["roleRef"]["name"] != f"{FULLNAME}-tenant-namespace" for b in bindings)
+    assert {b["roleRef"]["name"] for b in bindings if b["kind"] == "ClusterRoleBinding"} == {FULLNAME}
+
+
+def test_device_plugin_role_only_with_a_time_slicing_pool(tmp_path):
+    name = f"{FULLNAME}-device-plugin-config"
+    assert not [o for o in render() if o["metadata"]["name"] == name]
+    role = find(render("--values", str(example_values(tmp_path))), "Role", name)
+    assert role["metadata"]["namespace"] == OperatorConfig.load(EXAMPLE_CONFIG).device_plugin_config_map.namespace
+
+
+def test_scope_policy_names_the_operator_and_the_prefix():
+    policy = find(render("--set", "config.namespacePrefix=team-"), "ValidatingAdmissionPolicy", f"{FULLNAME}-scope")
+    assert policy["spec"]["matchConditions"][0]["expression"] == (
+        f"request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:{FULLNAME}'")
+    assert "startsWith('team-')" in json.dumps(policy["spec"]["validations"])
+    assert not [o for o in render("--set", "scopePolicy.enabled=false") if "AdmissionPolicy" in o["kind"]]
