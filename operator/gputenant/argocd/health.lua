@@ -1,0 +1,73 @@
+-- Argo CD health check for gputenant.io/GpuTenant (argocd-cm key
+-- resource.customizations.health.gputenant.io_GpuTenant). Argo CD sets the global `obj` and
+-- expects {status, message}. Only Argo's base and table libraries are available, so no string.*.
+--
+-- Suspended: deletion is blocked by spec.preventDeletion (condition DeletionPrevented=True, or
+-- any condition with reason DeletionPrevented). Note: while metadata.deletionTimestamp is set,
+-- Argo CD reports "Progressing: Pending deletion" itself and never runs this script, so Argo shows
+-- a blocked deletion as Progressing; the branches for it below serve other callers of the script.
+local hs = {}
+
+local function condition(kind)
+  if obj.status == nil or obj.status.conditions == nil then
+    return nil
+  end
+  for _, c in ipairs(obj.status.conditions) do
+    if c.type == kind then
+      return c
+    end
+  end
+  return nil
+end
+
+local function deletion_prevented()
+  if obj.status == nil or obj.status.conditions == nil then
+    return nil
+  end
+  for _, c in ipairs(obj.status.conditions) do
+    if (c.type == "DeletionPrevented" and c.status == "True") or c.reason == "DeletionPrevented" then
+      return c
+    end
+  end
+  return nil
+end
+
+local blocked = deletion_prevented()
+if blocked ~= nil then
+  hs.status = "Suspended"
+  hs.message = "Deletion is blocked by spec.preventDeletion: " .. (blocked.message or "")
+  return hs
+end
+
+if obj.metadata.deletionTimestamp ~= nil then
+  hs.status = "Progressing"
+  hs.message = "Pending deletion"
+  return hs
+end
+
+if obj.status == nil or obj.status.observedGeneration == nil
+    or obj.status.observedGeneration < (obj.metadata.generation or 0) then
+  hs.status = "Progressing"
+  hs.message = "Waiting for the operator to reconcile generation " .. tostring(obj.metadata.generation or 0)
+  return hs
+end
+
+local ready = condition("Ready")
+if ready == nil or ready.status == "Unknown" then
+  hs.status = "Progressing"
+  hs.message = "Ready is not reported yet"
+  if ready ~= nil and ready.message ~= nil and ready.message ~= "" then
+    hs.message = (ready.reason or "Unknown") .. ": " .. ready.message
+  end
+  return hs
+end
+
+if ready.status == "True" then
+  hs.status = "Healthy"
+  hs.message = ready.message or ""
+  return hs
+end
+
+hs.status = "Degraded"
+hs.message = (ready.reason or "NotReady") .. ": " .. (ready.message or "")
+return hs
