@@ -1,8 +1,8 @@
 """Loading the jinja2 YAML templates (top-level ``templates/`` of the repository).
 
-The templates ship inside the installed package as ``gputenant.templates`` (pyproject maps the
-directory there), so a wheel or the Docker image finds them without the source tree; an editable
-install made before that mapping falls back to the source tree. Rendering is pure: templates are
+The templates ship inside the installed package as ``gputenant/templates`` (pyproject maps the
+directory there as package data), so a wheel or the Docker image finds them without the source
+tree; an editable install reads them from the source tree. Rendering is pure: templates are
 read once and every value goes through the ``json`` filter, so no tenant-supplied string can
 change the YAML structure.
 """
@@ -11,22 +11,20 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import yaml
 
+PACKAGED_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 SOURCE_TREE_TEMPLATES = Path(__file__).resolve().parents[3] / "templates"
 
 
 def templates_dir() -> Path:
-    try:
-        packaged = resources.files("gputenant.templates")
-    except ModuleNotFoundError:
-        return SOURCE_TREE_TEMPLATES
-    return Path(str(packaged))
+    """``gputenant/templates`` in a wheel or the image; the repository's ``templates/`` in an
+    editable install (which maps only the Python packages)."""
+    return PACKAGED_TEMPLATES if PACKAGED_TEMPLATES.is_dir() else SOURCE_TREE_TEMPLATES
 
 
 @lru_cache(maxsize=1)
