@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
-from gputenant.api.v1alpha1 import GpuTenantSpec, SharingMode, Trust
+from gputenant.api.v1alpha1 import GpuTenant, GpuTenantSpec, SharingMode, Trust
 from gputenant.config.models import OperatorConfig
 from gputenant.policy.choose import decide
 from gputenant.policy.trust import allowed_modes
@@ -117,6 +118,32 @@ def test_matrix(trust, mode, pool_name):
 def test_matrix_covers_every_outcome():
     reasons = {expected(*combination)[0] for combination in MATRIX}
     assert reasons == {"ChosenFromTrust", "FallbackToStrongerMode", "ExplicitMode", "PoolModeMismatch", "ModeNotAllowedForTrust"}
+
+
+# -- the example tenants get what their comments say ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "file,mode,pool_name,quota,queue",
+    [
+        ("trusted.yaml", TS, "a100-timeslice", {"requests.nvidia.com/gpu": "16"}, (8, 16)),
+        (
+            "internal.yaml",
+            HAMI,
+            "l4-hami",
+            {"requests.nvidia.com/gpu": "12", "limits.nvidia.com/gpumem": "69096", "limits.nvidia.com/gpucores": "300"},
+            (2, 3),
+        ),
+        ("untrusted.yaml", MIG, "h100-mig-balanced", {"requests.nvidia.com/mig-3g.40gb": "4"}, (6, 12)),
+    ],
+)
+def test_example_tenants(file, mode, pool_name, quota, queue):
+    tenant = GpuTenant.from_body(yaml.safe_load((ROOT / "examples" / "tenants" / file).read_text()))
+    decision = decide(tenant.name, tenant.spec, EXAMPLE)
+    assert (decision.possible, decision.mode, decision.pool.name) == (True, mode, pool_name), decision.message
+    assert decision.quota == quota
+    assert (decision.queue.quota, decision.queue.limit) == queue
+    assert decision.warnings == ()
 
 
 # -- mode and trust ------------------------------------------------------------------------------
