@@ -1,0 +1,121 @@
+"""`gputenant render` / `explain`: golden files for the examples, and field-named errors.
+
+Golden files in operator/tests/golden/<example>.yaml are reviewed output of
+`gputenant render -f examples/tenants/<example>.yaml --config examples/config.yaml`. They change
+only through an explicit `UPDATE_GOLDEN=1 pytest operator/tests/test_render_cli.py`; review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gputenant.cli import main
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO_ROOT / "examples" / "tenants").glob("*.yaml"))
+EXAMPLE_CONFIG = REPO_ROOT / "examples" / "config.yaml"
+GOLDEN_DIR = Path(__file__).parent / "golden"
+
+UNTRUSTED_TENANT = """\
+apiVersion: gputenant.io/v1alpha1
+kind: GpuTenant
+metadata: {name: ext-a}
+spec:
+  trust: Untrusted
+  owners: [{kind: User, name: bob}]
+  gpu: {quota: 2, limit: 3}
+"""
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.stem)
+def test_render_matches_golden(example: Path, capsys):
+    code, out, err = run_cli(capsys, "render", "-f", str(example), "--config", str(EXAMPLE_CONFIG))
+    assert code == 0, err
+    golden = GOLDEN_DIR / example.name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        GOLDEN_DIR.mkdir(exist_ok=True)
+        golden.write_text(out)
+    assert golden.is_file(), f"no golden file {golden}; create it with UPDATE_GOLDEN=1 and review it"
+    assert out == golden.read_text(), f"render output of {example.name} changed; review, then UPDATE_GOLDEN=1"
+
+
+def test_every_golden_file_has_its_example():
+    if not EXAMPLES:
+        pytest.skip("examples/tenants has no tenants yet")
+    assert {path.name for path in GOLDEN_DIR.glob("*.yaml")} <= {path.name for path in EXAMPLES}
+
+
+def test_render_prints_decision_objects_and_values(tmp_path, capsys):
+    tenant_file = tmp_path / "tenant.yaml"
+    tenant_file.write_text(UNTRUSTED_TENANT)
+    code, out, _ = run_cli(capsys, "render", "-f", str(tenant_file), "--config", str(EXAMPLE_CONFIG))
+    assert code == 0
+    documents = list(yaml.safe_load_all(out))
+    assert documents[0]["kind"] == "Decision" and documents[0]["possible"] is True
+    assert documents[0]["mode"] == "MIG"
+    assert [doc["kind"] for doc in documents[1:4]] == ["Namespace", "ResourceQuota", "LimitRange"]
+    assert documents[-2]["kind"] == "Queue"
+    values = documents[-1]
+    assert values["kind"] == "VClusterValues"
+    assert values["release"] == "ext-a" and values["namespace"] == "tenant-ext-a"
+    assert values["chart"] == {"repository": "https://charts.loft.sh", "name": "vcluster", "version": "0.36.1"}
+    assert values["values"]["policies"]["podSecurityStandard"] == "restricted"
+
+
+def test_impossible_tenant_renders_without_values(tmp_path, capsys):
+    tenant_file = tmp_path / "tenant.yaml"
+    tenant_file.write_text(UNTRUSTED_TENANT)
+    code, out, _ = run_cli(capsys, "render", "-f", str(tenant_file))  # default config: no pools
+    assert code == 0
+    documents = list(yaml.safe_load_all(out))
+    assert documents[0]["possible"] is False
+    assert [doc["kind"] for doc in documents[1:]] == ["Namespace", "ResourceQuota", "Role", "Role", "Role", "RoleBinding"]
+
+
+def test_explain_prints_a_table(tmp_path, capsys):
+    tenant_file = tmp_path / "tenant.yaml"
+    tenant_file.write_text(UNTRUSTED_TENANT)
+    code, out, _ = run_cli(capsys, "explain", "-f", str(tenant_file), "--config", str(EXAMPLE_CONFIG))
+    assert code == 0
+    header, row = out.splitlines()[:2]
+    assert header.split() == ["TENANT", "TRUST", "MODE", "POOL", "GRANTED", "QUEUE", "QUOTA/LIMIT", "REASON"]
+    cells = row.split()
+    assert cells[:3] == ["ext-a", "Untrusted", "MIG"]
+    assert cells[-1] == "ChosenFromTrust"
+    assert "ext-a: Untrusted tenants get MIG" in out
+
+
+@pytest.mark.parametrize("command", ["render", "explain"])
+def test_bad_field_exits_2_naming_the_field(tmp_path, capsys, command):
+    tenant_file = tmp_path / "tenant.yaml"
+    tenant_file.write_text(UNTRUSTED_TENANT.replace("limit: 3", "limit: -1"))
+    code, out, err = run_cli(capsys, command, "-f", str(tenant_file))
+    assert code == 2 and out == ""
+    assert f"{tenant_file}: spec.gpu.limit: " in err
+
+
+def test_bad_config_exits_2_naming_the_field(tmp_path, capsys):
+    tenant_file = tmp_path / "tenant.yaml"
+    tenant_file.write_text(UNTRUSTED_TENANT)
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text("pools:\n  - name: p\n    mode: Sharing\n    gpuModel: L4\n    gpuMemoryMiB: 1\n")
+    code, _, err = run_cli(capsys, "render", "-f", str(tenant_file), "--config", str(config_file))
+    assert code == 2
+    assert f"{config_file}: pools[0].mode: " in err
+
+
+def test_wrong_kind_exits_2(tmp_path, capsys):
+    tenant_file = tmp_path / "tenant.yaml"
+    tenant_file.write_text("kind: ConfigMap\nmetadata: {name: x}\n")
+    code, _, err = run_cli(capsys, "render", "-f", str(tenant_file))
+    assert code == 2 and "kind: expected GpuTenant, got 'ConfigMap'" in err
