@@ -45,7 +45,13 @@ class HelmReleases:
 
 
 ISSUER_NAMESPACE = "kube-system"
-ROLE_CLUSTER_ROLES = {"admin": "cluster-admin", "view": "view"}
+ROLE_CLUSTER_ROLES = {"admin": ("cluster-admin",), "view": ("view", "gputenant-namespace-reader")}
+"""The built-in view role reads inside namespaces only; viewers also need to list the namespaces."""
+NAMESPACE_READER = {
+    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+    "metadata": {"name": "gputenant-namespace-reader"},
+    "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]}],
+}
 
 
 class VirtualClusterKubeconfigs:
@@ -63,12 +69,13 @@ class VirtualClusterKubeconfigs:
         try:
             await client.apply({"apiVersion": "v1", "kind": "ServiceAccount",
                                 "metadata": {"name": account, "namespace": ISSUER_NAMESPACE}})
-            await client.apply({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                "metadata": {"name": account},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                            "name": ROLE_CLUSTER_ROLES[role]},
-                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ISSUER_NAMESPACE}]})
+            await client.apply(NAMESPACE_READER)
+            for cluster_role in ROLE_CLUSTER_ROLES[role]:
+                await client.apply({
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                    "metadata": {"name": f"{account}-{cluster_role}"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+                    "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ISSUER_NAMESPACE}]})
             answer = await client.request_token(ISSUER_NAMESPACE, account, lifetime_seconds)
         except ApiError as error:
             raise StepError("TokenRequestFailed", f"in the virtual cluster of {tenant}: {error}",
