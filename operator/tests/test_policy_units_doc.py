@@ -68,3 +68,13 @@ def test_worked_example_matches_decide(row):
     assert decision.pool.name == pool.strip("`")
     assert decision.quota == dict(re.findall(r"`([^`:]+): ([^`]+)`", hard))
     assert (decision.queue.quota, decision.queue.limit) == (number(kai_quota), number(kai_limit))
+
+
+def test_trust_levels_doc_lists_every_refusal_reason():
+    """docs/trust-levels.md's reason table names exactly the reasons decide() can refuse with."""
+    source = (ROOT / "operator" / "gputenant" / "policy" / "choose.py").read_text()
+    in_code = set(re.findall(r'_Refused\(\s*"(\w+)"', source))
+    doc = (ROOT / "docs" / "trust-levels.md").read_text()
+    table = doc[doc.index("| Reason | Meaning | Fix |"):]
+    in_doc = {name for line in table.splitlines()[2:] if line.startswith("|") for name in re.findall(r"`(\w+)`", line.split("|")[1])}
+    assert in_doc == in_code
