@@ -1,0 +1,246 @@
+"""The Helm chart against a real kube-apiserver: its objects pass server-side dry-run, and its
+least-privilege RBAC is proven both ways with the operator running as the chart's ServiceAccount
+(a TokenRequest token): three tenants become Ready and are deleted cleanly, and the same identity
+is refused what it must not do.
+
+The RBAC tests use a plane of their own: the operator here watches every GpuTenant in the cluster,
+and on the session's plane it would fight the cluster-admin operator other tests start. As in
+test_operator_lifecycle, no container runs: kubeplane's VClusterSimulator plays the vCluster pod
+(starts a second real kube-apiserver and writes vc-<release>); Helm, RBAC, admission, quotas and
+namespace deletion are real.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import kubernetes
+import pytest
+import yaml
+from kubernetes.client.rest import ApiException
+
+from kubeplane import ControlPlane, wait_for
+from kubeplane.fixtures import create_gpu_node, install_kai_queue_crd
+from kubeplane.vcluster_sim import VClusterSimulator
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "charts" / "gpu-tenant-operator"
+LOCAL_VCLUSTER_CHART = REPO_ROOT / "charts" / "vcluster-local"
+EXAMPLE_CONFIG = REPO_ROOT / "examples" / "config.yaml"
+GPUTENANT = Path(sys.executable).parent / "gputenant"
+RELEASE, NAMESPACE = "gto", "gpu-tenant-operator"
+FULLNAME = "gto-gpu-tenant-operator"
+OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:{FULLNAME}"
+TENANTS = {"rbac-a": "Trusted", "rbac-b": "Internal", "rbac-c": "Untrusted"}
+
+
+def chart_values(tmp_path: Path) -> Path:
+    """examples/config.yaml as the chart's `config`, with the project's local vcluster chart."""
+    config = yaml.safe_load(EXAMPLE_CONFIG.read_text())
+    for set_by_chart in ("operatorNamespace", "operatorServiceAccount", "tenantNamespaceClusterRole"):
+        config.pop(set_by_chart, None)
+    version = yaml.safe_load((LOCAL_VCLUSTER_CHART / "Chart.yaml").read_text())["version"]
+    config["vcluster"].update(localPath=str(LOCAL_VCLUSTER_CHART), version=version)
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"config": config}))
+    return path
+
+
+def ensure_namespace(plane: ControlPlane, name: str) -> None:
+    try:
+        plane.create_namespace(name)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
+def test_rendered_chart_passes_server_side_dry_run(plane, tmp_path):
+    ensure_namespace(plane, NAMESPACE)
+    ensure_namespace(plane, "gpu-operator")
+    rendered = plane.helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+                          "--values", str(chart_values(tmp_path))).stdout
+    kinds = {doc["kind"] for doc in yaml.safe_load_all(rendered) if doc}
+    assert {"CustomResourceDefinition", "Deployment", "ClusterRole", "ValidatingAdmissionPolicy"} <= kinds
+    result = plane.kubectl("apply", "--server-side", "--dry-run=server", "--field-manager=helm",
+                           "-f", "-", input=rendered)
+    assert result.stdout.count("(server dry run)") == len([d for d in yaml.safe_load_all(rendered) if d])
+
+
+# -- the chart installed on a plane of its own, the operator running as its ServiceAccount -------
+
+@pytest.fixture(scope="module")
+def rbac_plane():
+    with ControlPlane(audit=True) as own_plane:
+        yield own_plane
+
+
+@pytest.fixture(scope="module")
+def installed(rbac_plane, tmp_path_factory):
+    """`helm install` of the chart; returns the operator's token kubeconfig and its config file
+    (the ConfigMap the chart rendered, as the pod would mount it)."""
+    tmp = tmp_path_factory.mktemp("chart")
+    ensure_namespace(rbac_plane, "gpu-operator")
+    install_kai_queue_crd(rbac_plane)
+    rbac_plane.helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
+                    "--values", str(chart_values(tmp)))
+    with rbac_plane.api_client() as client:
+        core = kubernetes.client.CoreV1Api(client)
+        config = core.read_namespaced_config_map(f"{FULLNAME}-config", NAMESPACE).data["config.yaml"]
+        token = core.create_namespaced_service_account_token(FULLNAME, NAMESPACE, {
+            "spec": {"expirationSeconds": 3600}}).status.token
+    config_path = tmp / "config.yaml"
+    config_path.write_text(config)
+    token_kubeconfig = rbac_plane.kubeconfig_for_token(token, OPERATOR_USER)
+    wait_for_scope_policy(rbac_plane, token_kubeconfig)
+    return token_kubeconfig, config_path
+
+
+def wait_for_scope_policy(plane: ControlPlane, token_kubeconfig: Path) -> None:
+    """The API server loads a new ValidatingAdmissionPolicy asynchronously; a dry-run request the
+    policy must refuse tells when it is in force."""
+    with plane.api_client(token_kubeconfig) as client:
+        core = kubernetes.client.CoreV1Api(client)
+        probe = {"metadata": {"name": "scope-probe", "labels": {"app.kubernetes.io/managed-by": "gpu-tenant-operator"}}}
+        wait_for(lambda: status_of(lambda: core.create_namespace(probe, dry_run="All"))[0] == 403,
+                 timeout=30, interval=0.2, what="the scope ValidatingAdmissionPolicy to be in force")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def operator_as_service_account(rbac_plane, installed):
+    token_kubeconfig, config_path = installed
+    port = free_port()
+    log_path = rbac_plane.log_dir / "operator-as-service-account.log"
+    env = {**rbac_plane.env(token_kubeconfig), "GPUTENANT_RESYNC_SECONDS": "5",
+           "GPUTENANT_DELETION_RETRY_SECONDS": "3"}
+    with open(log_path, "ab") as log, VClusterSimulator(rbac_plane):
+        process = subprocess.Popen(
+            [str(GPUTENANT), "run", "--config", str(config_path), "--kubeconfig", str(token_kubeconfig),
+             "--liveness", f"http://127.0.0.1:{port}/healthz"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        try:
+            yield f"http://127.0.0.1:{port}/healthz", log_path
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def custom_objects(plane: ControlPlane, kubeconfig_path=None):
+    return kubernetes.client.CustomObjectsApi(plane.api_client(kubeconfig_path))
+
+
+def gpu_tenant(plane: ControlPlane, name: str) -> dict | None:
+    try:
+        return custom_objects(plane).get_cluster_custom_object("gputenant.io", "v1alpha1", "gputenants", name)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def is_ready(body: dict | None) -> bool:
+    status = (body or {}).get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
+    return ready.get("status") == "True" and status.get("observedGeneration") == body["metadata"]["generation"]
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def test_operator_as_the_chart_service_account_serves_three_tenants_and_deletes_them(
+        rbac_plane, operator_as_service_account):
+    liveness_url, log_path = operator_as_service_account
+    offset = rbac_plane.audit_offset()
+    tenants = [{"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
+                "spec": {"trust": trust, "owners": [{"kind": "User", "name": f"{name}-owner"}],
+                         "gpu": {"quota": 1}}} for name, trust in TENANTS.items()]
+    rbac_plane.kubectl("apply", "--server-side", "--field-manager=platform-engineer", "-f", "-",
+                       input=yaml.safe_dump_all(tenants))
+    for name in TENANTS:
+        try:
+            wait_for(lambda: is_ready(gpu_tenant(rbac_plane, name)), timeout=180, interval=0.5,
+                     what=f"GpuTenant {name} Ready")
+        except TimeoutError:
+            raise AssertionError(f"{name} not Ready: {(gpu_tenant(rbac_plane, name) or {}).get('status')}\n"
+                                 f"operator log:\n{log_tail(log_path)}") from None
+    wait_for(lambda: urllib.request.urlopen(liveness_url, timeout=5).status == 200, timeout=30,
+             what="the liveness endpoint")
+
+    rbac_plane.kubectl("delete", "gputenants", *TENANTS, "--wait=false")
+    with rbac_plane.api_client() as client:
+        core = kubernetes.client.CoreV1Api(client)
+
+        def gone() -> bool:
+            namespaces = {n.metadata.name for n in core.list_namespace().items}
+            return not any(gpu_tenant(rbac_plane, n) or f"tenant-{n}" in namespaces for n in TENANTS)
+        try:
+            wait_for(gone, timeout=180, interval=1, what="tenants and their namespaces to be deleted")
+        except TimeoutError:
+            raise AssertionError(f"not deleted; operator log:\n{log_tail(log_path)}") from None
+    queues = custom_objects(rbac_plane).list_cluster_custom_object("scheduling.run.ai", "v2", "queues")["items"]
+    assert not {q["metadata"]["name"] for q in queues} & set(TENANTS)
+    # The work was done by the chart's ServiceAccount, not by an administrator.
+    assert rbac_plane.count_requests(offset, user=OPERATOR_USER) > 0
+    assert rbac_plane.count_requests(offset, user=OPERATOR_USER, verbs=None, user_agent="gpu-tenant-operator") > 0
+
+
+def status_of(call) -> tuple[int, str]:
+    try:
+        call()
+    except ApiException as error:
+        return error.status, error.body or ""
+    return 200, ""
+
+
+def test_the_chart_service_account_is_refused_what_it_must_not_do(rbac_plane, installed):
+    token_kubeconfig, _ = installed
+    with rbac_plane.api_client() as admin:
+        admin_core = kubernetes.client.CoreV1Api(admin)
+        admin_core.create_namespaced_secret("kube-system", {"metadata": {"name": "not-the-operators"},
+                                                            "stringData": {"key": "value"}})
+    create_gpu_node(rbac_plane, "gpu-node-rbac")
+    rbac = kubernetes.client.RbacAuthorizationV1Api
+    with rbac_plane.api_client(token_kubeconfig) as client:
+        core = kubernetes.client.CoreV1Api(client)
+        refused = {
+            "read a Secret in kube-system": lambda: core.read_namespaced_secret("not-the-operators", "kube-system"),
+            "list Secrets in every namespace": lambda: core.list_secret_for_all_namespaces(),
+            "delete a node": lambda: core.delete_node("gpu-node-rbac"),
+            "create a pod in default": lambda: core.create_namespaced_pod("default", {
+                "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+            "bind itself to cluster-admin": lambda: rbac(client).create_cluster_role_binding({
+                "metadata": {"name": "operator-admin"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]}),
+            "bind itself to the tenant-namespace role in kube-system": lambda: rbac(client).create_namespaced_role_binding(
+                "kube-system", {
+                    "metadata": {"name": "operator-here"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                "name": f"{FULLNAME}-tenant-namespace"},
+                    "subjects": [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]}),
+            "label kube-system as a tenant namespace": lambda: core.patch_namespace("kube-system", {
+                "metadata": {"labels": {"app.kubernetes.io/managed-by": "gpu-tenant-operator"}}}),
+            "create a namespace outside the tenant prefix": lambda: core.create_namespace({
+                "metadata": {"name": "not-a-tenant", "labels": {"app.kubernetes.io/managed-by": "gpu-tenant-operator"}}}),
+        }
+        outcomes = {what: status_of(call) for what, call in refused.items()}
+    assert {what: status for what, (status, _) in outcomes.items()} == {what: 403 for what in refused}
+    assert "may only create or change RoleBindings" in outcomes["bind itself to the tenant-namespace role in kube-system"][1]
+    assert "may only change or delete namespaces" in outcomes["label kube-system as a tenant namespace"][1]
+    with rbac_plane.api_client(token_kubeconfig) as client:
+        allowed = status_of(lambda: kubernetes.client.CoreV1Api(client).create_namespace({
+            "metadata": {"name": "tenant-allowed", "labels": {"app.kubernetes.io/managed-by": "gpu-tenant-operator"}}}))
+    assert allowed[0] == 200, allowed
