@@ -85,10 +85,12 @@ def _decide(name: str, spec: GpuTenantSpec, config: OperatorConfig) -> Decision:
         reason, why = "ChosenFromTrust", f"{trust.value} tenants get {mode.value} (operator config trustModes.{trust.value})"
     else:
         reason = "FallbackToStrongerMode"
-        why = (
-            f"{trust.value} tenants get {mode.value} (operator config trustModes.{trust.value}), but no {mode.value} pool "
-            f"fits{_model_clause(spec)}, so the next stronger mechanism with one, {effective_mode.value}"
+        instead = (
+            f"gpu.pool names {spec.gpu.pool}, a {effective_mode.value} pool, which isolates more"
+            if spec.gpu.pool
+            else f"no {mode.value} pool fits{_model_clause(spec)}, so the next stronger mechanism with one, {effective_mode.value}"
         )
+        why = f"{trust.value} tenants get {mode.value} (operator config trustModes.{trust.value}), but {instead}"
     ignored = tuple(
         f"sharing.{block} is ignored: the tenant's GPUs are shared by {effective_mode.value}"
         for block_mode, (block, attribute) in SPEC_BLOCKS.items()
