@@ -18,6 +18,8 @@ MANAGED_BY = "gpu-tenant-operator"
 FINALIZER = f"{GROUP}/finalizer"
 ROTATE_ANNOTATION = f"{GROUP}/rotate-kubeconfigs"
 """Set to any new value on a GpuTenant to rotate its kubeconfigs now."""
+KUBECONFIG_EXPIRES_ANNOTATION = f"{GROUP}/expires-at"
+"""On each kubeconfig Secret: when its token expires (RFC 3339), so rotation needs no token parsing."""
 QUEUE_LABEL = "kai.scheduler/queue"
 
 # Objects in the tenant's host namespace (one of each per namespace, so fixed names).

@@ -1,0 +1,203 @@
+"""The vCluster release through real Helm (pyhelm3) on the real plane, and the simulated vCluster.
+
+Helm, the chart rendering, the StatefulSet controller and admission are real. The vCluster pod is
+not: `VClusterSimulator` plays it (starting a real second kube-apiserver and writing
+``vc-<release>``), because no container can run here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import shutil
+import uuid
+from pathlib import Path
+
+import kubernetes
+import pytest
+import yaml
+from kubernetes.client.rest import ApiException
+
+from gputenant.helm import (
+    ChartRef, HelmAction, InvalidValuesError, TransientHelmError, UpgradePathError, VClusterReleases,
+)
+from kubeplane import wait_for
+from kubeplane.process import pid_alive
+from kubeplane.vcluster_sim import VClusterSimulator
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+LOCAL_CHART = REPO_ROOT / "charts" / "vcluster-local"
+
+pytestmark = pytest.mark.skipif(not (LOCAL_CHART / "Chart.yaml").is_file(),
+                                reason=f"the local vcluster chart is missing at {LOCAL_CHART}")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def values(label: str = "one", server: str = "https://team.gpu.invalid") -> dict:
+    """A small values document: enough to tell revisions apart and to name an exported server."""
+    return {"controlPlane": {"statefulSet": {"labels": {"gputenant.io/test": label}}},
+            "exportKubeConfig": {"server": server}}
+
+
+@pytest.fixture(scope="module")
+def helm_home(plane):
+    """Helm's cache and config inside the plane's directory, so the user's helm setup is untouched."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
+            patch.setenv(key, plane.env()[key])
+        yield
+
+
+@pytest.fixture
+def releases(plane, helm_home) -> VClusterReleases:
+    return VClusterReleases(plane.kubeconfig_path, helm_path=plane.bin_dir / "helm", retry_attempts=2,
+                            retry_max_wait_seconds=0.5)
+
+
+@pytest.fixture
+def namespace(plane):
+    name = plane.create_namespace(unique("vc")).metadata.name
+    yield name
+    with plane.api_client() as api:
+        kubernetes.client.CoreV1Api(api).delete_namespace(name)
+
+
+@pytest.fixture(scope="module")
+def simulator(plane):
+    with VClusterSimulator(plane) as running:
+        yield running
+
+
+def chart_at_version(tmp_path: Path, version: str) -> ChartRef:
+    """A copy of the local chart that declares another version, to exercise the upgrade path."""
+    directory = tmp_path / f"vcluster-{version}"
+    shutil.copytree(LOCAL_CHART, directory, dirs_exist_ok=True)
+    chart_yaml = directory / "Chart.yaml"
+    metadata = yaml.safe_load(chart_yaml.read_text())
+    metadata["version"] = version
+    chart_yaml.write_text(yaml.safe_dump(metadata))
+    return ChartRef(local_path=directory)
+
+
+def history(plane, release: str, namespace: str) -> list[dict]:
+    return yaml.safe_load(plane.helm("history", release, "-n", namespace, "-o", "yaml").stdout)
+
+
+def statefulset_label(plane, release: str, namespace: str) -> str:
+    with plane.api_client() as api:
+        statefulset = kubernetes.client.AppsV1Api(api).read_namespaced_stateful_set(release, namespace)
+    return statefulset.metadata.labels["gputenant.io/test"]
+
+
+def test_same_values_install_once_and_changed_values_upgrade_once(plane, releases, namespace):
+    chart = ChartRef(local_path=LOCAL_CHART)
+    version = str(yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"])
+
+    first = asyncio.run(releases.ensure("team", namespace, chart, version, values("one")))
+    second = asyncio.run(releases.ensure("team", namespace, chart, version, values("one")))
+
+    assert (first.action, second.action) == (HelmAction.INSTALLED, HelmAction.UNCHANGED)
+    assert (releases.counters.installs, releases.counters.upgrades) == (1, 0)
+    assert len(history(plane, "team", namespace)) == 1
+    assert first.values_hash == second.values_hash and first.chart_version == version
+
+    calls_before = releases.counters.invocations
+    skipped = asyncio.run(releases.ensure("team", namespace, chart, version, values("one"),
+                                          applied_hash=second.values_hash))
+    assert skipped.action == HelmAction.UNCHANGED and skipped.helm_invocations == 0
+    assert releases.counters.invocations == calls_before
+
+    changed = asyncio.run(releases.ensure("team", namespace, chart, version, values("two"),
+                                          applied_hash=second.values_hash))
+    assert changed.action == HelmAction.UPGRADED and changed.revision == 2
+    assert (releases.counters.installs, releases.counters.upgrades) == (1, 1)
+    assert len(history(plane, "team", namespace)) == 2
+    assert statefulset_label(plane, "team", namespace) == "two"
+
+
+def test_skipping_a_minor_is_refused_without_touching_the_release(plane, releases, namespace, tmp_path):
+    asyncio.run(releases.ensure("team", namespace, chart_at_version(tmp_path, "0.34.2"), "0.34.2", values()))
+
+    with pytest.raises(UpgradePathError) as refused:
+        asyncio.run(releases.ensure("team", namespace, chart_at_version(tmp_path, "0.36.1"), "0.36.1", values()))
+
+    assert (refused.value.installed, refused.value.wanted) == ("0.34.2", "0.36.1")
+    assert refused.value.values_hash is not None
+    assert releases.counters.upgrades == 0
+    assert [entry["chart"] for entry in history(plane, "team", namespace)] == ["vcluster-0.34.2"]
+
+    next_minor = asyncio.run(releases.ensure("team", namespace, chart_at_version(tmp_path, "0.35.0"), "0.35.0",
+                                             values()))
+    assert next_minor.action == HelmAction.UPGRADED
+    with pytest.raises(UpgradePathError, match="downgrade"):
+        asyncio.run(releases.ensure("team", namespace, chart_at_version(tmp_path, "0.34.2"), "0.34.2", values()))
+
+
+def test_values_the_chart_refuses_fail_permanently_without_retry(plane, releases, namespace):
+    bad = {"controlPlane": {"statefulSet": {"highAvailability": {"replicas": "three"}}}}
+    version = str(yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"])
+
+    with pytest.raises(InvalidValuesError) as refused:
+        asyncio.run(releases.ensure("team", namespace, ChartRef(local_path=LOCAL_CHART), version, bad))
+
+    assert "replicas" in refused.value.message
+    # helm version (at construction), then one attempt: status query + the refused install
+    assert releases.counters.invocations == 1 + 2
+    assert releases.counters.installs == 0
+
+
+def test_unreachable_cluster_is_transient_and_retried(plane, helm_home, tmp_path):
+    config = yaml.safe_load(plane.kubeconfig_path.read_text())
+    config["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"
+    broken = tmp_path / "broken.kubeconfig"
+    broken.write_text(yaml.safe_dump(config))
+    releases = VClusterReleases(broken, helm_path=plane.bin_dir / "helm", retry_attempts=3,
+                                retry_max_wait_seconds=0.2)
+    calls_at_start = releases.counters.invocations
+
+    with pytest.raises(TransientHelmError, match="connection refused"):
+        asyncio.run(releases.ensure("team", "nowhere", ChartRef(local_path=LOCAL_CHART), "0.36.1", values()))
+
+    assert releases.counters.invocations - calls_at_start == 3
+
+
+def test_simulated_vcluster_comes_up_for_the_rendered_statefulset_and_goes_away_with_it(
+        plane, releases, namespace, simulator):
+    """Simulation: the StatefulSet and its Pod are real (Helm + statefulset controller); the
+    vCluster process is played by VClusterSimulator with a real second kube-apiserver."""
+    version = str(yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"])
+    asyncio.run(releases.ensure("team", namespace, ChartRef(local_path=LOCAL_CHART), version, values()))
+
+    virtual = simulator.wait_for_control_plane("team", namespace)
+
+    with plane.api_client() as api:
+        core = kubernetes.client.CoreV1Api(api)
+        secret = core.read_namespaced_secret("vc-team", namespace)
+        service = core.read_namespaced_service("team", namespace)
+    assert secret.metadata.labels == {"app": "vcluster", "vcluster-name": "team"}
+    assert set(secret.data) == {"config", "certificate-authority", "client-certificate", "client-key"}
+    assert [(o.kind, o.name, o.uid) for o in secret.metadata.owner_references] == [
+        ("Service", "team", service.metadata.uid)]
+    assert base64.b64decode(secret.data["certificate-authority"]) == virtual.ca_pem
+
+    admin = simulator.admin_kubeconfig("team", namespace)
+    # exportKubeConfig.server names an unreachable host here, so the real loopback URL is used
+    assert admin["clusters"][0]["cluster"]["server"] == virtual.url
+    with kubernetes.config.new_client_from_config_dict(admin) as api:
+        core = kubernetes.client.CoreV1Api(api)
+        core.create_namespace(kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(
+            name="only-in-the-vcluster")))
+        virtual_namespaces = {n.metadata.name for n in core.list_namespace().items}
+    assert {"default", "kube-system", "only-in-the-vcluster"} <= virtual_namespaces
+    with plane.api_client() as api, pytest.raises(ApiException) as absent:
+        kubernetes.client.CoreV1Api(api).read_namespace("only-in-the-vcluster")
+    assert absent.value.status == 404
+
+    pid = virtual.pid
+    assert asyncio.run(releases.uninstall("team", namespace)) is True
+    simulator.wait_for_shutdown("team", namespace)
+    wait_for(lambda: not pid_alive(pid), timeout=30, what="the virtual apiserver process to exit")
+    assert asyncio.run(releases.uninstall("team", namespace)) is False

@@ -1,0 +1,174 @@
+"""Issue kubeconfigs inside a virtual cluster with the admin credentials vCluster wrote.
+
+Tenants never get vCluster's admin client certificate: it cannot be revoked and never expires.
+They get a ServiceAccount token from the TokenRequest API instead, bound to an expiry, which the
+operator re-issues at 80% of its lifetime (or when ``gputenant.io/rotate-kubeconfigs`` changes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Optional
+
+import kubernetes
+import urllib3
+import yaml
+from kubernetes.client.rest import ApiException
+
+from gputenant import naming
+from gputenant.api.v1alpha1 import KubeconfigRole
+
+ROLE_CLUSTER_ROLES = {KubeconfigRole.ADMIN.value: "cluster-admin", KubeconfigRole.VIEW.value: "view"}
+"""The virtual cluster's ClusterRole each kubeconfig role is bound to."""
+SERVICE_ACCOUNT_NAMESPACE = "kube-system"
+ROTATE_AFTER_FRACTION = 0.8
+MIN_TOKEN_SECONDS = 600
+"""The TokenRequest API refuses shorter expirations."""
+
+
+@dataclass(frozen=True)
+class IssuedKubeconfig:
+    role: str
+    kubeconfig_yaml: str
+    expires_at: datetime
+    """When the token expires, as the API server granted it (timezone-aware, UTC)."""
+
+
+class KubeconfigIssueError(Exception):
+    """The virtual cluster refused or did not answer. ``transient`` failures (unreachable, 5xx,
+    429) are worth retrying; others need a change (credentials, RBAC, input)."""
+
+    def __init__(self, message: str, *, transient: bool):
+        super().__init__(message)
+        self.message = message
+        self.transient = transient
+
+
+def service_account_name(role: str) -> str:
+    return f"gputenant-{role}"
+
+
+def needs_rotation(expires_at: Optional[datetime], now: datetime, lifetime: timedelta) -> bool:
+    """True once 80% of the token's lifetime has passed (or there is no expiry on record), so a
+    new kubeconfig is in place well before the old one stops working."""
+    if expires_at is None:
+        return True
+    return now >= expires_at - lifetime * (1 - ROTATE_AFTER_FRACTION)
+
+
+def kubeconfig_secret(tenant: str, role: str, namespace: str, issued: IssuedKubeconfig) -> dict:
+    """The host Secret holding one issued kubeconfig (key ``config``), labelled as the tenant's,
+    its expiry in an annotation so rotation needs no token parsing."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": naming.kubeconfig_secret_name(tenant, role),
+            "namespace": namespace,
+            "labels": naming.tenant_labels(tenant, "kubeconfig"),
+            "annotations": {naming.KUBECONFIG_EXPIRES_ANNOTATION: _rfc3339(issued.expires_at)},
+        },
+        "data": {"config": base64.b64encode(issued.kubeconfig_yaml.encode()).decode()},
+    }
+
+
+async def issue_kubeconfigs(admin_kubeconfig: dict, roles: Iterable[str | KubeconfigRole], token_seconds: int,
+                            server_url: Optional[str], *, context_name: str = "vcluster",
+                            field_manager: str = "gpu-tenant-operator") -> list[IssuedKubeconfig]:
+    """One token kubeconfig per role, issued inside the virtual cluster ``admin_kubeconfig`` reaches.
+
+    Server-side applies ServiceAccount ``kube-system/gputenant-<role>`` and ClusterRoleBinding
+    ``gputenant-<role>`` (to cluster-admin or view), then requests a token valid ``token_seconds``.
+    The kubeconfig points at ``server_url`` (the URL tenants use; None: the admin kubeconfig's)
+    and trusts the vCluster CA from the admin kubeconfig. Raises ValueError for bad input and
+    KubeconfigIssueError when the virtual cluster fails.
+    """
+    role_names = _role_values(roles)
+    if token_seconds < MIN_TOKEN_SECONDS:
+        raise ValueError(f"token lifetime {token_seconds}s is below the API server's minimum of "
+                         f"{MIN_TOKEN_SECONDS}s; set spec.kubeconfig.tokenLifetime to 10m or more")
+    cluster = _current_cluster(admin_kubeconfig)
+    ca_data = cluster.get("certificate-authority-data")
+    if not ca_data:
+        raise ValueError("the vCluster admin kubeconfig has no certificate-authority-data; tenants' kubeconfigs "
+                         "need the vCluster CA, so do not set exportKubeConfig.insecure")
+    server = server_url or cluster["server"]
+    return await asyncio.to_thread(_issue, admin_kubeconfig, role_names, token_seconds, server, ca_data,
+                                   context_name, field_manager)
+
+
+def _role_values(roles: Iterable[str | KubeconfigRole]) -> list[str]:
+    values = [role.value if isinstance(role, KubeconfigRole) else role for role in roles]
+    for value in values:
+        if value not in ROLE_CLUSTER_ROLES:
+            raise ValueError(f"unknown kubeconfig role {value!r} in spec.kubeconfig.roles; use "
+                             f"{' or '.join(ROLE_CLUSTER_ROLES)}")
+    return values
+
+
+def _current_cluster(config: dict) -> dict:
+    try:
+        contexts = {c["name"]: c["context"] for c in config["contexts"]}
+        clusters = {c["name"]: c["cluster"] for c in config["clusters"]}
+        return clusters[contexts[config["current-context"]]["cluster"]]
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"the vCluster admin kubeconfig is incomplete (missing {error}); it should come "
+                         "from the vc-<release> Secret's config key") from None
+
+
+def _issue(admin_kubeconfig: dict, roles: list[str], token_seconds: int, server: str, ca_data: str,
+           context_name: str, field_manager: str) -> list[IssuedKubeconfig]:
+    try:
+        with kubernetes.config.new_client_from_config_dict(admin_kubeconfig) as api:
+            return [_issue_role(api, role, token_seconds, server, ca_data, context_name, field_manager)
+                    for role in roles]
+    except ApiException as error:
+        transient = error.status in (429,) or (error.status or 0) >= 500
+        raise KubeconfigIssueError(f"the virtual cluster answered {error.status} {error.reason}: "
+                                   f"{(error.body or '')[:300]}", transient=transient) from None
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise KubeconfigIssueError(f"the virtual cluster is unreachable: {error}", transient=True) from None
+
+
+def _issue_role(api: kubernetes.client.ApiClient, role: str, token_seconds: int, server: str, ca_data: str,
+                context_name: str, field_manager: str) -> IssuedKubeconfig:
+    core = kubernetes.client.CoreV1Api(api)
+    rbac = kubernetes.client.RbacAuthorizationV1Api(api)
+    name = service_account_name(role)
+    labels = {naming.MANAGED_BY_LABEL: naming.MANAGED_BY}
+    apply = {"field_manager": field_manager, "force": True, "_content_type": "application/apply-patch+yaml"}
+    core.patch_namespaced_service_account(name, SERVICE_ACCOUNT_NAMESPACE, {
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": SERVICE_ACCOUNT_NAMESPACE, "labels": labels},
+    }, **apply)
+    rbac.patch_cluster_role_binding(name, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name, "labels": labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE_CLUSTER_ROLES[role]},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": SERVICE_ACCOUNT_NAMESPACE}],
+    }, **apply)
+    granted = core.create_namespaced_service_account_token(name, SERVICE_ACCOUNT_NAMESPACE, {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": [], "expirationSeconds": token_seconds},
+    })
+    user = f"{context_name}-{role}"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": context_name, "cluster": {"server": server, "certificate-authority-data": ca_data}}],
+        "users": [{"name": user, "user": {"token": granted.status.token}}],
+        "contexts": [{"name": user, "context": {"cluster": context_name, "user": user}}],
+        "current-context": user,
+    }
+    return IssuedKubeconfig(role, yaml.safe_dump(config, sort_keys=False), granted.status.expiration_timestamp)
+
+
+def _rfc3339(moment: datetime) -> str:
+    """UTC, second precision, as Kubernetes writes timestamps; a naive datetime is taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
