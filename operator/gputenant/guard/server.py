@@ -1,0 +1,98 @@
+"""The guard's HTTPS endpoint: kopf's WebhookServer, plus the two things kopf does not do for us:
+generated certificates renewed before expiry, and webhook configurations with a namespace selector
+kept in sync with the server's URL and CA bundle."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import tempfile
+from pathlib import Path
+from typing import AsyncIterator, Optional
+
+import kopf
+
+from gputenant.config.models import OperatorConfig
+from gputenant.guard.certs import CertificatePaths, ensure_certificates
+from gputenant.guard.configuration import sync_webhook_configurations
+from gputenant.kube import KubeClient
+
+log = logging.getLogger(__name__)
+
+RENEWAL_CHECK_SECONDS = 3600.0
+
+
+class GuardServer:
+    """Set as ``settings.admission.server``. With ``cert_file``/``key_file`` it serves those (kopf
+    reloads them when they change, e.g. from cert-manager); without, it generates a CA and a leaf
+    for ``hostnames`` in ``cert_dir`` and renews them. Every time the server (re)starts, the
+    webhook configurations are applied with its URL and CA bundle."""
+
+    def __init__(self, client: KubeClient, config: OperatorConfig, *, host: str = "127.0.0.1", port: Optional[int] = 9443,
+                 listen: Optional[str] = None, hostnames: Optional[list[str]] = None,
+                 cert_dir: Optional[Path] = None, cert_file: Optional[Path] = None, key_file: Optional[Path] = None,
+                 ca_file: Optional[Path] = None, renewal_check_seconds: float = RENEWAL_CHECK_SECONDS,
+                 file_check_interval: float = 60.0):
+        if (cert_file is None) != (key_file is None):
+            raise ValueError("--webhook-cert and --webhook-key go together: pass both, or neither to generate them")
+        self.client = client
+        self.config = config
+        self.host = host
+        self.port = port
+        self.listen = listen or host
+        self.hostnames = hostnames or [host]
+        self.generated = cert_file is None
+        if self.generated:
+            self.cert_dir = Path(cert_dir or tempfile.mkdtemp(prefix="gputenant-guard-"))
+            paths = CertificatePaths.in_directory(self.cert_dir)
+            self.cert_file, self.key_file, self.ca_file = paths.cert, paths.key, paths.ca_bundle
+        else:
+            self.cert_file, self.key_file, self.ca_file = cert_file, key_file, ca_file or cert_file
+        self.renewal_check_seconds = renewal_check_seconds
+        self.file_check_interval = file_check_interval
+        self.configurations_written = 0
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.renewal_check_seconds)
+            if ensure_certificates(self.cert_dir, self.hostnames):
+                log.info("renewed the admission guard's serving certificate in %s", self.cert_dir)
+
+    async def __call__(self, fn) -> AsyncIterator[dict]:
+        if self.generated:
+            ensure_certificates(self.cert_dir, self.hostnames)
+        server = kopf.WebhookServer(addr=self.listen, port=self.port, host=self.host, certfile=str(self.cert_file),
+                                    pkeyfile=str(self.key_file), cafile=str(self.ca_file),
+                                    file_check_interval=self.file_check_interval)
+        renewer = asyncio.create_task(self._renew_forever()) if self.generated else None
+        try:
+            async for client_config in server(fn):
+                self.configurations_written += await sync_webhook_configurations(
+                    self.client, self.config, dict(client_config))
+                yield client_config
+        finally:
+            if renewer is not None:
+                renewer.cancel()
+
+
+def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``gputenant run`` flags that turn the admission guard on."""
+    group = parser.add_argument_group("admission guard")
+    group.add_argument("--webhook-host", help="Host or IP the apiserver dials (put in the webhook URL and the "
+                       "generated certificate). Unset: no admission guard.")
+    group.add_argument("--webhook-port", type=int, default=9443, help="Port to listen on (default 9443).")
+    group.add_argument("--webhook-listen", help="Address to bind (default: --webhook-host; 0.0.0.0 in a Pod).")
+    group.add_argument("--webhook-cert", type=Path, help="Serving certificate (PEM); unset: generated and renewed.")
+    group.add_argument("--webhook-key", type=Path, help="Private key of --webhook-cert (PEM).")
+    group.add_argument("--webhook-ca", type=Path, help="CA bundle for the webhook configurations; default --webhook-cert.")
+    group.add_argument("--webhook-cert-dir", type=Path, help="Where generated certificates live (default: a temp dir).")
+
+
+def server_from_args(args: argparse.Namespace, client: KubeClient, config: OperatorConfig) -> Optional[GuardServer]:
+    """A GuardServer from the flags of add_webhook_arguments, or None if --webhook-host is unset."""
+    if not args.webhook_host:
+        return None
+    return GuardServer(client, config, host=args.webhook_host, port=args.webhook_port, listen=args.webhook_listen,
+                       cert_dir=args.webhook_cert_dir, cert_file=args.webhook_cert, key_file=args.webhook_key,
+                       ca_file=args.webhook_ca)

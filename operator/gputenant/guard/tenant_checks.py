@@ -1,0 +1,78 @@
+"""Checks on GpuTenant changes that need the state of the cluster: what other tenants already hold
+in the pool, and which GPU resources the tenant's running pods use."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from pydantic import ValidationError
+
+from gputenant import naming
+from gputenant.api.v1alpha1 import GpuTenantSpec
+from gputenant.config.models import OperatorConfig
+from gputenant.policy.choose import decide
+from gputenant.policy.decision import Decision
+
+
+def pool_capacity_problem(name: str, spec: GpuTenantSpec, decision: Decision,
+                          others: Iterable[tuple[str, float, Optional[str]]]) -> Optional[str]:
+    """A refusal when the tenant's guaranteed GPUs no longer fit next to the other tenants' in its
+    pool. `others` holds (tenant, quota, pool) of every other tenant."""
+    pool = decision.pool
+    if not decision.possible or pool is None or pool.gpus is None:
+        return None
+    holders = [(tenant, quota) for tenant, quota, their_pool in others if their_pool == pool.name and quota]
+    taken = round(sum(quota for _, quota in holders), 6)
+    if taken + spec.gpu.quota <= pool.gpus:
+        return None
+    free = max(round(pool.gpus - taken, 6), 0)
+    held = ", ".join(f"{tenant}: {quota:g}" for tenant, quota in sorted(holders))
+    return (f"[pool-capacity] gpu.quota {spec.gpu.quota:g} of tenant {name} does not fit pool {pool.name}: it has "
+            f"{pool.gpus} GPUs and {taken:g} are guaranteed to other tenants ({held}); lower gpu.quota to at most "
+            f"{free:g} or choose another pool with gpu.pool")
+
+
+def resources_in_use_problem(name: str, before: Decision, after: Decision,
+                             pods: Iterable[tuple[str, dict[str, str]]], namespace: str) -> Optional[str]:
+    """A refusal when the change withdraws a GPU resource (e.g. a MIG profile) running pods use:
+    those pods would keep it outside the tenant's new policy, and MIG layouts change only on drained nodes."""
+    granted_before = set(before.pod_rules.gpu_resources) if before.possible and before.pod_rules else set()
+    granted_after = set(after.pod_rules.gpu_resources) if after.possible and after.pod_rules else set()
+    withdrawn = granted_before - granted_after
+    users: dict[str, list[str]] = {}
+    for pod_name, resources in pods:
+        for resource in withdrawn & set(resources):
+            users.setdefault(resource, []).append(f"{namespace}/{pod_name}")
+    if not users:
+        return None
+    parts = []
+    for resource, pod_names in sorted(users.items()):
+        what = (f"MIG profile {resource.removeprefix('nvidia.com/mig-')}" if resource.startswith("nvidia.com/mig-")
+                else resource)
+        parts.append(f"{what} is used by {', '.join(sorted(pod_names))}")
+    return (f"[gpu-resource-in-use] the change withdraws what running pods of tenant {name} use: {'; '.join(parts)}; "
+            "delete those pods first, then change the tenant")
+
+
+def check_tenant_change(config: OperatorConfig, name: str, spec: GpuTenantSpec, old_spec: Optional[dict],
+                        other_tenants: Iterable[tuple[str, GpuTenantSpec, Decision]],
+                        gpu_pods: Iterable[tuple[str, dict[str, str]]]) -> tuple[list[str], list[str]]:
+    """(refusals, warnings) for a GpuTenant create/update. `other_tenants` are (name, spec, decision)
+    of every other tenant; `gpu_pods` are (pod name, GPU resources) in the tenant's host namespace."""
+    decision = decide(name, spec, config)
+    problems = []
+    others = [(other, other_spec.gpu.quota, d.pool.name if d.possible and d.pool else None)
+              for other, other_spec, d in other_tenants if other != name]
+    capacity = pool_capacity_problem(name, spec, decision, others)
+    if capacity:
+        problems.append(capacity)
+    if old_spec is not None:
+        try:
+            before = decide(name, GpuTenantSpec.model_validate(old_spec), config)
+        except ValidationError:
+            before = None
+        if before is not None:
+            in_use = resources_in_use_problem(name, before, decision, gpu_pods, naming.host_namespace(name, config))
+            if in_use:
+                problems.append(in_use)
+    return problems, list(decision.warnings)
