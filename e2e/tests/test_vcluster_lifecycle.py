@@ -201,3 +201,18 @@ def test_simulated_vcluster_comes_up_for_the_rendered_statefulset_and_goes_away_
     simulator.wait_for_shutdown("team", namespace)
     wait_for(lambda: not pid_alive(pid), timeout=30, what="the virtual apiserver process to exit")
     assert asyncio.run(releases.uninstall("team", namespace)) is False
+
+
+def test_reachable_exported_server_goes_into_the_admin_kubeconfig(plane, releases, namespace, simulator):
+    """Simulation as above. Something answers at the host apiserver's URL, so the simulator uses
+    exportKubeConfig.server as vCluster does (it is only written, not dialled, here)."""
+    version = str(yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"])
+    asyncio.run(releases.ensure("exported", namespace, ChartRef(local_path=LOCAL_CHART), version,
+                                values(server=plane.api_url)))
+    simulator.wait_for_control_plane("exported", namespace)
+
+    admin = simulator.admin_kubeconfig("exported", namespace)
+
+    assert admin["clusters"][0]["cluster"]["server"] == plane.api_url
+    asyncio.run(releases.uninstall("exported", namespace))
+    simulator.wait_for_shutdown("exported", namespace)
