@@ -1,0 +1,105 @@
+"""GPU pool configuration applied to fake GPU nodes (kubeplane fixtures: Nodes labelled and sized
+as the GPU Operator leaves them; no kubelet, so a pod "bound" to a node is one created with its
+nodeName) through the real apiserver, counted in the audit log."""
+
+from __future__ import annotations
+
+import asyncio
+
+import kubernetes
+import pytest
+import yaml
+
+from gputenant.config.models import OperatorConfig
+from gputenant.kube import KubeClient
+from gputenant.pools.apply import apply_pools
+from kubeplane.fixtures import create_gpu_node
+
+CONFIG = OperatorConfig.model_validate({
+    "fieldManager": "gputenant-pools-test",
+    "devicePluginConfigMap": {"name": "gputenant-device-plugin-config", "namespace": "gpu-operator-pools"},
+    "pools": [
+        {"name": "pool-ts", "mode": "TimeSlicing", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920,
+         "nodeSelector": {"pools-test": "ts"}, "timeSlicing": {"replicas": 4}},
+        {"name": "pool-mig", "mode": "MIG", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920,
+         "nodeSelector": {"pools-test": "mig"}, "mig": {"config": "all-1g.10gb", "profiles": ["1g.10gb"]}},
+        {"name": "pool-hami", "mode": "HAMi", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920,
+         "nodeSelector": {"pools-test": "hami"}, "hami": {"labelNodes": True}},
+    ]})
+
+
+def run_apply(plane):
+    async def main():
+        async with KubeClient.from_kubeconfig(str(plane.kubeconfig_path), CONFIG.field_manager,
+                                              user_agent="gputenant-pools-test") as client:
+            return await apply_pools(client, CONFIG)
+    return asyncio.run(main())
+
+
+def labels(plane, node: str) -> dict:
+    with plane.api_client() as client:
+        return kubernetes.client.CoreV1Api(client).read_node(node).metadata.labels
+
+
+@pytest.fixture(scope="module")
+def gpu_nodes(plane):
+    create_gpu_node(plane, "pools-ts-1", labels={"pools-test": "ts"})
+    create_gpu_node(plane, "pools-mig-free", labels={"pools-test": "mig"})
+    create_gpu_node(plane, "pools-mig-busy", mig_profiles={"1g.10gb": 16}, mig_config="all-balanced",
+                    labels={"pools-test": "mig"})
+    create_gpu_node(plane, "pools-hami-1", labels={"pools-test": "hami"})
+    create_gpu_node(plane, "pools-other", labels={"pools-test": "none"})
+    plane.create_namespace("gpu-operator-pools")
+    plane.create_namespace("pools-workloads")
+    with plane.api_client() as client:
+        kubernetes.client.CoreV1Api(client).create_namespaced_pod("pools-workloads", {
+            "metadata": {"name": "trainer"},
+            "spec": {"nodeName": "pools-mig-busy", "containers": [{
+                "name": "main", "image": "registry.example/train:1",
+                "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}}}]}})
+    yield
+    with plane.api_client() as client:
+        core = kubernetes.client.CoreV1Api(client)
+        for node in ("pools-ts-1", "pools-mig-free", "pools-mig-busy", "pools-hami-1", "pools-other"):
+            core.delete_node(node)
+        core.delete_namespace("pools-workloads")
+        core.delete_namespace("gpu-operator-pools")
+
+
+def test_pools_are_applied_then_idempotent_and_mig_nodes_with_gpu_pods_are_left_alone(plane, gpu_nodes):
+    first = run_apply(plane)
+    assert sorted(first.written) == ["ConfigMap/gpu-operator-pools/gputenant-device-plugin-config",
+                                     "Node/pools-hami-1", "Node/pools-mig-free", "Node/pools-ts-1"]
+    assert labels(plane, "pools-ts-1")["nvidia.com/device-plugin.config"] == "pool-ts"
+    assert labels(plane, "pools-mig-free")["nvidia.com/mig.config"] == "all-1g.10gb"
+    assert labels(plane, "pools-mig-busy")["nvidia.com/mig.config"] == "all-balanced"
+    assert labels(plane, "pools-hami-1")["gpu"] == "on"
+    assert "nvidia.com/device-plugin.config" not in labels(plane, "pools-other")
+
+    with plane.api_client() as client:
+        core = kubernetes.client.CoreV1Api(client)
+        data = core.read_namespaced_config_map("gputenant-device-plugin-config", "gpu-operator-pools").data
+        events = core.list_namespaced_event("default", field_selector="involvedObject.name=pools-mig-busy").items
+    assert {key: yaml.safe_load(value) for key, value in data.items()} == {"pool-ts": {
+        "version": "v1", "flags": {"migStrategy": "none"},
+        "sharing": {"timeSlicing": {"renameByDefault": False, "failRequestsGreaterThanOne": True,
+                                    "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}}
+    assert [(e.type, e.reason, e.message) for e in events] == [(
+        "Warning", "MigReconfigurationBlocked",
+        "pool pool-mig wants nvidia.com/mig.config=all-1g.10gb but GPU pods are bound to node pools-mig-busy "
+        "(pools-workloads/trainer); drain the node to change its MIG layout")]
+    assert [b.node for b in first.blocked] == ["pools-mig-busy"]
+
+    offset = plane.audit_offset()
+    second = run_apply(plane)
+    assert second.written == []
+    assert [b.node for b in second.blocked] == ["pools-mig-busy"]
+    assert plane.count_requests(offset, user_agent="gputenant-pools-test") == 0
+
+
+def test_mig_node_is_relabelled_once_its_gpu_pods_are_gone(plane, gpu_nodes):
+    with plane.api_client() as client:
+        kubernetes.client.CoreV1Api(client).delete_namespaced_pod("trainer", "pools-workloads", grace_period_seconds=0)
+    result = run_apply(plane)
+    assert result.written == ["Node/pools-mig-busy"]
+    assert labels(plane, "pools-mig-busy")["nvidia.com/mig.config"] == "all-1g.10gb"
