@@ -1,0 +1,17 @@
+"""A real local Kubernetes control plane for the operator's tests, local demo and CI.
+
+See docs/control-plane.md. Typical use::
+
+    with ControlPlane(audit=True) as plane:
+        core = kubernetes.client.CoreV1Api(plane.api_client())
+"""
+
+from .audit import WRITE_VERBS
+from .plane import CommandError, ControlPlane, VirtualAPIServer, wait_for
+from .process import PlaneError
+from .tools import ensure_tools, tools_bin_dir
+
+__all__ = [
+    "WRITE_VERBS", "CommandError", "ControlPlane", "PlaneError", "VirtualAPIServer",
+    "ensure_tools", "tools_bin_dir", "wait_for",
+]

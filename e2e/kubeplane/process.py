@@ -1,0 +1,95 @@
+"""Child processes of a plane: own process group, log file, and no survival past their parent."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+
+class PlaneError(RuntimeError):
+    """The control plane could not start or answer; the message names the log to read."""
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports on 127.0.0.1 that nothing listens on right now."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _new_group_dying_with_parent() -> None:
+    """Runs in the child before exec: a process group of its own, so stop() can signal everything
+    it spawned, and SIGTERM when the parent dies, so a killed test run leaves no etcd behind."""
+    os.setsid()
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class Process:
+    """One binary of the plane, logging to `log_path`."""
+
+    def __init__(self, name: str, args: list[str], log_path: Path):
+        self.name = name
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self._popen = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=_new_group_dying_with_parent,
+            )
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    def check_running(self) -> None:
+        if self._popen.poll() is not None:
+            raise PlaneError(
+                f"{self.name} exited with status {self._popen.returncode}; "
+                f"last lines of {self.log_path}:\n{self.log_tail()}"
+            )
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, grace_seconds: float = 10) -> None:
+        """SIGTERM the whole group, then SIGKILL whatever is left of it, and reap the child."""
+        self._signal_group(signal.SIGTERM)
+        try:
+            self._popen.wait(grace_seconds)
+        except subprocess.TimeoutExpired:
+            pass
+        self._signal_group(signal.SIGKILL)
+        self._popen.wait()
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        try:
+            os.killpg(self._popen.pid, sig)
+        except ProcessLookupError:
+            pass
