@@ -164,6 +164,15 @@ def test_unreachable_cluster_is_transient_and_retried(plane, helm_home, tmp_path
     assert releases.counters.invocations - calls_at_start == 3
 
 
+def test_unreachable_chart_repository_is_transient(releases, namespace):
+    chart = ChartRef(name="vcluster", repository="https://charts.invalid")  # .invalid never resolves
+
+    with pytest.raises(TransientHelmError, match="charts.invalid"):
+        asyncio.run(releases.ensure("team", namespace, chart, "0.36.1", values()))
+
+    assert releases.counters.installs == 0
+
+
 def test_simulated_vcluster_comes_up_for_the_rendered_statefulset_and_goes_away_with_it(
         plane, releases, namespace, simulator):
     """Simulation: the StatefulSet and its Pod are real (Helm + statefulset controller); the

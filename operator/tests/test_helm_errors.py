@@ -30,6 +30,8 @@ vcluster:
     ('Error: Kubernetes cluster unreachable: Get "https://127.0.0.1:6443/version": dial tcp 127.0.0.1:6443: '
      "connect: connection refused", TransientHelmError),
     ("Error: UPGRADE FAILED: context deadline exceeded", TransientHelmError),
+    ('Error: looks like "https://charts.invalid" is not a valid chart repository or cannot be reached: '
+     'Get "https://charts.invalid/index.yaml": dial tcp: lookup charts.invalid: no such host', TransientHelmError),
     ("", TransientHelmError),
 ])
 def test_classification(stderr, expected):

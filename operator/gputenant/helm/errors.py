@@ -64,6 +64,12 @@ class UpgradePathError(PermanentHelmError):
         self.wanted = wanted
 
 
+# Network trouble first: "... is not a valid chart repository or cannot be reached: ... no such host"
+# names the chart too, but a repository outage must not stop a tenant until its spec changes.
+_TRANSIENT_PATTERN = re.compile(
+    r"(cannot be reached|no such host|connection refused|connection reset|i/o timeout|tls handshake timeout"
+    r"|cluster unreachable|context deadline exceeded|another operation \(install/upgrade/rollback\) is in progress)")
+
 # Helm's messages for failures that the same input will always reproduce.
 _PERMANENT_PATTERNS = [
     (re.compile(r"values don't meet the specifications of the schema"), InvalidValuesError),
@@ -81,6 +87,8 @@ def classify_helm_failure(stderr: str, *, values_hash: Optional[str] = None) -> 
     tenant stuck until someone edits its spec."""
     text = stderr.strip()
     lowered = text.lower()
+    if _TRANSIENT_PATTERN.search(lowered):
+        return TransientHelmError(text, values_hash=values_hash)
     for pattern, error_type in _PERMANENT_PATTERNS:
         if pattern.search(lowered):
             return error_type(text, values_hash=values_hash)
