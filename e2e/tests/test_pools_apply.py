@@ -103,3 +103,20 @@ def test_mig_node_is_relabelled_once_its_gpu_pods_are_gone(plane, gpu_nodes):
     result = run_apply(plane)
     assert result.written == ["Node/pools-mig-busy"]
     assert labels(plane, "pools-mig-busy")["nvidia.com/mig.config"] == "all-1g.10gb"
+
+
+def test_pools_command_prints_the_report(plane, gpu_nodes, tmp_path, capsys):
+    from gputenant.cli import main
+
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(CONFIG.model_dump(by_alias=True, mode="json")))
+    assert main(["pools", "--config", str(config_path), "--kubeconfig", str(plane.kubeconfig_path)]) == 0
+    table = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert table == [
+        ["POOL", "MODE", "NODES", "GPUS", "GRANTED", "BURST", "OVERCOMMIT", "TENANTS"],
+        ["pool-ts", "TimeSlicing", "1", "8", "0", "0", "0.00", "-"],
+        ["pool-mig", "MIG", "2", "16", "0", "0", "0.00", "-"],
+        ["pool-hami", "HAMi", "1", "8", "0", "0", "0.00", "-"],
+    ]
+    assert main(["pools", "--config", str(config_path), "--kubeconfig", str(plane.kubeconfig_path), "--metrics"]) == 0
+    assert 'gputenant_pool_gpus{pool="pool-mig",mode="MIG"} 16' in capsys.readouterr().out.splitlines()

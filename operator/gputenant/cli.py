@@ -14,6 +14,7 @@ COMMANDS: dict[str, str] = {
     "render": "render",
     "explain": "explain",
     "crd": "crd",
+    "pools": "pools",
 }
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from gputenant import naming
+from gputenant import GROUP, KIND, VERSION, naming
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.rules import requests_gpus
-from gputenant.kube import KubeClient, holds
+from gputenant.kube import ApiError, KubeClient, holds
 from gputenant.pools.plan import BlockedChange, PoolsPlan, plan_pools
+from gputenant.pools.report import PoolReport, grants_from_tenants, pool_reports
 
 FINISHED_PHASES = ("Succeeded", "Failed")
 
@@ -86,3 +87,15 @@ async def _report_blocked(client: KubeClient, node: dict, blocked: BlockedChange
     node = {"apiVersion": "v1", "kind": "Node", "metadata": node["metadata"]}
     timestamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     await client.post_event(node, "Warning", blocked.reason, blocked.message, timestamp)
+
+
+async def collect_pool_reports(client: KubeClient, config: OperatorConfig) -> list[PoolReport]:
+    """The per-pool report from the cluster's Nodes and GpuTenants (none while the CRD is absent)."""
+    nodes = await client.list("v1", "Node")
+    try:
+        tenants = await client.list(f"{GROUP}/{VERSION}", KIND)
+    except ApiError as error:
+        if not error.not_found:
+            raise
+        tenants = []
+    return pool_reports(config, nodes, grants_from_tenants(tenants))

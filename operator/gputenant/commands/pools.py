@@ -1,0 +1,44 @@
+"""`gputenant pools`: per GPU pool, its nodes, GPUs, what tenants are guaranteed and the
+over-commitment; `--apply` first brings node labels and the device-plugin ConfigMap in line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "show GPU pools (nodes, GPUs, granted, over-commitment); --apply configures their nodes first"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="operator configuration YAML (default: built-in defaults, no GPU pools)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
+    parser.add_argument("--apply", action="store_true",
+                        help="label the pools' nodes and write the device-plugin ConfigMap before reporting")
+    parser.add_argument("--metrics", action="store_true", help="print Prometheus text instead of a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from gputenant.config.models import OperatorConfig
+    from gputenant.kube import KubeClient
+    from gputenant.pools import format_metrics, format_table
+    from gputenant.pools.apply import apply_pools, collect_pool_reports
+
+    config = OperatorConfig.load(args.config) if args.config else OperatorConfig()
+
+    async def main() -> int:
+        async with KubeClient.from_kubeconfig(args.kubeconfig, config.field_manager) as client:
+            if args.apply:
+                result = await apply_pools(client, config)
+                for written in result.written:
+                    print(f"applied {written}", file=sys.stderr)
+                for problem in result.plan.problems:
+                    print(f"warning: {problem}", file=sys.stderr)
+                for blocked in result.blocked:
+                    print(f"held back: {blocked.message}", file=sys.stderr)
+            reports = await collect_pool_reports(client, config)
+        print(format_metrics(reports) if args.metrics else format_table(reports), end="" if args.metrics else "\n")
+        return 0
+
+    return asyncio.run(main())
