@@ -34,10 +34,10 @@ class GuardThread:
         self.kubeconfig = Path(kubeconfig)
         self.config = config
         self.registry = kopf.OperatorRegistry()
-        self.guard: Guard = register(self.registry, config)
+        self.client = KubeClient.from_kubeconfig(str(self.kubeconfig), config.field_manager)
+        self.guard: Guard = register(self.registry, config, self.client)
         connection = _connection(self.kubeconfig)
         kopf.on.login(registry=self.registry)(lambda **_: connection)
-        self.client = KubeClient.from_kubeconfig(str(self.kubeconfig), config.field_manager)
         self.server = GuardServer(self.client, config, host="127.0.0.1", port=port, cert_dir=cert_dir)
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None

@@ -1,9 +1,11 @@
 """kopf admission handlers of the guard: the IO around ``rules``.
 
-Every review is answered from memory: kopf indexes keep the tenant namespaces, the GpuTenants and
-the GPU pods, and policy decisions are cached per tenant generation, so a pod review makes no API
-call. ``register(registry, config)`` adds the handlers and indexes to a kopf registry; the
-operator's ``handlers.py`` calls it and sets ``settings.admission.server`` to a ``GuardServer``.
+Every pod review is answered from memory: kopf indexes keep the tenant namespaces and the
+GpuTenants, and specs and policy decisions are cached per tenant generation, so a pod review makes
+no API call. GpuTenant reviews are rare and read the tenant's GPU pods from the API instead of
+watching every pod of the cluster. ``register(registry, config, client)`` adds the handlers and
+indexes to a kopf registry; the operator's ``handlers.py`` calls it and sets
+``settings.admission.server`` to a ``GuardServer``.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from gputenant import GROUP, PLURAL, VERSION, naming
 from gputenant.api.v1alpha1 import GpuTenantSpec
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.configuration import MUTATE_POD, VALIDATE_POD, VALIDATE_TENANT
-from gputenant.guard.tenant_checks import check_tenant_change
 from gputenant.guard.rules import mutate_pod, pod_summary, rejection_message, requests_gpus, validate_pod
+from gputenant.guard.tenant_checks import check_tenant_change
+from gputenant.kube import KubeClient
 from gputenant.policy.choose import decide
 from gputenant.policy.decision import Decision
 
@@ -29,7 +32,6 @@ log = logging.getLogger(__name__)
 
 NAMESPACES_INDEX = "gputenant_guard_namespaces"
 TENANTS_INDEX = "gputenant_guard_tenants"
-GPU_PODS_INDEX = "gputenant_guard_gpu_pods"
 DENIED = 403
 NOT_READY = 503
 
@@ -48,16 +50,23 @@ class Guard:
     """The guard's state in one operator process."""
 
     config: OperatorConfig
-    decisions: dict[str, tuple[int, Decision]] = field(default_factory=dict)
+    client: KubeClient
+    decisions: dict[str, tuple[int, GpuTenantSpec, Decision]] = field(default_factory=dict)
 
     def decision(self, tenant: TenantView) -> tuple[GpuTenantSpec, Decision]:
-        """The tenant's policy decision, computed once per generation."""
-        spec = GpuTenantSpec.model_validate(tenant.spec)
+        """The tenant's validated spec and policy decision, computed once per generation."""
         cached = self.decisions.get(tenant.name)
         if cached is None or cached[0] != tenant.generation:
-            cached = (tenant.generation, decide(tenant.name, spec, self.config))
+            spec = GpuTenantSpec.model_validate(tenant.spec)
+            cached = (tenant.generation, spec, decide(tenant.name, spec, self.config))
             self.decisions[tenant.name] = cached
-        return spec, cached[1]
+        return cached[1], cached[2]
+
+    async def gpu_pods(self, namespace: str) -> list[tuple[str, dict[str, str]]]:
+        """(name, GPU resources) of the unfinished GPU pods in a namespace."""
+        pods = await self.client.list("v1", "Pod", namespace=namespace)
+        return [(p["metadata"]["name"], pod_summary(p)) for p in pods
+                if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and requests_gpus(p)]
 
 
 def _only(store: Any, key: str) -> Optional[Any]:
@@ -87,9 +96,10 @@ def _tenant_of_namespace(namespace: str, indices: dict) -> TenantView:
     return tenant
 
 
-def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> Guard:
-    """Add the guard's indexes and admission handlers to `registry`; returns the guard's state."""
-    guard = Guard(config)
+def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: KubeClient) -> Guard:
+    """Add the guard's indexes and admission handlers to `registry`; returns the guard's state.
+    `client` is only used on GpuTenant reviews (to list the tenant's GPU pods)."""
+    guard = Guard(config, client)
 
     @kopf.index("", "v1", "namespaces", id=NAMESPACES_INDEX, registry=registry,
                 labels={naming.TENANT_LABEL: kopf.PRESENT})
@@ -100,11 +110,6 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> Guard:
     def tenants(name: str, body: kopf.Body, **_: Any) -> dict:
         return {name: TenantView(name=name, generation=body["metadata"].get("generation", 0),
                                  spec=dict(body.get("spec") or {}))}
-
-    @kopf.index("", "v1", "pods", id=GPU_PODS_INDEX, registry=registry,
-                when=lambda body, **_: requests_gpus(dict(body)))
-    def gpu_pods(name: str, namespace: str, body: kopf.Body, **_: Any) -> dict:
-        return {namespace: (name, pod_summary(dict(body)))}
 
     @kopf.on.mutate("", "v1", "pods", id=MUTATE_POD, registry=registry, operations=["CREATE", "UPDATE"])
     def mutate(body: kopf.Body, patch: kopf.Patch, operation: str, **kwargs: Any) -> None:
@@ -133,7 +138,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> Guard:
             raise kopf.AdmissionError(rejection_message(violations, tenant.name, spec.trust, decision), code=DENIED)
 
     @kopf.on.validate(GROUP, VERSION, PLURAL, id=VALIDATE_TENANT, registry=registry, operations=["CREATE", "UPDATE"])
-    def validate_tenant(name: str, body: kopf.Body, old: Optional[kopf.Body], warnings: list[str],
+    async def validate_tenant(name: str, body: kopf.Body, old: Optional[kopf.Body], warnings: list[str],
                         **kwargs: Any) -> None:
         try:
             spec = GpuTenantSpec.model_validate(dict(body.get("spec") or {}))
@@ -146,8 +151,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> Guard:
             except ValidationError:
                 continue
         namespace = naming.host_namespace(name, config)
-        pods = list(kwargs[GPU_PODS_INDEX][namespace]) if namespace in kwargs[GPU_PODS_INDEX] else []
         old_spec = dict(old.get("spec") or {}) if old else None
+        pods = await guard.gpu_pods(namespace) if old_spec is not None else []
         problems, advice = check_tenant_change(config, name, spec, old_spec, others, pods)
         warnings.extend(advice)
         if problems:

@@ -1,0 +1,162 @@
+"""Admission-guard latency under bursts of pod creations against a real apiserver.
+
+    .venv/bin/python bench/webhook_latency.py [--rates 10 50 100] [--seconds 3]
+
+Starts a local control plane (or attaches to KUBEPLANE_DIR), one HAMi tenant (the heaviest
+mutation: queue, scheduler, pool selector, toleration and per-container HAMi limits), and the guard
+on loopback with TLS. For each rate it creates `rate x seconds` GPU pods as the tenant's user,
+paced at that rate, and measures each creation end to end; the same burst into a namespace of no
+tenant is the baseline without webhooks. The apiserver's own histogram gives the mean time it
+spent waiting on each webhook. Prints one table (the figures in docs/admission-guard.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import logging
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import kubernetes
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO_ROOT / "operator"), str(REPO_ROOT / "e2e")]
+
+from gputenant import naming  # noqa: E402
+from gputenant.config.models import OperatorConfig  # noqa: E402
+from gputenant.guard.standalone import GuardThread  # noqa: E402
+from kubeplane import ControlPlane, wait_for  # noqa: E402
+from kubeplane.fixtures import install_crds  # noqa: E402
+
+TENANT = "bench-team"
+GUARDED = f"tenant-{TENANT}"
+UNGUARDED = "bench-no-tenant"
+USER = "bench-team-dev"
+CONFIG = OperatorConfig.model_validate({"pools": [{
+    "name": "hami", "mode": "HAMi", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920, "gpus": 64,
+    "nodeSelector": {"gputenant.io/pool": "hami"},
+    "tolerations": [{"key": "gputenant.io/pool", "operator": "Equal", "value": "hami", "effect": "NoSchedule"}]}]})
+WEBHOOK_METRIC = re.compile(
+    r'^apiserver_admission_webhook_admission_duration_seconds_(sum|count)\{[^}]*name="([^"]+)"[^}]*\} (\S+)$')
+
+
+def gpu_pod() -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "burst-"},
+            "spec": {"containers": [{"name": "main", "image": "registry.example/train:1",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def setup(plane: ControlPlane) -> Path:
+    install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
+    with plane.api_client() as client:
+        kubernetes.client.CustomObjectsApi(client).create_cluster_custom_object(
+            "gputenant.io", "v1alpha1", "gputenants",
+            {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": TENANT},
+             "spec": {"trust": "Internal", "owners": [{"kind": "User", "name": USER}], "gpu": {"quota": 4, "limit": 64}}})
+        plane.create_namespace(GUARDED, labels=naming.tenant_labels(TENANT, "namespace"))
+        plane.create_namespace(UNGUARDED)
+        for namespace in (GUARDED, UNGUARDED):
+            kubernetes.client.RbacAuthorizationV1Api(client).create_namespaced_role_binding(namespace, {
+                "metadata": {"name": "bench-edit"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}]})
+    return plane.user(USER)
+
+
+def burst(core: kubernetes.client.CoreV1Api, namespace: str, rate: int, count: int) -> tuple[list[float], float]:
+    """Create `count` pods paced at `rate` per second; each creation's latency (s), and the achieved rate."""
+    start = time.monotonic()
+
+    def create(index: int) -> float:
+        delay = start + index / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        began = time.monotonic()
+        core.create_namespaced_pod(namespace, gpu_pod())
+        return time.monotonic() - began
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        latencies = list(pool.map(create, range(count)))
+    return latencies, count / (time.monotonic() - start)
+
+
+def webhook_seconds(plane: ControlPlane) -> dict[str, tuple[float, int]]:
+    """(sum of seconds, calls) per webhook from the apiserver's histogram."""
+    text = plane.kubectl("get", "--raw", "/metrics").stdout
+    totals: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        match = WEBHOOK_METRIC.match(line)
+        if match:
+            kind, name, value = match.groups()
+            totals.setdefault(name, [0.0, 0.0])[0 if kind == "sum" else 1] += float(value)
+    return {name: (seconds, int(calls)) for name, (seconds, calls) in totals.items()}
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", type=int, nargs="+", default=[10, 50, 100], help="pods per second")
+    parser.add_argument("--seconds", type=float, default=3.0, help="burst length; pods = rate x seconds")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+
+    directory = os.environ.get("KUBEPLANE_DIR")
+    plane = ControlPlane.attach(directory) if directory else ControlPlane().start()
+    try:
+        user = setup(plane)
+        with GuardThread(plane.kubeconfig_path, CONFIG, cert_dir=Path(tempfile.mkdtemp(prefix="bench-guard-"))):
+            configuration = kubernetes.client.Configuration()
+            kubernetes.config.load_kube_config(config_file=str(user), client_configuration=configuration)
+            configuration.connection_pool_maxsize = 32
+            with kubernetes.client.ApiClient(configuration) as client:
+                core = kubernetes.client.CoreV1Api(client)
+                wait_for(lambda: _guarded(core), timeout=60, what="the guard to serve the tenant namespace")
+                rows = []
+                for rate in args.rates:
+                    count = int(rate * args.seconds)
+                    before = webhook_seconds(plane)
+                    guarded, achieved = burst(core, GUARDED, rate, count)
+                    after = webhook_seconds(plane)
+                    baseline, _ = burst(core, UNGUARDED, rate, count)
+                    means = {name.split(".")[1]: (after[name][0] - before.get(name, (0, 0))[0])
+                             / max(1, after[name][1] - before.get(name, (0, 0))[1])
+                             for name in after if name.startswith("pods.")}
+                    rows.append((rate, count, achieved, guarded, baseline, means))
+        print_table(rows)
+    finally:
+        plane.stop()
+    return 0
+
+
+def _guarded(core: kubernetes.client.CoreV1Api) -> bool:
+    try:
+        return core.create_namespaced_pod(GUARDED, gpu_pod(), dry_run="All").spec.scheduler_name == "kai-scheduler"
+    except kubernetes.client.ApiException:
+        return False
+
+
+def print_table(rows) -> None:
+    header = ("rate/s", "pods", "achieved/s", "guarded p50 ms", "guarded p99 ms", "no-guard p50 ms",
+              "no-guard p99 ms", "mutate mean ms", "validate mean ms")
+    lines = [header] + [(
+        str(rate), str(count), f"{achieved:.0f}",
+        f"{percentile(guarded, 0.5) * 1000:.1f}", f"{percentile(guarded, 0.99) * 1000:.1f}",
+        f"{percentile(baseline, 0.5) * 1000:.1f}", f"{percentile(baseline, 0.99) * 1000:.1f}",
+        f"{means.get('mutate', 0) * 1000:.1f}", f"{means.get('validate', 0) * 1000:.1f}",
+    ) for rate, count, achieved, guarded, baseline, means in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for line in lines:
+        print("  ".join(cell.rjust(width) for cell, width in zip(line, widths)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
