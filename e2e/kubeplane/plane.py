@@ -53,6 +53,7 @@ CONTROLLERS = [
         "namespace", "garbage-collector", "resourcequota", "serviceaccount", "serviceaccount-token",
         "root-ca-certificate-publisher", "clusterrole-aggregation", "statefulset", "deployment",
         "replicaset", "job", "disruption", "validatingadmissionpolicy-status",
+        "persistentvolumeclaim-protection", "persistentvolume-protection",
     )
 ]
 
