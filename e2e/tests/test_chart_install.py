@@ -156,10 +156,28 @@ def is_ready(body: dict | None) -> bool:
     return ready.get("status") == "True" and status.get("observedGeneration") == body["metadata"]["generation"]
 
 
+class RefusedByChartRbac(AssertionError):
+    """The operator reported a 403 from the API server: the chart's RBAC does not cover something
+    its code does."""
+
+
+def ready_or_forbidden(body: dict | None) -> bool:
+    """Ready at the current generation; a condition quoting a 403 fails at once (it is not retried
+    into success)."""
+    for condition in ((body or {}).get("status") or {}).get("conditions") or []:
+        if condition["status"] == "False" and "403 Forbidden" in condition.get("message", ""):
+            raise RefusedByChartRbac(f"{body['metadata']['name']}: {condition['type']}: {condition['message']}")
+    return is_ready(body)
+
+
 def log_tail(path: Path, lines: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
+@pytest.mark.xfail(strict=True, raises=RefusedByChartRbac, reason=(
+    "the pipeline still lists namespaced kinds cluster-wide (kube/applier.py LiveSnapshot, "
+    "reconcile/offboard.py) and does not bind itself in the tenant namespace "
+    "(config.tenantNamespaceClusterRole); see docs/install.md, 'What the operator code must do'"))
 def test_operator_as_the_chart_service_account_serves_three_tenants_and_deletes_them(
         rbac_plane, operator_as_service_account):
     liveness_url, log_path = operator_as_service_account
@@ -171,7 +189,7 @@ def test_operator_as_the_chart_service_account_serves_three_tenants_and_deletes_
                        input=yaml.safe_dump_all(tenants))
     for name in TENANTS:
         try:
-            wait_for(lambda: is_ready(gpu_tenant(rbac_plane, name)), timeout=180, interval=0.5,
+            wait_for(lambda: ready_or_forbidden(gpu_tenant(rbac_plane, name)), timeout=180, interval=0.5,
                      what=f"GpuTenant {name} Ready")
         except TimeoutError:
             raise AssertionError(f"{name} not Ready: {(gpu_tenant(rbac_plane, name) or {}).get('status')}\n"
