@@ -79,9 +79,9 @@ def test_deployment_runs_gputenant_run_once_hardened_with_a_probe_on_its_livenes
     probe = container["livenessProbe"]["httpGet"]
     port = next(p["containerPort"] for p in container["ports"] if p["name"] == probe["port"])
     assert liveness_url == f"http://0.0.0.0:{port}{probe['path']}"
-    config_mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/gputenant")
+    config_mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/gputenant/config.yaml")
     config_volume = next(v for v in pod["volumes"] if v["name"] == config_mount["name"])
-    assert config_volume["configMap"]["name"] == f"{FULLNAME}-config"
+    assert config_volume["configMap"]["name"] == f"{FULLNAME}-config" and config_mount["subPath"] == "config.yaml"
     security = container["securityContext"]
     assert security["readOnlyRootFilesystem"] is True and security["runAsNonRoot"] is True
     assert security["allowPrivilegeEscalation"] is False and security["capabilities"] == {"drop": ["ALL"]}
@@ -98,6 +98,44 @@ def test_the_command_line_is_accepted_by_gputenant_run():
     container = find(render("--set", "logs.verbose=true"), "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]
     args = build_parser().parse_args(container["command"][1:])
     assert args.config == "/etc/gputenant/config.yaml" and args.json_logs and args.verbose
+
+
+def test_webhook_service_certificates_and_rbac_follow_the_guard_design():
+    """The guard writes https://<--webhook-host>:<--webhook-port>/... into its configurations, so
+    the host must be the chart's Service and the Service port the container port."""
+    objects = render("--set", "webhook.enabled=true", "--set", "webhook.certificateSecret=guard-tls")
+    container = find(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]
+    command = container["command"]
+    flag = lambda name: command[command.index(name) + 1]
+    service = find(objects, "Service", f"{FULLNAME}-guard")
+    assert flag("--webhook-host") == f"{FULLNAME}-guard.{NAMESPACE}.svc"
+    [port] = service["spec"]["ports"]
+    assert str(port["port"]) == flag("--webhook-port") == str(
+        next(p["containerPort"] for p in container["ports"] if p["name"] == port["targetPort"]))
+    assert flag("--webhook-listen") == "0.0.0.0"
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "webhook-tls")
+    assert flag("--webhook-cert") == f"{mount['mountPath']}/tls.crt"
+    rules = _rules(objects, "ClusterRole", FULLNAME)
+    assert {"apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+            "verbs": ["get", "patch"], "resourceNames": ["gputenant-guard"]} in rules
+    generated = render("--set", "webhook.enabled=true")
+    command = find(generated, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--webhook-cert-dir") + 1].startswith("/tmp/")
+    disabled = render()
+    assert not [o for o in disabled if o["kind"] == "Service"]
+    assert not [r for r in _rules(disabled, "ClusterRole", FULLNAME) if "admissionregistration.k8s.io" in r["apiGroups"]]
+
+
+@pytest.mark.xfail(strict=True, raises=SystemExit, reason=(
+    "gputenant run does not take the guard's --webhook-* flags yet (docs/admission-guard.md, "
+    "'Turning it on'); when it does, this passes: set webhook.enabled to true by default"))
+def test_gputenant_run_accepts_the_webhook_flags():
+    from gputenant.cli import build_parser
+
+    container = find(render("--set", "webhook.enabled=true"), "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]
+    args = build_parser().parse_args(container["command"][1:])
+    assert args.webhook_host == f"{FULLNAME}-guard.{NAMESPACE}.svc"
 
 
 def test_configmap_holds_a_config_the_operator_loads(tmp_path):
@@ -126,6 +164,7 @@ def test_changing_the_config_rolls_the_operator_pod():
     (["--set", "config.pools[0].name=a100"], "at '/config/pools/0': missing properties 'mode', 'gpuModel', 'gpuMemoryMiB'"),
     (["--set", "image.pullPolicy=Sometimes"], "at '/image/pullPolicy'"),
     (["--set", "logs.json=yes"], "at '/logs/json': got string, want boolean"),
+    (["--set", "serviceMonitor.enabled=true"], "additional properties 'serviceMonitor' not allowed"),
 ])
 def test_values_schema_rejects_bad_values_naming_the_field(args, message):
     for command in (["template", RELEASE, str(CHART)], ["lint", str(CHART)]):

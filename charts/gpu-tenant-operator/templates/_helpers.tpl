@@ -17,8 +17,13 @@
 {{- printf "%s-tenant-namespace" (include "gto.fullname" .) -}}
 {{- end -}}
 
+{{/* The guard's Service; its DNS name is what the API server dials (and the certificate names). */}}
 {{- define "gto.webhookName" -}}
-{{- printf "%s-guard" (include "gto.fullname" .) -}}
+{{- printf "%s-guard" (include "gto.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "gto.webhookHost" -}}
+{{- printf "%s.%s.svc" (include "gto.webhookName" .) .Release.Namespace -}}
 {{- end -}}
 
 {{- define "gto.selectorLabels" -}}
@@ -51,6 +56,25 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - /etc/gputenant/config.yaml
 - --liveness
 - {{ printf "http://0.0.0.0:%d%s" (int .Values.liveness.port) .Values.liveness.path }}
+{{- if .Values.webhook.enabled }}
+- --webhook-host
+- {{ include "gto.webhookHost" . }}
+- --webhook-port
+- {{ .Values.webhook.port | quote }}
+- --webhook-listen
+- 0.0.0.0
+{{- if .Values.webhook.certificateSecret }}
+- --webhook-cert
+- /etc/gputenant/webhook-tls/tls.crt
+- --webhook-key
+- /etc/gputenant/webhook-tls/tls.key
+- --webhook-ca
+- /etc/gputenant/webhook-tls/ca.crt
+{{- else }}
+- --webhook-cert-dir
+- /tmp/webhook-certs
+{{- end }}
+{{- end }}
 {{- if .Values.logs.json }}
 - --json-logs
 {{- end }}
