@@ -1,0 +1,42 @@
+"""`gputenant dev up`: the local demo (what `make dev` runs). See docs/local-demo.md."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from pathlib import Path
+
+HELP = "local demo: control plane, fake GPU nodes, operator, example tenants; status until Ready"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gputenant.dev import defaults
+
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    up = actions.add_parser("up", help=HELP, description=defaults.SIMULATION_NOTICE,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    up.add_argument("--dir", type=Path, default=defaults.default_directory(),
+                    help="directory for the plane's data, kubeconfigs and logs (default: %(default)s)")
+    up.add_argument("--config", type=Path, default=defaults.DEFAULT_CONFIG,
+                    help="operator configuration whose GPU pools get fake nodes (default: examples/config.yaml)")
+    up.add_argument("--tenants", type=Path, default=defaults.DEFAULT_TENANTS,
+                    help="GpuTenant YAML file or directory to apply (default: examples/tenants)")
+    up.add_argument("--exit-when-ready", action="store_true",
+                    help="stop everything and exit 0 once all tenants are Ready (for CI and tests); "
+                         "exit 1 as soon as one fails for a reason the operator does not retry")
+    up.add_argument("--timeout", type=float, default=600, metavar="S",
+                    help="give up (exit 1) if the tenants are not all Ready after S seconds (default: 600)")
+
+
+def _stop_on_sigterm(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def run(args: argparse.Namespace) -> int:
+    from gputenant.dev.session import DevOptions, Session
+
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    options = DevOptions(directory=args.dir.resolve(), config_path=args.config.resolve(),
+                         tenants_path=args.tenants.resolve(), timeout_seconds=args.timeout,
+                         exit_when_ready=args.exit_when_ready)
+    return Session(options).run()

@@ -1,0 +1,6 @@
+"""`gputenant dev up`: the local demo. A real local control plane, fake GPU nodes for the pools,
+the operator as a subprocess, the example tenants, and a status table until they are Ready.
+
+The vCluster pod cannot run here (no containers), so `kubeplane.vcluster_sim` plays it: a second
+real kube-apiserver per tenant. `status` and `nodes` are pure; `session` does the IO.
+"""

@@ -1,0 +1,321 @@
+"""One run of the local demo: start everything, watch the tenants, print how to use one, stop.
+
+Everything is real except the vCluster pod: `kubeplane.vcluster_sim.VClusterSimulator` plays it
+(a second real kube-apiserver per tenant and the ``vc-<release>`` Secret), because no container
+can run here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, TextIO
+
+import kubernetes
+import yaml
+from kubeplane import PlaneError
+from pydantic import ValidationError
+
+from gputenant import GROUP, KIND, PLURAL, VERSION
+from gputenant.api.v1alpha1 import GpuTenant, SubjectKind
+from gputenant.config.models import OperatorConfig
+from gputenant.dev.defaults import (
+    DEFAULT_CONFIG, DEFAULT_TENANTS, LOCAL_CHART, SIMULATION_NOTICE, SOURCE_ROOT, TENANT_CRD,
+)
+from gputenant.dev.nodes import fake_gpu_nodes
+from gputenant.dev.status import assess, failure_report, format_table, pick_demo_tenant
+
+FIELD_MANAGER = "platform-engineer"
+"""Who applies the example tenants: the demo's stand-in for the person running kubectl."""
+POLL_SECONDS = 1.0
+
+
+class DevError(RuntimeError):
+    """The demo cannot start as asked; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class DevOptions:
+    directory: Path
+    config_path: Path = DEFAULT_CONFIG
+    tenants_path: Path = DEFAULT_TENANTS
+    timeout_seconds: float = 600
+    exit_when_ready: bool = False
+
+
+def load_tenant_manifests(path: Path) -> list[dict]:
+    """Every GpuTenant in a YAML file or in the *.yaml files of a directory, validated by the API
+    model so a mistake is named before anything starts."""
+    files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        raise DevError(f"--tenants {path}: no GpuTenant YAML files there; pass a file or a directory of *.yaml")
+    manifests = []
+    for file in files:
+        for document in yaml.safe_load_all(file.read_text()):
+            if not document or document.get("kind") != KIND:
+                continue
+            try:
+                GpuTenant.from_body(document)
+            except ValidationError as error:
+                raise DevError(f"{file}: invalid GpuTenant: {error}") from None
+            manifests.append(document)
+    if not manifests:
+        raise DevError(f"--tenants {path}: found no object of kind {KIND}")
+    return manifests
+
+
+def local_operator_config(config_path: Path) -> dict:
+    """The operator config with the project's local vcluster chart: no chart repository is
+    reachable here, and the real chart's pod could not run anyway."""
+    try:
+        OperatorConfig.load(config_path)
+    except (OSError, ValidationError, ValueError) as error:
+        raise DevError(f"--config {config_path}: {error}") from None
+    document = yaml.safe_load(config_path.read_text()) or {}
+    chart_version = yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"]
+    document.setdefault("vcluster", {}).update(localPath=str(LOCAL_CHART), version=chart_version)
+    return document
+
+
+class Session:
+    """Starts the pieces in order and stops whatever was started, in reverse, on any exit."""
+
+    def __init__(self, options: DevOptions, out: TextIO = sys.stdout):
+        self.options = options
+        self.out = out
+        self.started_at = time.monotonic()
+        self.plane = None
+        self.simulator = None
+        self.operator = None
+        self._table_lines = 0
+
+    # -- output ---------------------------------------------------------------------------------
+
+    def say(self, message: str) -> None:
+        print(f"[{time.monotonic() - self.started_at:6.1f}s] {message}", file=self.out, flush=True)
+
+    def show_table(self, table: str, previous: Optional[str]) -> None:
+        """Redraw in place on a terminal; elsewhere (CI, tests) print only when the table changes."""
+        if table == previous:
+            return
+        if self.out.isatty() and self._table_lines:
+            self.out.write(f"\x1b[{self._table_lines}F\x1b[J")
+        elif not self.out.isatty():
+            self.say("tenants:")
+        self.out.write(table + "\n")
+        self.out.flush()
+        self._table_lines = table.count("\n") + 1
+
+    # -- the run --------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """The whole demo; returns the exit status. Always stops what it started."""
+        try:
+            return self._run()
+        except DevError as error:
+            print(f"gputenant dev: {error}", file=sys.stderr)
+            return 2
+        except PlaneError as error:
+            print(f"gputenant dev: {error}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            self.say("interrupted")
+            return 130
+        finally:
+            self.stop()
+
+    def _run(self) -> int:
+        for required in (TENANT_CRD, LOCAL_CHART / "Chart.yaml"):
+            if not required.is_file():
+                raise DevError(f"{required} is missing: `gputenant dev` runs from a source checkout of "
+                               "gpu-tenant-operator (git clone, then `make dev`)")
+        options = self.options
+        manifests = load_tenant_manifests(options.tenants_path)
+        config_document = local_operator_config(options.config_path)
+        config = OperatorConfig.model_validate(config_document)
+        nodes = fake_gpu_nodes(config)
+
+        print(SIMULATION_NOTICE, file=self.out, flush=True)
+        self.start_plane()
+        self.install_crds()
+        self.create_gpu_nodes(config, nodes)
+        self.start_operator(config_document)
+        self.apply_tenants()
+
+        names = [m["metadata"]["name"] for m in manifests]
+        if not self.watch(names):
+            return 1
+        self.say(f"all {len(names)} tenants are Ready")
+        self.print_pools()
+        self.print_usage([GpuTenant.from_body(m) for m in manifests])
+        if options.exit_when_ready:
+            return 0
+        print("Running until Ctrl-C (or SIGTERM); then everything above is stopped.", file=self.out, flush=True)
+        return self.wait_for_interrupt()
+
+    def start_plane(self) -> None:
+        from kubeplane import ControlPlane
+
+        directory = self.options.directory
+        self.say(f"starting the local control plane in {directory} "
+                 "(etcd, kube-apiserver, kube-controller-manager; tools built by tools/build.sh if missing)")
+        directory.mkdir(parents=True, exist_ok=True)
+        self.plane = ControlPlane(directory).start()
+        # The operator and its helm calls inherit the plane's kubeconfig, pinned tools and helm homes.
+        os.environ.update(self.plane.env())
+        self.say(f"control plane up at {self.plane.api_url} in {self.plane.start_seconds:.1f}s")
+
+    def install_crds(self) -> None:
+        from kubeplane.fixtures import UPSTREAM_QUEUE_CRD, install_crds, install_kai_queue_crd
+
+        install_crds(self.plane, TENANT_CRD)
+        queue_crd = install_kai_queue_crd(self.plane)
+        source = "upstream KAI-Scheduler" if queue_crd == UPSTREAM_QUEUE_CRD else "the project's minimal"
+        self.say(f"installed CRDs: {TENANT_CRD.relative_to(SOURCE_ROOT)} and {source} Queue CRD ({queue_crd})")
+
+    def create_gpu_nodes(self, config: OperatorConfig, nodes) -> None:
+        from kubeplane.fixtures import create_gpu_node
+
+        for node in nodes:
+            create_gpu_node(self.plane, node.name, **node.options)
+        self.plane.create_namespace(config.device_plugin_config_map.namespace)
+        written = asyncio.run(self._apply_pools(config))
+        self.say(f"created {len(nodes)} fake GPU nodes for {len(config.pools)} pools "
+                 f"(no GPUs here: Nodes labelled and sized as the GPU Operator leaves them); "
+                 f"pool configuration applied to {written} objects")
+
+    async def _apply_pools(self, config: OperatorConfig) -> int:
+        from gputenant.kube import KubeClient
+        from gputenant.pools.apply import apply_pools
+
+        async with KubeClient.from_kubeconfig(str(self.plane.kubeconfig_path), config.field_manager) as client:
+            result = await apply_pools(client, config)
+        return len(result.written)
+
+    def start_operator(self, config_document: dict) -> None:
+        from kubeplane.process import Process
+        from kubeplane.vcluster_sim import VClusterSimulator
+
+        self.simulator = VClusterSimulator(self.plane).start()
+        config_path = self.options.directory / "operator-config.yaml"
+        config_path.write_text(yaml.safe_dump(config_document, sort_keys=False))
+        log_path = self.plane.log_dir / "operator.log"
+        self.operator = Process("gputenant-operator", [
+            sys.executable, "-m", "gputenant.cli", "run", "--config", str(config_path),
+            "--kubeconfig", str(self.plane.kubeconfig_path)], log_path)
+        self.say(f"started the operator (pid {self.operator.pid}, log {log_path}) and the simulated vCluster pod")
+
+    def apply_tenants(self) -> None:
+        result = self.plane.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}",
+                                    "-f", str(self.options.tenants_path))
+        self.say(f"kubectl apply -f {self.options.tenants_path}:\n" + result.stdout.rstrip())
+
+    def watch(self, names: list[str]) -> bool:
+        """Refresh the table until every tenant is Ready (True); False when it cannot get there."""
+        deadline = time.monotonic() + self.options.timeout_seconds
+        previous = None
+        reported: set[tuple[str, str]] = set()
+        with self.plane.api_client() as client:
+            custom = kubernetes.client.CustomObjectsApi(client)
+            while True:
+                self.operator.check_running()
+                bodies = custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+                verdict = assess(bodies, names)
+                table = format_table(verdict.rows)
+                self.show_table(table, previous)
+                previous = table
+                if verdict.all_ready:
+                    return True
+                new_failures = [row for row in verdict.failed if (row.name, row.reason) not in reported]
+                if new_failures:
+                    print(failure_report(new_failures), file=self.out, flush=True)
+                    reported.update((row.name, row.reason) for row in new_failures)
+                    if self.options.exit_when_ready:
+                        self.say("stopping: a tenant failed for a reason the operator does not retry; "
+                                 "fix its spec (kubectl edit gputenant NAME) and run again")
+                        return False
+                if time.monotonic() > deadline:
+                    waiting = [row for row in verdict.rows if row.ready != "True"]
+                    print(failure_report(waiting), file=self.out)
+                    self.say(f"gave up after {self.options.timeout_seconds:g}s; operator log: "
+                             f"{self.plane.log_dir / 'operator.log'}")
+                    return False
+                time.sleep(POLL_SECONDS)
+
+    def print_pools(self) -> None:
+        pools = self._command("pools", "--config", str(self.options.directory / "operator-config.yaml"))
+        print(f"\n$ gputenant pools\n{pools.rstrip()}\n", file=self.out, flush=True)
+
+    def _command(self, *args: str) -> str:
+        return subprocess.run([sys.executable, "-m", "gputenant.cli", *args], check=True,
+                              capture_output=True, text=True).stdout
+
+    def print_usage(self, tenants: list[GpuTenant]) -> None:
+        name = pick_demo_tenant(tenants)
+        if name is None:
+            print("No tenant issues a view kubeconfig usable from here; see docs/local-demo.md.", file=self.out)
+            return
+        tenant = next(t for t in tenants if t.metadata.name == name)
+        path = f"{shlex.quote(str(Path(sys.executable).parent))}:{shlex.quote(str(self.plane.bin_dir))}"
+        print("\n".join([
+            f"Use tenant {name}'s view kubeconfig with kubectl. From another shell:",
+            "",
+            f'    export PATH={path}:"$PATH"',
+            f"    export KUBECONFIG={shlex.quote(str(self.plane.kubeconfig_path))}",
+            f"    gputenant kubeconfig {name} --role view > team.kubeconfig",
+            "    kubectl --kubeconfig team.kubeconfig get namespaces",
+            "",
+            "KUBECONFIG above is the host plane's admin. The kubeconfig Secret is readable only by the",
+            f"tenant's owners; {self.owner_hint(tenant)}",
+            "The namespaces listed are the virtual cluster's (its simulated control plane), not the host's.",
+            "",
+        ]), file=self.out, flush=True)
+
+    def owner_hint(self, tenant: GpuTenant) -> str:
+        """A kubeconfig for one of the tenant's owners, to show the same command works for them."""
+        owner = tenant.spec.owners[0]
+        if owner.kind is SubjectKind.GROUP:
+            user, groups, who = f"{owner.name}-member", [owner.name], f"a member of group {owner.name}"
+        elif owner.kind is SubjectKind.SERVICE_ACCOUNT:
+            user, groups = f"system:serviceaccount:{owner.namespace}:{owner.name}", ["system:serviceaccounts"]
+            who = f"ServiceAccount {owner.namespace}/{owner.name}"
+        else:
+            user, groups, who = owner.name, [], f"user {owner.name}"
+        path = self.plane.user(user, groups)
+        return f"as {who}, add --kubeconfig {shlex.quote(str(path))} to the gputenant command."
+
+    def wait_for_interrupt(self) -> int:
+        """Until Ctrl-C or SIGTERM (both arrive as KeyboardInterrupt); 1 if the operator dies."""
+        try:
+            while True:
+                self.operator.check_running()
+                time.sleep(POLL_SECONDS)
+        except KeyboardInterrupt:
+            self.say("stopping")
+            return 0
+
+    def stop(self) -> None:
+        """Operator first (so it acts on nothing while the rest goes), then the simulated vCluster
+        apiservers, then the plane. A second Ctrl-C must not cut this short and leave processes."""
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            if self.operator is not None:
+                self.operator.stop()
+                self.operator = None
+            if self.simulator is not None:
+                self.simulator.stop()
+                self.simulator = None
+            if self.plane is not None:
+                self.plane.stop()
+                self.say(f"stopped everything; logs kept in {self.plane.log_dir}")
+                self.plane = None
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

@@ -1,0 +1,105 @@
+"""The demo's status table and its verdict: all Ready, still converging, or stopped for good.
+
+Pure functions over GpuTenant bodies, so the watch loop in `session` only fetches and prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from gputenant.api.v1alpha1 import GpuTenant, KubeconfigRole
+from gputenant.reconcile.conditions import READY
+
+CONVERGING_REASONS = frozenset({
+    "Progressing",             # Ready=Unknown while parts are pending
+    "WaitingForControlPlane",  # the release is installed, vc-<release> not written yet
+    "ApiUnavailable",          # a transient API error; the operator retries with backoff
+    "HelmUnavailable",         # a transient Helm error; retried
+    "TokenRequestFailed",      # the virtual apiserver did not answer yet; retried
+})
+"""Ready=False reasons after which the operator tries again by itself. Any other reason is
+permanent: the operator stops until the tenant's spec changes, so waiting longer is pointless."""
+
+
+@dataclass(frozen=True)
+class TenantRow:
+    name: str
+    trust: str
+    mode: str
+    pool: str
+    gpus: str
+    ready: str
+    reason: str
+    message: str
+
+
+def _ready_condition(body: dict) -> dict:
+    for condition in (body.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == READY:
+            return condition
+    return {}
+
+
+def _observed(body: dict) -> bool:
+    """Whether the status describes the current spec (the operator has seen this generation)."""
+    status = body.get("status") or {}
+    return status.get("observedGeneration") == body["metadata"].get("generation")
+
+
+def _gpus(spec: dict) -> str:
+    gpu = spec.get("gpu") or {}
+    quota, limit = gpu.get("quota"), gpu.get("limit")
+    if quota is None:
+        return "-"
+    return f"{quota:g}" if limit is None or limit == quota else f"{quota:g} (max {limit:g})"
+
+
+def tenant_row(body: dict) -> TenantRow:
+    spec = body.get("spec") or {}
+    sharing = (body.get("status") or {}).get("sharing") or {}
+    ready = _ready_condition(body) if _observed(body) else {}
+    return TenantRow(
+        name=body["metadata"]["name"], trust=spec.get("trust", "-"), mode=sharing.get("mode", "-"),
+        pool=sharing.get("pool", "-"), gpus=_gpus(spec), ready=ready.get("status", "Unknown"),
+        reason=ready.get("reason", "Pending"), message=ready.get("message", "waiting for the operator"))
+
+
+def format_table(rows: list[TenantRow]) -> str:
+    header = ("NAME", "TRUST", "MODE", "POOL", "GPUS", "READY", "REASON")
+    cells = [header] + [(r.name, r.trust, r.mode, r.pool, r.gpus, r.ready, r.reason) for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells)
+
+
+@dataclass
+class Verdict:
+    rows: list[TenantRow]
+    failed: list[TenantRow] = field(default_factory=list)
+    """Tenants that are Ready=False for a permanent reason."""
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def all_ready(self) -> bool:
+        return not self.missing and all(row.ready == "True" for row in self.rows)
+
+
+def assess(bodies: list[dict], expected: list[str]) -> Verdict:
+    """Rows for the expected tenants (in that order) and which of them failed for good."""
+    by_name = {body["metadata"]["name"]: body for body in bodies}
+    rows = [tenant_row(by_name[name]) for name in expected if name in by_name]
+    failed = [row for row in rows if row.ready == "False" and row.reason not in CONVERGING_REASONS]
+    return Verdict(rows=rows, failed=failed, missing=[name for name in expected if name not in by_name])
+
+
+def failure_report(rows: list[TenantRow]) -> str:
+    return "\n".join(f"tenant {row.name}: Ready=False, reason {row.reason}: {row.message}" for row in rows)
+
+
+def pick_demo_tenant(tenants: list[GpuTenant]) -> Optional[str]:
+    """A tenant whose view kubeconfig works from this machine: it issues the view role and sets no
+    public spec.vcluster.serverURL (which would point its kubeconfig at a host that is not here)."""
+    for tenant in tenants:
+        if KubeconfigRole.VIEW in tenant.spec.kubeconfig.roles and tenant.spec.vcluster.server_url is None:
+            return tenant.metadata.name
+    return None
