@@ -1,0 +1,36 @@
+# The gpu-tenant-operator image: `gputenant run` plus the pinned helm binary it drives (pyhelm3).
+#
+# NOT BUILT OR TESTED HERE: the development machines have no container engine. What the tests do
+# run is the same command this image starts (`gputenant run`, see e2e/tests/test_chart_install.py)
+# from the same package. Build and push it from a machine with Docker or Buildah:
+#   docker build -t <registry>/gpu-tenant-operator:0.1.0 .
+#
+# Stage 1: helm, from the same pinned Go module as the test tools (tools/helm, tools/build.sh).
+FROM golang:1.26-bookworm AS helm
+ARG HELM_VERSION=v3.22.0
+WORKDIR /src
+COPY tools/helm/ ./
+RUN CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath \
+      -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}" \
+      -o /out/helm helm.sh/helm/v3/cmd/helm
+
+# Stage 2: the Python package in a virtual environment.
+FROM python:3.12-slim-bookworm AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY operator/ operator/
+COPY templates/ templates/
+COPY e2e/kubeplane/ e2e/kubeplane/
+RUN python -m venv /opt/gputenant && /opt/gputenant/bin/pip install --no-cache-dir .
+
+# Stage 3: runtime. Non-root (65532, as the chart's securityContext expects), read-only root
+# filesystem in the chart: helm's cache and the guard's generated certificates go to /tmp.
+FROM python:3.12-slim-bookworm
+COPY --from=build /opt/gputenant /opt/gputenant
+COPY --from=helm /out/helm /usr/local/bin/helm
+ENV PATH=/opt/gputenant/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp
+USER 65532:65532
+ENTRYPOINT ["gputenant"]
+CMD ["run", "--config", "/etc/gputenant/config.yaml", "--liveness", "http://0.0.0.0:8080/healthz"]
