@@ -60,8 +60,8 @@ def tenant_row(body: dict) -> TenantRow:
     sharing = (body.get("status") or {}).get("sharing") or {}
     ready = _ready_condition(body) if _observed(body) else {}
     return TenantRow(
-        name=body["metadata"]["name"], trust=spec.get("trust", "-"), mode=sharing.get("mode", "-"),
-        pool=sharing.get("pool", "-"), gpus=_gpus(spec), ready=ready.get("status", "Unknown"),
+        name=body["metadata"]["name"], trust=spec.get("trust") or "-", mode=sharing.get("mode") or "-",
+        pool=sharing.get("pool") or "-", gpus=_gpus(spec), ready=ready.get("status", "Unknown"),
         reason=ready.get("reason", "Pending"), message=ready.get("message", "waiting for the operator"))
 
 
