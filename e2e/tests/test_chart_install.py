@@ -32,8 +32,9 @@ CHART = REPO_ROOT / "charts" / "gpu-tenant-operator"
 LOCAL_VCLUSTER_CHART = REPO_ROOT / "charts" / "vcluster-local"
 EXAMPLE_CONFIG = REPO_ROOT / "examples" / "config.yaml"
 GPUTENANT = Path(sys.executable).parent / "gputenant"
-RELEASE, NAMESPACE = "gto", "gpu-tenant-operator"
-FULLNAME = "gto-gpu-tenant-operator"
+RELEASE = NAMESPACE = FULLNAME = "gpu-tenant-operator"
+INSTALL_DOC = REPO_ROOT / "docs" / "install.md"
+TESTED_MARKER = "<!-- tested: e2e/tests/test_chart_install.py"
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:{FULLNAME}"
 TENANTS = {"rbac-a": "Trusted", "rbac-b": "Internal", "rbac-c": "Untrusted"}
 
@@ -78,15 +79,28 @@ def rbac_plane():
         yield own_plane
 
 
+def documented_install_commands() -> str:
+    """The shell block docs/install.md marks as tested."""
+    text = INSTALL_DOC.read_text()
+    after_marker = text[text.index(TESTED_MARKER):]
+    start = after_marker.index("```sh\n") + len("```sh\n")
+    return after_marker[start:after_marker.index("```", start)]
+
+
 @pytest.fixture(scope="module")
 def installed(rbac_plane, tmp_path_factory):
-    """`helm install` of the chart; returns the operator's token kubeconfig and its config file
-    (the ConfigMap the chart rendered, as the pod would mount it)."""
+    """The chart installed by running docs/install.md's commands (with my-values.yaml made from
+    examples/config.yaml); returns the operator's token kubeconfig and its config file (the
+    ConfigMap the chart rendered, as the pod would mount it)."""
     tmp = tmp_path_factory.mktemp("chart")
-    ensure_namespace(rbac_plane, "gpu-operator")
+    ensure_namespace(rbac_plane, "gpu-operator")  # the GPU Operator's namespace, a prerequisite
     install_kai_queue_crd(rbac_plane)
-    rbac_plane.helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
-                    "--values", str(chart_values(tmp)))
+    chart_values(tmp).rename(tmp / "my-values.yaml")
+    (tmp / "charts").symlink_to(REPO_ROOT / "charts")
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", documented_install_commands()], cwd=tmp,
+                            env=rbac_plane.env(), capture_output=True, text=True)
+    assert result.returncode == 0, f"docs/install.md commands failed:\n{result.stdout}\n{result.stderr}"
+    assert "gputenants.gputenant.io" in result.stdout and f"deployment.apps/{FULLNAME}" in result.stdout
     with rbac_plane.api_client() as client:
         core = kubernetes.client.CoreV1Api(client)
         config = core.read_namespaced_config_map(f"{FULLNAME}-config", NAMESPACE).data["config.yaml"]

@@ -67,6 +67,16 @@ def test_lint_passes_with_defaults_and_the_example_config(tmp_path):
     helm("lint", str(CHART), "--values", str(example_values(tmp_path)))
 
 
+def test_install_guide_values_example_passes_the_schema_and_the_operator(tmp_path):
+    text = (REPO_ROOT / "docs" / "install.md").read_text()
+    start = text.index("```yaml\nimage:") + len("```yaml\n")
+    values = tmp_path / "my-values.yaml"
+    values.write_text(text[start:text.index("```", start)])
+    helm("lint", str(CHART), "--values", str(values))
+    configmap = find(render("--values", str(values)), "ConfigMap", f"{FULLNAME}-config")
+    assert OperatorConfig.model_validate(yaml.safe_load(configmap["data"]["config.yaml"])).pools
+
+
 def test_deployment_runs_gputenant_run_once_hardened_with_a_probe_on_its_liveness_endpoint():
     deployment = find(render(), "Deployment", FULLNAME)
     spec = deployment["spec"]
