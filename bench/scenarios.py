@@ -1,0 +1,331 @@
+"""The measured runs: onboarding by the operator and by the baseline scripts, the operator's steady
+state and a quota change, and its memory with nothing to do.
+
+Each onboarding run gets a fresh control plane, so no run sees another's objects, and every
+variant is measured with the same instruments: the apiserver's audit log (by user), the Helm
+shim's log, /proc for the operator process, and the shared vCluster simulator's Secret times.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Optional
+
+import kubernetes
+import yaml
+
+from bench.measure import (
+    CpuSeconds, HelmShim, HelmTally, RequestTally, RssSampler, cpu_seconds, rss_mib, tally_requests,
+)
+from bench.tenants import REPO_ROOT, BaselineInput, generate_tenants, operator_config, render_baseline_inputs
+from bench.vcluster_shared import SharedVirtualCluster
+from kubeplane import ControlPlane, wait_for
+from kubeplane.fixtures import install_crds, install_kai_queue_crd
+from kubeplane.process import free_ports
+
+GPUTENANT = Path(sys.executable).parent / "gputenant"
+LOCAL_CHART = REPO_ROOT / "charts" / "vcluster-local"
+OPERATOR_USER = "bench-operator"
+BASELINE_USER = "bench-baseline"
+TENANT_PREFIX = "bench-"
+READY_POLL_SECONDS = 1.0
+
+
+@dataclass
+class OnboardingResult:
+    variant: str
+    tenants: int
+    seconds_to_secrets: float
+    """Start until every tenant's ``vc-<release>`` Secret exists: the baseline's "ready"."""
+    seconds_to_ready: Optional[float]
+    """Start until every GpuTenant is Ready at its generation (operator only: kubeconfigs issued too)."""
+    requests: RequestTally
+    helm: HelmTally
+    cpu: Optional[CpuSeconds] = None
+    rss_peak_mib: Optional[float] = None
+    rss_steady_mib: Optional[float] = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SteadyResult:
+    tenants: int
+    window_seconds: float
+    tenants_resynced: int
+    requests: RequestTally
+    helm: HelmTally
+    cpu: CpuSeconds
+
+
+@dataclass
+class QuotaChangeResult:
+    tenant: str
+    seconds_to_ready: float
+    requests: RequestTally
+    write_namespaces: dict[str, int]
+    helm: HelmTally
+
+
+@dataclass
+class MemoryResult:
+    tenants: int
+    rss_steady_mib: float
+    rss_peak_mib: float
+
+
+# -- the plane ------------------------------------------------------------------------------------
+
+@contextmanager
+def bench_plane(workdir: Path) -> Iterator[ControlPlane]:
+    """A fresh audited control plane with the GpuTenant and KAI Queue CRDs."""
+    plane = ControlPlane(workdir / "plane", audit=True)
+    plane.start()
+    try:
+        install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
+        install_kai_queue_crd(plane)
+        yield plane
+    finally:
+        plane.stop()
+
+
+def apply_tenants(plane: ControlPlane, tenants: list[dict]) -> None:
+    """All tenants in one `kubectl apply --server-side`, as a platform engineer would."""
+    plane.kubectl("apply", "--server-side", "--field-manager=platform-engineer", "-f", "-",
+                  input=yaml.safe_dump_all(tenants, sort_keys=False))
+
+
+def tenant_bodies(plane: ControlPlane) -> list[dict]:
+    with plane.api_client() as client:
+        return kubernetes.client.CustomObjectsApi(client).list_cluster_custom_object(
+            "gputenant.io", "v1alpha1", "gputenants")["items"]
+
+
+def is_ready(body: dict) -> bool:
+    status = body.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    return ready.get("status") == "True" and status.get("observedGeneration") == body["metadata"].get("generation")
+
+
+def wait_until(probe, timeout: float, what: str, interval: float = READY_POLL_SECONDS):
+    return wait_for(probe, timeout=timeout, interval=interval, what=what)
+
+
+# -- the operator process -------------------------------------------------------------------------
+
+class OperatorProcess:
+    """`gputenant run` as its own identity (so the audit log tells its requests apart), its helm
+    going through the counting shim, with a liveness endpoint to know when it serves."""
+
+    def __init__(self, plane: ControlPlane, workdir: Path, shim: HelmShim, resync_seconds: float):
+        self.plane = plane
+        self.log_path = workdir / "operator.log"
+        self.config_path = operator_config(workdir)
+        self.kubeconfig = plane.user(OPERATOR_USER, ["system:masters"])
+        self.shim = shim
+        self.resync_seconds = resync_seconds
+        self.process: Optional[subprocess.Popen] = None
+
+    def start(self, timeout: float = 60) -> "OperatorProcess":
+        [port] = free_ports(1)
+        env = {**self.plane.env(self.kubeconfig), "GPUTENANT_TOOLS_DIR": str(self.shim.tools_dir),
+               "GPUTENANT_RESYNC_SECONDS": str(self.resync_seconds)}
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [str(GPUTENANT), "run", "--config", str(self.config_path), "--kubeconfig", str(self.kubeconfig),
+                 "--liveness", f"http://127.0.0.1:{port}/healthz"],
+                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        wait_until(lambda: self._alive(port), timeout, "the operator's liveness endpoint", interval=0.2)
+        return self
+
+    def _alive(self, port: int) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"the operator exited with {self.process.returncode}:\n{self.log_tail()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
+                return answer.status == 200
+        except OSError:
+            return False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+# -- onboarding -----------------------------------------------------------------------------------
+
+def onboard_with_operator(plane: ControlPlane, workdir: Path, count: int, *, resync_seconds: float,
+                          timeout: float, then=None) -> OnboardingResult:
+    """Apply `count` tenants at once and wait until all are Ready. `then(operator, sim, sampler,
+    result)` runs afterwards with everything still up (the steady-state and quota measurements)."""
+    shim = HelmShim(workdir / "helm-shim", plane.bin_dir / "helm")
+    tenants = generate_tenants(count, TENANT_PREFIX)
+    namespaces = {f"tenant-{t['metadata']['name']}" for t in tenants}
+    with SharedVirtualCluster(plane) as sim:
+        operator = OperatorProcess(plane, workdir, shim, resync_seconds).start()
+        try:
+            with RssSampler(operator.pid) as sampler:
+                audit_start, helm_start = plane.audit_offset(), shim.offset()
+                cpu_start = cpu_seconds(operator.pid)
+                started = time.monotonic()
+                apply_tenants(plane, tenants)
+
+                def all_ready() -> bool:
+                    if operator.process.poll() is not None:
+                        raise RuntimeError(f"the operator exited:\n{operator.log_tail()}")
+                    bodies = tenant_bodies(plane)
+                    return len(bodies) == count and all(map(is_ready, bodies))
+                try:
+                    wait_until(all_ready, timeout, f"{count} tenants Ready")
+                except TimeoutError:
+                    ready = sum(map(is_ready, tenant_bodies(plane)))
+                    raise TimeoutError(f"{ready}/{count} tenants Ready after {timeout}s; "
+                                       f"simulator errors {sim.errors[-3:]}; operator log:\n{operator.log_tail()}")
+                ready_at = time.monotonic()
+                cpu = cpu_seconds(operator.pid) - cpu_start
+                result = OnboardingResult(
+                    "operator", count, sim.last_written(namespaces) - started, ready_at - started,
+                    tally_requests(plane.audit_events(audit_start), OPERATOR_USER), shim.tally(helm_start), cpu)
+                settle_until = time.monotonic() + 10
+                time.sleep(10)
+                result.rss_peak_mib = sampler.peak
+                result.rss_steady_mib = sampler.steady(settle_until - 5)
+                if sim.errors:
+                    result.notes.append(f"simulator errors: {sim.errors[-3:]}")
+                if then is not None:
+                    then(plane, operator, shim, sampler, result)
+                return result
+        finally:
+            operator.stop()
+
+
+BASELINE_SCRIPT = """#!/usr/bin/env bash
+# What a platform engineer would script per tenant, from `gputenant render` output.
+# usage: onboard-tenant.sh <objects.yaml> <values.yaml> <namespace> <release>
+set -euo pipefail
+kubectl apply --server-side --field-manager=platform-script -f "$1"
+helm upgrade --install "$4" {chart} --namespace "$3" --values "$2"
+"""
+
+
+def onboard_with_script(plane: ControlPlane, workdir: Path, count: int, parallelism: int,
+                        timeout: float) -> OnboardingResult:
+    """The baseline: the per-tenant script run for every tenant serially (parallelism 1) or through
+    `xargs -P parallelism`; done when every ``vc-<release>`` Secret exists (the simulator writes
+    it as soon as the release's Pod is admitted, exactly as for the operator)."""
+    shim = HelmShim(workdir / "helm-shim", plane.bin_dir / "helm")
+    tenants = generate_tenants(count, TENANT_PREFIX)
+    inputs = render_baseline_inputs(tenants, operator_config(workdir), workdir / "rendered")
+    script = workdir / "onboard-tenant.sh"
+    script.write_text(BASELINE_SCRIPT.format(chart=shlex.quote(str(LOCAL_CHART))))
+    script.chmod(0o755)
+    arguments = workdir / "tenants.args"
+    arguments.write_text("".join(_script_line(item) for item in inputs))
+    kubeconfig = plane.user(BASELINE_USER, ["system:masters"])
+    env = plane.env(kubeconfig)
+    env["PATH"] = f"{shim.bin_dir}{os.pathsep}{env['PATH']}"
+    command = (f"while read -r objects values namespace release; do {shlex.quote(str(script))} "
+               f"\"$objects\" \"$values\" \"$namespace\" \"$release\"; done < {shlex.quote(str(arguments))}"
+               if parallelism == 1 else
+               f"xargs -P {parallelism} -L 1 {shlex.quote(str(script))} < {shlex.quote(str(arguments))}")
+    namespaces = {item.namespace for item in inputs}
+    with SharedVirtualCluster(plane) as sim:
+        audit_start, helm_start = plane.audit_offset(), shim.offset()
+        children_before = _children_cpu()
+        started = time.monotonic()
+        script_run = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True,
+                                    timeout=timeout)
+        if script_run.returncode:
+            raise RuntimeError(f"baseline script failed ({script_run.returncode}):\n{script_run.stderr[-2000:]}")
+        wait_until(lambda: sim.secrets_written(namespaces) == count, timeout,
+                   f"{count} vc Secrets after the baseline script", interval=0.2)
+        variant = "serial script" if parallelism == 1 else f"script, xargs -P {parallelism}"
+        result = OnboardingResult(variant, count, sim.last_written(namespaces) - started, None,
+                                  tally_requests(plane.audit_events(audit_start), BASELINE_USER),
+                                  shim.tally(helm_start), CpuSeconds(0.0, _children_cpu() - children_before))
+        if sim.errors:
+            result.notes.append(f"simulator errors: {sim.errors[-3:]}")
+        return result
+
+
+def _children_cpu() -> float:
+    """CPU seconds of every finished child of this process, kubectl and helm of the script included."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _script_line(item: BaselineInput) -> str:
+    return " ".join(map(shlex.quote, (str(item.objects_path), str(item.values_path), item.namespace,
+                                      item.release))) + "\n"
+
+
+# -- steady state and one change ------------------------------------------------------------------
+
+def measure_resync(plane: ControlPlane, operator: OperatorProcess, shim: HelmShim, count: int) -> SteadyResult:
+    """One full drift-timer period with nothing changed: every tenant's timer fires once in it."""
+    window = operator.resync_seconds + 5
+    audit_start, helm_start = plane.audit_offset(), shim.offset()
+    cpu_start = cpu_seconds(operator.pid)
+    time.sleep(window)
+    cpu = cpu_seconds(operator.pid) - cpu_start
+    requests = tally_requests(plane.audit_events(audit_start), OPERATOR_USER)
+    resynced = {selector for selector in requests.listed_selectors if selector.startswith("gputenant.io/tenant=")}
+    return SteadyResult(count, window, len(resynced), requests, shim.tally(helm_start), cpu)
+
+
+def measure_quota_change(plane: ControlPlane, shim: HelmShim, tenant: str, timeout: float = 120) -> QuotaChangeResult:
+    """Raise one tenant's CPU quota and wait until it is Ready at the new generation."""
+    audit_start, helm_start = plane.audit_offset(), shim.offset()
+    started = time.monotonic()
+    plane.kubectl("patch", "gputenant", tenant, "--type=merge", "-p", '{"spec":{"quotas":{"cpu":"48"}}}')
+
+    def ready() -> bool:
+        body = next(b for b in tenant_bodies(plane) if b["metadata"]["name"] == tenant)
+        return is_ready(body)
+    wait_until(ready, timeout, f"{tenant} Ready after the quota change", interval=0.2)
+    seconds = time.monotonic() - started
+    events = plane.audit_events(audit_start)
+    namespaces: dict[str, int] = {}
+    for event in events:
+        if event.get("user", {}).get("username") == OPERATOR_USER and event.get("verb") in (
+                "create", "update", "patch", "delete"):
+            ref = event.get("objectRef") or {}
+            key = ref.get("namespace") or f"(cluster) {ref.get('resource')}/{ref.get('name')}"
+            namespaces[key] = namespaces.get(key, 0) + 1
+    return QuotaChangeResult(tenant, seconds, tally_requests(events, OPERATOR_USER), namespaces,
+                             shim.tally(helm_start))
+
+
+# -- memory with no tenants -----------------------------------------------------------------------
+
+def idle_memory(plane: ControlPlane, workdir: Path, seconds: float = 10) -> MemoryResult:
+    shim = HelmShim(workdir / "helm-shim", plane.bin_dir / "helm")
+    operator = OperatorProcess(plane, workdir, shim, resync_seconds=60).start()
+    try:
+        with RssSampler(operator.pid) as sampler:
+            since = time.monotonic()
+            time.sleep(seconds)
+            return MemoryResult(0, sampler.steady(since), rss_mib(operator.pid)[1])
+    finally:
+        operator.stop()
