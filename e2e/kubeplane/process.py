@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 from pathlib import Path
 
 
@@ -44,12 +45,25 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+# Looked up before any fork: the child should not have to load anything.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+_PR_SET_PDEATHSIG = 1
+
+
 def _new_group_dying_with_parent() -> None:
     """Runs in the child before exec: a process group of its own, so stop() can signal everything
     it spawned, and SIGTERM when the parent dies, so a killed test run leaves no etcd behind."""
     os.setsid()
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _before_exec():
+    """The kernel sends the death signal when the forking *thread* ends, so a process started
+    from a worker thread (e.g. a virtual apiserver started by a watcher) only gets its own group;
+    stop() or the owner's cleanup ends it."""
+    if threading.current_thread() is threading.main_thread():
+        return _new_group_dying_with_parent
+    return os.setsid
 
 
 class Process:
@@ -61,7 +75,7 @@ class Process:
         with open(log_path, "ab") as log:
             self._popen = subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=_new_group_dying_with_parent,
+                preexec_fn=_before_exec(),
             )
 
     @property
