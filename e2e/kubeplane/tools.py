@@ -9,7 +9,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "tools" / "build.sh"
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "helm")
+# binary -> the key of its pin in `build.sh --versions`
+PINS = {"etcd": "etcd", "kube-apiserver": "kube", "kube-controller-manager": "kube",
+        "kubectl": "kube", "helm": "helm"}
 
 
 def tools_bin_dir() -> Path:
@@ -19,16 +21,27 @@ def tools_bin_dir() -> Path:
     return Path(root).resolve() / "bin"
 
 
-def ensure_tools() -> Path:
-    """Return the binary directory, running tools/build.sh first if any binary is missing.
+def _up_to_date(bin_dir: Path) -> bool:
+    """Every binary is there and stamped with the version build.sh pins today."""
+    output = subprocess.run(["bash", str(BUILD_SCRIPT), "--versions"], check=True,
+                            capture_output=True, text=True).stdout
+    pinned = dict(item.split("=", 1) for item in output.split())
+    for name, pin in PINS.items():
+        stamp = bin_dir / f".{name}.version"
+        if not (bin_dir / name).is_file() or not stamp.is_file() \
+                or stamp.read_text().strip() != pinned[pin]:
+            return False
+    return True
 
-    The build's progress goes to stderr because a cold build takes minutes and a silent test
-    session would look hung.
-    """
+
+def ensure_tools() -> Path:
+    """Return the binary directory, running tools/build.sh first if a binary is missing or built
+    at another version. The build's progress goes to stderr: a cold build takes minutes and a
+    silent test session would look hung."""
     bin_dir = tools_bin_dir()
-    if all((bin_dir / name).is_file() for name in BINARIES):
+    if _up_to_date(bin_dir):
         return bin_dir
-    print(f"kubeplane: control-plane tools missing in {bin_dir}; running {BUILD_SCRIPT}",
+    print(f"kubeplane: control-plane tools missing or outdated in {bin_dir}; running {BUILD_SCRIPT}",
           file=sys.stderr, flush=True)
     subprocess.run(["bash", str(BUILD_SCRIPT)], check=True, stdout=sys.stderr)
     return bin_dir
