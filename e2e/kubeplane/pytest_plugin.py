@@ -12,17 +12,28 @@ import os
 import pytest
 
 from .plane import ControlPlane
+from .tools import ensure_tools
 
 _PLANE = pytest.StashKey[ControlPlane]()
+_START_FAILURE = pytest.StashKey[BaseException]()
 
 
 def session_plane(config: pytest.Config) -> ControlPlane:
     """The session's plane, started (or attached) on first use and stopped when pytest exits.
     Kept on the config rather than in a fixture's cache so that several conftests importing the
-    fixture still share one plane."""
+    fixture still share one plane; a failed start is remembered so it is not retried per test."""
+    if _START_FAILURE in config.stash:
+        raise config.stash[_START_FAILURE]
     if _PLANE not in config.stash:
+        # A cold tools build takes minutes: show its progress instead of capturing it.
+        with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+            ensure_tools()
         directory = os.environ.get("KUBEPLANE_DIR")
-        plane = ControlPlane.attach(directory) if directory else ControlPlane(audit=True).start()
+        try:
+            plane = ControlPlane.attach(directory) if directory else ControlPlane(audit=True).start()
+        except Exception as error:
+            config.stash[_START_FAILURE] = error
+            raise
         config.stash[_PLANE] = plane
         config.add_cleanup(plane.stop)
     return config.stash[_PLANE]
