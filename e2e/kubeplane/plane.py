@@ -27,7 +27,7 @@ from . import audit
 from .kubeconfig import file_stem, kubeconfig, write_kubeconfig
 from .pki import CertificateAuthority, KeyPair, service_account_keys
 from .process import PlaneError, Process, free_ports, pid_alive
-from .tools import ensure_tools
+from .tools import REPO_ROOT, ensure_tools
 
 ADMIN_USER = "kubeplane-admin"
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
@@ -179,17 +179,26 @@ class _APIServer:
         return process
 
 
+def _new_plane_dir() -> str:
+    """A fresh directory under $KUBEPLANE_ROOT, by default the git-ignored `.e2e-logs/` of the
+    repository, where CI can collect the directories kept for failed runs."""
+    root = Path(os.environ.get("KUBEPLANE_ROOT") or REPO_ROOT / ".e2e-logs")
+    root.mkdir(parents=True, exist_ok=True)
+    return tempfile.mkdtemp(prefix="kubeplane-", dir=root)
+
+
 class ControlPlane:
     """etcd + kube-apiserver + kube-controller-manager in one directory.
 
-    `ControlPlane(audit=True).start()` in a fresh temporary directory, or `ControlPlane.attach(dir)`
-    to use one that `python -m kubeplane up --dir DIR` keeps running. The directory is removed on
-    stop unless something failed or KUBEPLANE_KEEP=1; then its path is printed to read the logs.
+    `ControlPlane(audit=True).start()` in a fresh directory (see _new_plane_dir), or
+    `ControlPlane.attach(dir)` to use one that `python -m kubeplane up --dir DIR` keeps running.
+    A fresh directory is removed on stop unless something failed or KUBEPLANE_KEEP=1; then its
+    path is printed to read the logs.
     """
 
     def __init__(self, directory: str | Path | None = None, *, audit: bool = False):
         self._temporary = directory is None
-        self.directory = Path(directory or tempfile.mkdtemp(prefix="kubeplane-")).resolve()
+        self.directory = Path(directory or _new_plane_dir()).resolve()
         self.audit = audit
         self.keep = os.environ.get("KUBEPLANE_KEEP") == "1"
         self.ports: dict[str, int] = {}
