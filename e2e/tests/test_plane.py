@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -197,9 +198,10 @@ def test_audit_log_counts_write_requests_per_user_and_client(plane, namespace):
     assert plane.count_requests(since, verbs={"get"}, user=writer_name, user_agent="OpenAPI-Generator") == 1
 
 
-def test_kubectl_and_helm_use_the_plane(plane):
-    assert "default" in plane.kubectl("get", "namespaces", "-o", "name").stdout
-    assert plane.helm("list", "--all-namespaces", "--output", "json").stdout.strip() == "[]"
+def test_kubectl_and_helm_are_the_pinned_tools_talking_to_the_plane(plane):
+    assert "namespace/default" in plane.kubectl("get", "namespaces", "-o", "name").stdout
+    assert plane.helm("version", "--short").stdout.startswith("v3.22.0")
+    assert isinstance(json.loads(plane.helm("list", "--all-namespaces", "--output", "json").stdout), list)
 
 
 def test_fake_gpu_nodes_show_their_capacity(plane, admin):
