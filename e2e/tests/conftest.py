@@ -1,21 +1,21 @@
 """Runs the real operator (`gputenant run`, a subprocess) against the session's control plane.
 
 No containers run here, so nothing would start the vCluster pod the Helm release asks for.
-`VClusterStandIn` plays that pod's part and only that: when a tenant's release is deployed it
-starts a second real kube-apiserver (kubeplane's virtual apiserver) and writes the admin
-kubeconfig to ``vc-<release>``, as the vCluster syncer does. Everything else (Helm, the API
-server, RBAC, quotas, garbage collection) is real.
+`kubeplane.vcluster_sim.VClusterSimulator` plays that pod's part, and only that: once the real
+statefulset controller has created the chart's Pod, it starts a second real kube-apiserver for
+the release and writes the admin kubeconfig to ``vc-<release>`` as vCluster's syncer does.
+Everything else (Helm, the API server, RBAC, quotas, garbage collection) is real.
+
+The operator authenticates as its own user, ``gpu-tenant-operator`` (in system:masters here; the
+chart's RBAC is exercised by test_chart_install.py), so the audit log tells its requests apart
+from the tests', the simulator's and the controllers'.
 """
 
 from __future__ import annotations
 
-import base64
-import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import kubernetes
@@ -24,58 +24,13 @@ import yaml
 
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import install_crds, install_kai_queue_crd
+from kubeplane.vcluster_sim import VClusterSimulator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GPUTENANT = Path(sys.executable).parent / "gputenant"
 LOCAL_CHART = REPO_ROOT / "charts" / "vcluster-local"
-
-
-class VClusterStandIn:
-    """Plays the vCluster pod of every deployed tenant release (see the module docstring)."""
-
-    def __init__(self, plane: ControlPlane, prefix: str):
-        self.plane = plane
-        self.prefix = prefix
-        self.started: dict[str, object] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> "VClusterStandIn":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        with self.plane.api_client() as client:
-            core = kubernetes.client.CoreV1Api(client)
-            while not self._stop.wait(0.5):
-                try:
-                    self._serve(core)
-                except kubernetes.client.ApiException:
-                    continue
-
-    def _serve(self, core) -> None:
-        releases = core.list_secret_for_all_namespaces(label_selector="owner=helm,status=deployed").items
-        for release_secret in releases:
-            namespace = release_secret.metadata.namespace
-            release = release_secret.metadata.labels["name"]
-            if not namespace.startswith(self.prefix):
-                continue
-            if release not in self.started:
-                self.started[release] = self.plane.start_virtual_apiserver(release)
-            virtual = self.started[release]
-            try:
-                core.read_namespaced_secret(f"vc-{release}", namespace)
-            except kubernetes.client.ApiException as error:
-                if error.status != 404:
-                    raise
-                config = yaml.safe_dump(virtual.kubeconfig()).encode()
-                core.create_namespaced_secret(namespace, kubernetes.client.V1Secret(
-                    metadata=kubernetes.client.V1ObjectMeta(name=f"vc-{release}"),
-                    data={"config": base64.b64encode(config).decode()}))
+OPERATOR_USER = "gpu-tenant-operator"
+RESYNC_SECONDS = 5
 
 
 class OperatorProcess:
@@ -85,15 +40,19 @@ class OperatorProcess:
         self.plane = plane
         self.config_path = config_path
         self.log_path = log_path
+        self.user = OPERATOR_USER
+        self.resync_seconds = RESYNC_SECONDS
+        self.kubeconfig_path = plane.user(OPERATOR_USER, groups=["system:masters"])
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "OperatorProcess":
-        env = {**self.plane.env(), "GPUTENANT_RESYNC_SECONDS": "5", "GPUTENANT_DELETION_RETRY_SECONDS": "3"}
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            [str(GPUTENANT), "run", "--config", str(self.config_path),
-             "--kubeconfig", str(self.plane.kubeconfig_path)],
-            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        env = {**self.plane.env(self.kubeconfig_path), "GPUTENANT_RESYNC_SECONDS": str(RESYNC_SECONDS),
+               "GPUTENANT_DELETION_RETRY_SECONDS": "3"}
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [str(GPUTENANT), "run", "--config", str(self.config_path),
+                 "--kubeconfig", str(self.kubeconfig_path)],
+                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
         return self
 
     def kill(self) -> None:
@@ -130,14 +89,21 @@ def crds(plane: ControlPlane) -> None:
     install_kai_queue_crd(plane)
 
 
-@pytest.fixture(scope="session")
-def operator(plane: ControlPlane, crds, operator_config: Path):
-    """The operator running against the plane, plus the vCluster pod stand-in."""
+@pytest.fixture(scope="module")
+def vcluster_simulator(plane: ControlPlane):
+    """The simulated vCluster pod of every tenant release (see the module docstring). Per module,
+    like the operator: other test modules run their own simulator on the same plane, and two
+    simulating one StatefulSet would each start an apiserver for it."""
+    with VClusterSimulator(plane) as simulator:
+        yield simulator
+
+
+@pytest.fixture(scope="module")
+def operator(plane: ControlPlane, crds, operator_config: Path, vcluster_simulator: VClusterSimulator):
+    """The operator running against the plane, its tenants' vCluster pods simulated."""
     running = OperatorProcess(plane, operator_config, plane.log_dir / "operator.log").start()
-    prefix = yaml.safe_load(operator_config.read_text()).get("namespacePrefix", "tenant-")
-    with VClusterStandIn(plane, prefix):
-        yield running
-        running.stop()
+    yield running
+    running.stop()
 
 
 def tenant_manifest(name: str, trust: str, owner: str, gpus: float = 1, **spec) -> dict:
@@ -191,9 +157,26 @@ class Tenants:
     def __init__(self, plane: ControlPlane, operator: OperatorProcess):
         self.plane = plane
         self.operator = operator
+        self.applied: set[str] = set()
 
     def apply(self, *objects: dict) -> None:
         apply(self.plane, *objects)
+        self.applied.update(obj["metadata"]["name"] for obj in objects if obj["kind"] == "GpuTenant")
+
+    def delete_all(self, timeout: float = 300) -> None:
+        """Delete every tenant this module applied and wait until the operator has offboarded
+        them, so no vCluster StatefulSet outlives the module's simulator."""
+        remaining = sorted(name for name in self.applied if self.get(name) is not None)
+        for name in remaining:
+            self.plane.kubectl("patch", "gputenant", name, "--type=merge", "-p", '{"spec":{"preventDeletion":false}}')
+        if remaining:
+            self.plane.kubectl("delete", "gputenant", *remaining, "--wait=false")
+        try:
+            wait_for(lambda: all(self.get(name) is None for name in remaining), timeout=timeout, interval=1,
+                     what=f"tenants {remaining} to be deleted")
+        except TimeoutError:
+            left = [name for name in remaining if self.get(name) is not None]
+            raise AssertionError(f"tenants not offboarded: {left}\noperator log:\n{self.operator.log_tail()}") from None
 
     def get(self, name: str) -> dict | None:
         return tenant(self.plane, name)
@@ -202,6 +185,9 @@ class Tenants:
         return wait_ready(self.plane, self.operator, name, timeout)
 
 
-@pytest.fixture(scope="session")
-def tenants_api(plane: ControlPlane, operator: OperatorProcess) -> Tenants:
-    return Tenants(plane, operator)
+@pytest.fixture(scope="module")
+def tenants_api(plane: ControlPlane, operator: OperatorProcess):
+    """Tenant helpers; the module's tenants are deleted (and offboarded) when it ends."""
+    tenants = Tenants(plane, operator)
+    yield tenants
+    tenants.delete_all()

@@ -58,11 +58,11 @@ def runtime() -> Runtime:
 
 def build_runtime(config: OperatorConfig, kubeconfig: Optional[str]) -> Runtime:
     from gputenant.helm import ChartRef, VClusterReleases
-    from gputenant.reconcile.adapters import HelmReleases, VirtualClusterKubeconfigs
+    from gputenant.reconcile.adapters import HelmReleases, TokenKubeconfigs
 
     client = KubeClient.from_kubeconfig(kubeconfig, config.field_manager)
     releases = HelmReleases(VClusterReleases(kubeconfig), ChartRef.from_config(config.vcluster))
-    issuer = VirtualClusterKubeconfigs(config.field_manager)
+    issuer = TokenKubeconfigs(config.field_manager)
     return Runtime(
         config=config, client=client, reconciler=Reconciler(client, config, releases, issuer),
         resync_seconds=float(os.environ.get(RESYNC_ENV, "60")),
@@ -108,7 +108,7 @@ async def _reconcile(body: kopf.Body, retry: int) -> None:
 @kopf.on.resume(*RESOURCE)
 @kopf.on.create(*RESOURCE)
 @kopf.on.update(*RESOURCE, field="spec")
-@kopf.on.field(*RESOURCE, field=f"metadata.annotations.{naming.ROTATE_ANNOTATION}")
+@kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.ROTATE_ANNOTATION))
 async def reconcile(body: kopf.Body, retry: int, **_) -> None:
     await _reconcile(body, retry)
 

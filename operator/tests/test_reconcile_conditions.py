@@ -5,7 +5,9 @@ from datetime import timedelta
 import pytest
 
 from gputenant.reconcile import conditions as cond
-from gputenant.reconcile.pipeline import adopt, parse_duration, stage_of
+from gputenant.reconcile.pipeline import (
+    adopt, issue_reason, not_applied, parse_duration, parse_timestamp, stage_of,
+)
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 
@@ -72,3 +74,35 @@ def test_adopt_sets_labels_and_owner_on_the_tenants_objects():
 def test_adopt_leaves_shared_objects_in_other_namespaces_alone():
     shared = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "gpu-operator"}}
     assert adopt(shared, TENANT, "tenant-a") is shared
+
+
+def _decision(possible: bool, reason: str = "QuotaAbovePoolCapacity"):
+    from gputenant.api.v1alpha1 import Trust
+    from gputenant.policy.decision import Decision
+    return Decision(trust=Trust.TRUSTED, possible=possible, reason=reason, message="ask for 8 GPUs or fewer")
+
+
+def test_a_stage_with_nothing_rendered_is_never_true():
+    reason, message = not_applied("NetworkReady", _decision(False))
+    assert reason == "QuotaAbovePoolCapacity" and "ask for 8 GPUs or fewer" in message
+    assert not_applied("NetworkReady", _decision(True, "ChosenFromTrust"))[0] == "NotApplied"
+
+
+def _secret(expires_at: str | None, rotation: str = "", server: str = "https://vc") -> dict:
+    annotations = {"gputenant.io/rotation": rotation, "gputenant.io/server": server}
+    if expires_at:
+        annotations["gputenant.io/expires-at"] = expires_at
+    return {"metadata": {"annotations": annotations}, "data": {"config": "eA=="}}
+
+
+@pytest.mark.parametrize("secret, rotation, server, now, reason", [
+    (None, "", "https://vc", "2026-01-01T00:00:00Z", "missing"),
+    (_secret("2026-01-01T00:10:00Z"), "", "https://vc", "2026-01-01T00:07:59Z", None),
+    (_secret("2026-01-01T00:10:00Z"), "", "https://vc", "2026-01-01T00:08:00Z", "due"),   # 80% of 10m
+    (_secret("2026-01-01T00:10:00Z"), "now", "https://vc", "2026-01-01T00:01:00Z", "requested"),
+    (_secret("2026-01-01T00:10:00Z"), "", "https://other", "2026-01-01T00:01:00Z", "server changed"),
+    (_secret(None), "", "https://vc", "2026-01-01T00:01:00Z", "due"),
+    (_secret("yesterday"), "", "https://vc", "2026-01-01T00:01:00Z", "due"),
+])
+def test_issue_reason_follows_kubeconfigs_needs_rotation(secret, rotation, server, now, reason):
+    assert issue_reason(secret, timedelta(minutes=10), parse_timestamp(now), rotation, server) == reason

@@ -29,13 +29,18 @@ class LiveSnapshot:
     async def lookup(self, api_version: str, kind: str, name: str,
                      namespace: Optional[str] = None) -> Optional[dict]:
         """The live object if it carries the selector's labels, else None (then GET it)."""
+        await self.items(api_version, kind)
+        return self._objects[(api_version, kind)].get((namespace or "", name))
+
+    async def items(self, api_version: str, kind: str) -> list[dict]:
+        """Every live object of a kind carrying the selector's labels (listed on first use)."""
         kind_key = (api_version, kind)
         if kind_key not in self._objects:
             items = await self.client.list(api_version, kind, label_selector=self.label_selector)
             self._objects[kind_key] = {
                 (item["metadata"].get("namespace") or "", item["metadata"]["name"]): item
                 for item in items}
-        return self._objects[kind_key].get((namespace or "", name))
+        return list(self._objects[kind_key].values())
 
     def remember(self, obj: dict) -> None:
         """Keep the server's answer to a write, so later lookups see it."""
@@ -44,8 +49,6 @@ class LiveSnapshot:
             metadata = obj["metadata"]
             self._objects[kind_key][(metadata.get("namespace") or "", metadata["name"])] = obj
 
-    def all(self, api_version: str, kind: str) -> list[dict]:
-        return list(self._objects.get((api_version, kind), {}).values())
 
 
 @dataclass

@@ -2,6 +2,7 @@
 a bound token with an expiry, rotated before it runs out."""
 
 from gputenant.kubeconfigs.issue import (
+    ARGOCD_ROLE,
     ROLE_CLUSTER_ROLES,
     ROTATE_AFTER_FRACTION,
     IssuedKubeconfig,
@@ -13,6 +14,6 @@ from gputenant.kubeconfigs.issue import (
 )
 
 __all__ = [
-    "ROLE_CLUSTER_ROLES", "ROTATE_AFTER_FRACTION", "IssuedKubeconfig", "KubeconfigIssueError", "issue_kubeconfigs",
+    "ARGOCD_ROLE", "ROLE_CLUSTER_ROLES", "ROTATE_AFTER_FRACTION", "IssuedKubeconfig", "KubeconfigIssueError", "issue_kubeconfigs",
     "kubeconfig_secret", "needs_rotation", "service_account_name",
 ]

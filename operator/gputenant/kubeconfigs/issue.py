@@ -21,7 +21,11 @@ from kubernetes.client.rest import ApiException
 from gputenant import naming
 from gputenant.api.v1alpha1 import KubeconfigRole
 
-ROLE_CLUSTER_ROLES = {KubeconfigRole.ADMIN.value: "cluster-admin", KubeconfigRole.VIEW.value: "view"}
+ARGOCD_ROLE = "argocd"
+"""Argo CD's own ServiceAccount in the virtual cluster, cluster-admin like the ``argocd-manager``
+that ``argocd cluster add`` creates; never a tenant's kubeconfig."""
+ROLE_CLUSTER_ROLES = {KubeconfigRole.ADMIN.value: "cluster-admin", KubeconfigRole.VIEW.value: "view",
+                      ARGOCD_ROLE: "cluster-admin"}
 """The virtual cluster's ClusterRole each kubeconfig role is bound to."""
 SERVICE_ACCOUNT_NAMESPACE = "kube-system"
 ROTATE_AFTER_FRACTION = 0.8
@@ -106,7 +110,7 @@ def _role_values(roles: Iterable[str | KubeconfigRole]) -> list[str]:
     for value in values:
         if value not in ROLE_CLUSTER_ROLES:
             raise ValueError(f"unknown kubeconfig role {value!r} in spec.kubeconfig.roles; use "
-                             f"{' or '.join(ROLE_CLUSTER_ROLES)}")
+                             f"{' or '.join(role.value for role in KubeconfigRole)}")
     return values
 
 

@@ -11,7 +11,7 @@ from typing import Optional
 READY = "Ready"
 PART_CONDITIONS = (
     "NamespaceReady", "QuotaReady", "RBACReady", "NetworkReady", "QueueReady", "SharingReady",
-    "VClusterReady", "KubeconfigReady",
+    "VClusterReady", "KubeconfigReady", "ArgoCDReady",
 )
 DELETION_PREVENTED = "DeletionPrevented"
 

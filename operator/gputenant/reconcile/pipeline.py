@@ -21,20 +21,23 @@ from pydantic import ValidationError
 
 from gputenant import GROUP, KIND, VERSION, naming
 from gputenant.api.v1alpha1 import GpuTenant
+from gputenant.argocd import cluster_secret
 from gputenant.config.models import OperatorConfig
 from gputenant.helm.versions import values_hash
 from gputenant.kube import ApiError, Applier, KubeClient, LiveSnapshot
+from gputenant.kube.applier import object_key
+from gputenant.kubeconfigs import ARGOCD_ROLE, IssuedKubeconfig, kubeconfig_secret, needs_rotation
+from gputenant.policy.decision import Decision
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.ports import KubeconfigIssuer, Releases, StepError
 
 log = logging.getLogger(__name__)
 
 API_VERSION = f"{GROUP}/{VERSION}"
-EXPIRES_ANNOTATION = f"{GROUP}/expires-at"
 ROTATION_ANNOTATION = f"{GROUP}/rotation"
+"""On each token Secret: the rotate-kubeconfigs request it was issued for."""
 SERVER_ANNOTATION = f"{GROUP}/server"
-ROTATE_AFTER_FRACTION = 2 / 3
-"""Kubeconfigs are re-issued once this share of their lifetime has passed."""
+"""On each token Secret: the server URL it was issued for (a new URL re-issues it)."""
 WAIT_FOR_CONTROL_PLANE_SECONDS = 5.0
 
 STAGES: tuple[tuple[str, frozenset[str]], ...] = (
@@ -63,6 +66,39 @@ def parse_duration(text: str, field_name: str = "spec.kubeconfig.tokenLifetime")
 
 def stage_of(kind: str) -> str:
     return next((name for name, kinds in STAGES if kind in kinds), SHARING_STAGE)
+
+
+def not_applied(stage: str, decision: Decision) -> tuple[str, str]:
+    """(reason, message) of a stage the renderer gave no objects: the policy's reason when the
+    decision is impossible (the stage is withheld because of it), else NotApplied."""
+    if not decision.possible:
+        return decision.reason, f"nothing applied while the sharing policy is impossible: {decision.message}"
+    return "NotApplied", f"the renderer produced no objects for {stage}"
+
+
+def parse_timestamp(text: Optional[str]) -> Optional[datetime]:
+    """An RFC 3339 timestamp as written by `now_rfc3339`, or None when absent or unreadable (which
+    makes the token count as due for rotation)."""
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) if text else None
+    except ValueError:
+        return None
+
+
+def issue_reason(live: Optional[dict], lifetime: timedelta, now: datetime, rotation: str,
+                 server: Optional[str]) -> Optional[str]:
+    """Why the token Secret `live` must be issued again, or None while it is still good:
+    missing, requested (the rotate annotation changed), server changed, or due (80% of the
+    lifetime passed, `kubeconfigs.needs_rotation`)."""
+    if live is None or not (live.get("data") or {}):
+        return "missing"
+    annotations = live["metadata"].get("annotations") or {}
+    if annotations.get(ROTATION_ANNOTATION, "") != rotation:
+        return "requested"
+    if annotations.get(SERVER_ANNOTATION) != server:
+        return "server changed"
+    expires_at = parse_timestamp(annotations.get(naming.KUBECONFIG_EXPIRES_ANNOTATION))
+    return "due" if needs_rotation(expires_at, now, lifetime) else None
 
 
 @dataclass
@@ -165,6 +201,8 @@ class _Run:
         self.host_namespace = naming.host_namespace(self.name, reconciler.config)
         self.snapshot = LiveSnapshot(reconciler.client, f"{naming.TENANT_LABEL}={self.name}")
         self.applier = Applier(reconciler.client, self.snapshot)
+        self.rotated: list[tuple[str, str, str, str]] = []
+        """Token Secrets re-issued on schedule or request: applied, but not drift."""
 
     # -- conditions -----------------------------------------------------------------------------
 
@@ -207,10 +245,10 @@ class _Run:
         for obj in objects:
             by_stage.setdefault(stage_of(obj["kind"]), []).append(obj)
         for stage, _ in STAGES:
-            if stage == "QueueReady" and not decision.possible:
-                self.set(stage, False, decision.reason, "no Queue while the sharing policy is impossible")
-                continue
-            await self.apply_stage(stage, by_stage.get(stage, []))
+            if by_stage.get(stage):
+                await self.apply_stage(stage, by_stage[stage])
+            else:
+                self.set(stage, False, *not_applied(stage, decision))
         if not decision.possible:
             self.set(SHARING_STAGE, False, decision.reason, decision.message)
             self.outcome.permanent_failure = decision.reason
@@ -224,6 +262,8 @@ class _Run:
             return
         self.current_stage = "KubeconfigReady"
         await self.ensure_kubeconfigs(admin_kubeconfig, lifetime)
+        self.current_stage = "ArgoCDReady"
+        await self.ensure_argocd(admin_kubeconfig, lifetime)
 
     async def apply_stage(self, stage: str, objects: list[dict], *, reason: str = "Applied",
                           message: str = "") -> None:
@@ -231,7 +271,7 @@ class _Run:
         for obj in objects:
             await self.applier.ensure(obj)
         names = ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
-        self.set(stage, True, reason, message or (f"in place: {names}" if names else "nothing to apply"))
+        self.set(stage, True, reason, message or f"in place: {names}")
 
     # -- vCluster -------------------------------------------------------------------------------
 
@@ -284,49 +324,97 @@ class _Run:
 
     # -- kubeconfigs ----------------------------------------------------------------------------
 
+    def rotation_request(self) -> str:
+        return (self.body["metadata"].get("annotations") or {}).get(naming.ROTATE_ANNOTATION, "")
+
+    async def live_secret(self, name: str, namespace: str) -> Optional[dict]:
+        return await self.applier.live({"apiVersion": "v1", "kind": "Secret",
+                                        "metadata": {"name": name, "namespace": namespace}})
+
+    def token_annotations(self, issued: IssuedKubeconfig, server: Optional[str]) -> dict[str, str]:
+        return {naming.KUBECONFIG_EXPIRES_ANNOTATION: now_rfc3339(issued.expires_at),
+                ROTATION_ANNOTATION: self.rotation_request(), SERVER_ANNOTATION: server or ""}
+
     async def ensure_kubeconfigs(self, admin_kubeconfig: dict, lifetime: timedelta) -> None:
+        """Issue the kubeconfigs that are missing, requested or due; keep the others untouched."""
         spec = self.tenant.spec
-        rotation = self.body["metadata"].get("annotations", {}).get(naming.ROTATE_ANNOTATION, "")
         server = spec.vcluster.server_url or _server_of(admin_kubeconfig)
-        entries, rotated = [], []
-        for role in (r.value for r in spec.kubeconfig.roles):
-            secret_name = naming.kubeconfig_secret_name(self.name, role)
-            live = await self.applier.live({"apiVersion": "v1", "kind": "Secret",
-                                            "metadata": {"name": secret_name, "namespace": self.host_namespace}})
-            annotations = (live or {}).get("metadata", {}).get("annotations", {})
-            expires_at = annotations.get(EXPIRES_ANNOTATION)
-            if self.needs_issue(live, expires_at, lifetime, annotations, rotation, server):
-                issued = await self.r.issuer.issue(self.name, role, admin_kubeconfig, spec.vcluster.server_url,
-                                                   int(lifetime.total_seconds()))
-                expires_at = now_rfc3339(issued.expires_at)
-                await self.applier.ensure(adopt({
-                    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                    "metadata": {"name": secret_name, "namespace": self.host_namespace,
-                                 "labels": {naming.COMPONENT_LABEL: "kubeconfig"},
-                                 "annotations": {EXPIRES_ANNOTATION: expires_at, ROTATION_ANNOTATION: rotation,
-                                                 SERVER_ANNOTATION: server}},
-                    "stringData": {"config": issued.kubeconfig},
-                }, self.body, self.host_namespace))
-                rotated.append(role)
-            entries.append({"role": role, "secretName": secret_name, "expiresAt": expires_at})
+        roles = [role.value for role in spec.kubeconfig.roles]
+        live = {role: await self.live_secret(naming.kubeconfig_secret_name(self.name, role), self.host_namespace)
+                for role in roles}
+        reasons = {role: issue_reason(live[role], lifetime, self.now, self.rotation_request(), server)
+                   for role in roles}
+        due = [role for role in roles if reasons[role]]
+        issued = await self.r.issuer.issue(self.name, due, admin_kubeconfig, spec.vcluster.server_url,
+                                           int(lifetime.total_seconds())) if due else []
+        for kubeconfig in issued:
+            secret = kubeconfig_secret(self.name, kubeconfig.role, self.host_namespace, kubeconfig)
+            secret["metadata"]["annotations"] = self.token_annotations(kubeconfig, server)
+            live[kubeconfig.role] = await self.applier.ensure(adopt(secret, self.body, self.host_namespace))
+            if reasons[kubeconfig.role] != "missing":
+                self.rotated.append(object_key(secret))
+        entries = [{"role": role, "secretName": naming.kubeconfig_secret_name(self.name, role),
+                    "expiresAt": live[role]["metadata"]["annotations"][naming.KUBECONFIG_EXPIRES_ANNOTATION]}
+                   for role in roles]
         await self.remove_unwanted_kubeconfigs({e["secretName"] for e in entries})
         self.status["kubeconfigs"] = entries
-        if rotated:
-            await self.event("Normal", "KubeconfigIssued", f"issued kubeconfigs: {', '.join(rotated)}")
+        if due:
+            await self.event("Normal", "KubeconfigIssued", "issued kubeconfigs: " + ", ".join(
+                f"{role} ({reasons[role]})" for role in due))
         soonest = min(e["expiresAt"] for e in entries) if entries else "-"
         self.set("KubeconfigReady", True, "Issued",
                  f"{len(entries)} kubeconfig(s) in {self.host_namespace}; earliest expiry {soonest}")
 
-    def needs_issue(self, live, expires_at, lifetime, annotations, rotation, server) -> bool:
-        if live is None or not expires_at or not live.get("data", {}).get("config"):
-            return True
-        if annotations.get(ROTATION_ANNOTATION, "") != rotation or annotations.get(SERVER_ANNOTATION) != server:
-            return True
-        expiry = datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-        return self.now >= expiry - lifetime * (1 - ROTATE_AFTER_FRACTION)
+    # -- Argo CD --------------------------------------------------------------------------------
+
+    async def ensure_argocd(self, admin_kubeconfig: dict, lifetime: timedelta) -> None:
+        """The Argo CD cluster Secret with a token of Argo CD's own ServiceAccount in the virtual
+        cluster, issued and rotated like the kubeconfigs; removed when disabled or moved."""
+        argocd = self.tenant.spec.argocd
+        name = naming.argocd_secret_name(self.name)
+        wanted = (argocd.namespace, name) if argocd.enabled else None
+        await self.remove_argocd_secrets(keep=wanted)
+        if not argocd.enabled:
+            self.set("ArgoCDReady", True, "NotRequested", "spec.argocd.enabled is false; no cluster Secret")
+            return
+        if await self.r.client.get("v1", "Namespace", argocd.namespace) is None:
+            raise StepError("ArgoCDNamespaceMissing", f"namespace {argocd.namespace} (spec.argocd.namespace) does "
+                            "not exist; install Argo CD there or set spec.argocd.namespace", transient=True)
+        server = self.tenant.spec.vcluster.server_url or _server_of(admin_kubeconfig)
+        live = await self.live_secret(name, argocd.namespace)
+        reason = issue_reason(live, lifetime, self.now, self.rotation_request(), server)
+        if reason:
+            [issued] = await self.r.issuer.issue(self.name, [ARGOCD_ROLE], admin_kubeconfig, server,
+                                                 int(lifetime.total_seconds()))
+            token = yaml.safe_load(issued.kubeconfig_yaml)["users"][0]["user"]["token"]
+            annotations = self.token_annotations(issued, server)
+        else:
+            config = json.loads(base64.b64decode(live["data"]["config"]))
+            token = config["bearerToken"]
+            annotations = {key: live["metadata"]["annotations"].get(key, "") for key in (
+                naming.KUBECONFIG_EXPIRES_ANNOTATION, ROTATION_ANNOTATION, SERVER_ANNOTATION)}
+        ca = base64.b64decode(admin_kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"])
+        secret = cluster_secret(self.name, argocd.namespace, server, ca, token, project=argocd.project)
+        secret["metadata"]["annotations"] = annotations
+        await self.applier.ensure(secret)
+        if reason and reason != "missing":
+            self.rotated.append(object_key(secret))
+        if reason:
+            await self.event("Normal", "ArgoCDTokenIssued", f"Argo CD cluster Secret {argocd.namespace}/{name}: "
+                             f"token issued ({reason})")
+        self.set("ArgoCDReady", True, "Registered", f"cluster Secret {argocd.namespace}/{name} for {server}; "
+                 f"token expires {annotations[naming.KUBECONFIG_EXPIRES_ANNOTATION]}")
+
+    async def remove_argocd_secrets(self, keep: Optional[tuple[str, str]]) -> None:
+        for secret in await self.snapshot.items("v1", "Secret"):
+            metadata = secret["metadata"]
+            if (metadata.get("labels") or {}).get(naming.COMPONENT_LABEL) != "argocd":
+                continue
+            if (metadata.get("namespace"), metadata["name"]) != keep:
+                await self.r.client.delete("v1", "Secret", metadata["name"], metadata.get("namespace"))
 
     async def remove_unwanted_kubeconfigs(self, wanted: set[str]) -> None:
-        for secret in self.snapshot.all("v1", "Secret"):
+        for secret in await self.snapshot.items("v1", "Secret"):
             labels = secret["metadata"].get("labels", {})
             name = secret["metadata"]["name"]
             if labels.get(naming.COMPONENT_LABEL) == "kubeconfig" and name not in wanted:
@@ -341,9 +429,10 @@ class _Run:
         self.outcome.applied = list(self.applier.result.applied)
         new_status = {**self.status, "observedGeneration": self.generation,
                       "conditions": cond.ordered(self.conditions)}
-        if self.outcome.applied and self.was_ready_at_this_generation():
+        drifted = [key for key in self.outcome.applied if key not in self.rotated]
+        if drifted and self.was_ready_at_this_generation():
             await self.event("Warning", "DriftRepaired", "re-applied objects that were changed or deleted: "
-                             + ", ".join(f"{k}/{n}" for _, k, _, n in self.outcome.applied))
+                             + ", ".join(f"{k}/{n}" for _, k, _, n in drifted))
         for condition in new_status["conditions"]:
             before = cond.find(self.old_status.get("conditions") or [], condition["type"])
             if before is None or before["status"] != condition["status"] or before["reason"] != condition["reason"]:

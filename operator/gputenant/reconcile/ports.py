@@ -7,9 +7,9 @@ kubeconfig issuer (gputenant.helm, gputenant.kubeconfigs) through the adapters i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Protocol
+
+from gputenant.kubeconfigs import IssuedKubeconfig
 
 
 class StepError(Exception):
@@ -31,14 +31,8 @@ class Releases(Protocol):
         """Remove the release if present. Raises StepError."""
 
 
-@dataclass(frozen=True)
-class IssuedKubeconfig:
-    kubeconfig: str
-    """The kubeconfig document (YAML text) for the role."""
-    expires_at: datetime
-
-
 class KubeconfigIssuer(Protocol):
-    async def issue(self, tenant: str, role: str, admin_kubeconfig: dict, server_url: str | None,
-                    lifetime_seconds: int) -> IssuedKubeconfig:
-        """A token-based kubeconfig for `role` inside the virtual cluster. Raises StepError."""
+    async def issue(self, tenant: str, roles: list[str], admin_kubeconfig: dict, server_url: str | None,
+                    lifetime_seconds: int) -> list[IssuedKubeconfig]:
+        """One token kubeconfig per role inside the virtual cluster (roles: the spec's kubeconfig
+        roles, or ``argocd`` for Argo CD's ServiceAccount). Raises StepError."""
