@@ -16,8 +16,9 @@ tools:
 	bash tools/build.sh
 
 ## dev: start a local control plane, the operator and the example tenants, and watch them become Ready
+## (DEV_ARGS=--exit-when-ready stops once they are Ready, for CI)
 dev: venv tools
-	$(BIN)/gputenant dev up
+	$(BIN)/gputenant dev up $(DEV_ARGS)
 
 ## test: unit tests and tests against the real local control plane
 test: venv tools
