@@ -47,6 +47,16 @@ def test_renewed_ca_is_bundled_with_its_predecessor(tmp_path):
     x509.load_pem_x509_certificate(paths.cert.read_bytes()).verify_directly_issued_by(new_ca)
 
 
+def test_a_ca_replaced_within_the_same_second_still_keeps_its_predecessor(tmp_path):
+    paths = CertificatePaths.in_directory(tmp_path)
+    ensure_certificates(tmp_path, ["127.0.0.1"], now=START)
+    (tmp_path / "ca.crt").unlink()
+    assert ensure_certificates(tmp_path, ["127.0.0.1"], now=START)
+    new_ca, old_ca = x509.load_pem_x509_certificates(paths.ca_bundle.read_bytes())
+    assert new_ca.subject != old_ca.subject
+    x509.load_pem_x509_certificate(paths.cert.read_bytes()).verify_directly_issued_by(new_ca)
+
+
 def test_changed_hostnames_renew_the_leaf(tmp_path):
     ensure_certificates(tmp_path, ["127.0.0.1"], now=START)
     assert ensure_certificates(tmp_path, ["10.0.0.7"], now=START)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -77,7 +78,8 @@ def _sans(hostnames: Iterable[str]) -> list[x509.GeneralName]:
 
 def _new_ca(now: datetime, lifetime: timedelta) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"gputenant-guard-ca-{now:%Y%m%d%H%M%S}")])
+    # A unique name per CA: a leaf's issuer must tell a renewed CA from its predecessor.
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"gputenant-guard-ca-{os.urandom(6).hex()}")])
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + lifetime)
@@ -133,18 +135,26 @@ def ensure_certificates(directory: Path, hostnames: list[str], *, now: Optional[
         ca, ca_key = _new_ca(now, ca_lifetime)
         _write(ca_key_path, _key_pem(ca_key), private=True)
         _write(ca_cert_path, ca.public_bytes(serialization.Encoding.PEM))
-        bundle = [ca] + [c for c in previous if c.subject != ca.subject]
+        bundle = [ca] + previous
         _write(paths.ca_bundle, b"".join(c.public_bytes(serialization.Encoding.PEM) for c in bundle))
         changed = True
 
     leaf = x509.load_pem_x509_certificate(paths.cert.read_bytes()) if paths.cert.exists() and paths.key.exists() else None
-    if (changed or leaf is None or leaf.issuer != ca.subject or _needs_renewal(leaf, now)
+    if (changed or leaf is None or not _issued_by(leaf, ca) or _needs_renewal(leaf, now)
             or _leaf_sans(leaf) != {str(n.value) for n in _sans(hostnames)}):
         leaf, key = _new_leaf(ca, ca_key, hostnames, now, leaf_lifetime)
         _write(paths.key, _key_pem(key), private=True)
         _write(paths.cert, leaf.public_bytes(serialization.Encoding.PEM))
         changed = True
     return changed
+
+
+def _issued_by(leaf: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        leaf.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
 
 
 def _bundle(path: Path) -> list[x509.Certificate]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 import tempfile
 from pathlib import Path
 from typing import AsyncIterator, Optional
@@ -62,18 +63,29 @@ class GuardServer:
     async def __call__(self, fn) -> AsyncIterator[dict]:
         if self.generated:
             ensure_certificates(self.cert_dir, self.hostnames)
+        if not self.port:
+            self.port = _free_port(self.listen)
         server = kopf.WebhookServer(addr=self.listen, port=self.port, host=self.host, certfile=str(self.cert_file),
                                     pkeyfile=str(self.key_file), cafile=str(self.ca_file),
                                     file_check_interval=self.file_check_interval)
         renewer = asyncio.create_task(self._renew_forever()) if self.generated else None
         try:
             async for client_config in server(fn):
-                self.configurations_written += await sync_webhook_configurations(
-                    self.client, self.config, dict(client_config))
+                written = await sync_webhook_configurations(self.client, self.config, dict(client_config))
+                self.configurations_written += written
+                log.info("admission guard serving at %s; %d webhook configurations updated",
+                         client_config["url"], written)
                 yield client_config
         finally:
             if renewer is not None:
                 renewer.cancel()
+
+
+def _free_port(address: str) -> int:
+    """A port chosen once, so restarts on renewed certificates keep the webhook URL."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((address, 0))
+        return probe.getsockname()[1]
 
 
 def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:

@@ -30,7 +30,7 @@ class GuardThread:
     certificates and registered webhook configurations until the block ends."""
 
     def __init__(self, kubeconfig: Path, config: OperatorConfig, *, cert_dir: Optional[Path] = None,
-                 port: Optional[int] = None):
+                 port: Optional[int] = None, file_check_interval: float = 60.0):
         self.kubeconfig = Path(kubeconfig)
         self.config = config
         self.registry = kopf.OperatorRegistry()
@@ -38,7 +38,8 @@ class GuardThread:
         self.guard: Guard = register(self.registry, config, self.client)
         connection = _connection(self.kubeconfig)
         kopf.on.login(registry=self.registry)(lambda **_: connection)
-        self.server = GuardServer(self.client, config, host="127.0.0.1", port=port, cert_dir=cert_dir)
+        self.server = GuardServer(self.client, config, host="127.0.0.1", port=port, cert_dir=cert_dir,
+                                  file_check_interval=file_check_interval)
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._ready = threading.Event()
