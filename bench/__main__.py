@@ -28,6 +28,7 @@ from bench.scenarios import (
     MemoryResult, OnboardingResult, QuotaChangeResult, SteadyResult, bench_plane, idle_memory,
     measure_quota_change, measure_resync, onboard_with_operator, onboard_with_script,
 )
+from bench.source import Source, snapshot
 from bench.tenants import REPO_ROOT, tenant_name
 
 SCENARIOS = ("onboarding", "steady", "memory", "webhook")
@@ -61,6 +62,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="6 tenants, 1 repeat, memory at 0 and 6, 10 s resync, 1 s webhook bursts")
     parser.add_argument("--workdir", type=Path, help="where plane logs, audit logs and results go "
                         "(default: a new temporary directory, kept for reading)")
+    parser.add_argument("--source", default="HEAD",
+                        help="commit whose operator, renderer and charts are measured, snapshot with git archive "
+                        "(default HEAD); WORKTREE measures the working tree as it is")
     parser.add_argument("--json", type=Path, help="write all figures here (default: <workdir>/results.json)")
     args = parser.parse_args(argv)
     if args.quick:
@@ -76,12 +80,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 class Bench:
-    def __init__(self, args: argparse.Namespace, workdir: Path):
+    def __init__(self, args: argparse.Namespace, workdir: Path, source: Source):
         self.args = args
         self.workdir = workdir
+        self.source = source
         self.onboarding: list[tuple[int, OnboardingResult]] = []
         """(repeat, result) of every onboarding run."""
-        self.steady: SteadyResult | None = None
+        self.steadies: list[SteadyResult] = []
+        """One unchanged resync per size (the last repeat's operator run)."""
         self.quota: QuotaChangeResult | None = None
         self.memory: list[MemoryResult] = []
         self.webhook: dict | None = None
@@ -105,36 +111,40 @@ class Bench:
                 for repeat in range(args.repeats):
                     variants = ["operator", *[p for p in [1, *args.parallelism]]]
                     if "onboarding" in args.skip:
-                        variants = ["operator"] if size == largest and repeat == args.repeats - 1 else []
+                        variants = ["operator"] if repeat == args.repeats - 1 else []
                     rotate = repeat % len(variants) if variants else 0
                     for variant in variants[rotate:] + variants[:rotate]:
-                        with_steady = (variant == "operator" and measure_steady and size == largest
-                                       and repeat == args.repeats - 1)
-                        self.onboard(size, repeat, variant, with_steady)
+                        with_steady = variant == "operator" and measure_steady and repeat == args.repeats - 1
+                        self.onboard(size, repeat, variant, with_steady, with_quota=size == largest)
         if "memory" not in args.skip:
             measured = {r.tenants: r for _, r in self.onboarding if r.variant == "operator"}
             for size in args.memory_sizes:
                 if size == 0:
                     self.log("operator RSS with no tenants")
-                    with bench_plane(self.run_dir("memory-0")) as plane:
-                        self.memory.append(idle_memory(plane, self.run_dir("memory-0")))
+                    with bench_plane(self.run_dir("memory-0"), self.source) as plane:
+                        self.memory.append(idle_memory(plane, self.run_dir("memory-0"), self.source))
                 elif size not in measured:
                     self.onboard(size, 0, "operator", False, memory_only=True)
         if "webhook" not in args.skip:
             self.webhook = run_webhook_benchmark(args.webhook_seconds, self.log)
 
-    def onboard(self, size: int, repeat: int, variant, with_steady: bool, memory_only: bool = False) -> None:
+    @property
+    def steady(self) -> SteadyResult | None:
+        return max(self.steadies, key=lambda s: s.tenants, default=None)
+
+    def onboard(self, size: int, repeat: int, variant, with_steady: bool, memory_only: bool = False,
+                with_quota: bool = False) -> None:
         name = "operator" if variant == "operator" else f"script-p{variant}"
         workdir = self.run_dir(f"n{size}", f"r{repeat}", name)
         timeout = max(180.0, SECONDS_PER_TENANT_LIMIT * size)
         self.log(f"N={size} repeat {repeat + 1}: {name}{' + steady state' if with_steady else ''}")
-        with bench_plane(workdir) as plane:
+        with bench_plane(workdir, self.source) as plane:
             if variant == "operator":
-                then = self.steady_state if with_steady else None
-                result = onboard_with_operator(plane, workdir, size, resync_seconds=self.args.resync_seconds,
-                                               timeout=timeout, then=then)
+                then = (lambda *parts: self.steady_state(*parts, with_quota=with_quota)) if with_steady else None
+                result = onboard_with_operator(plane, workdir, self.source, size,
+                                               resync_seconds=self.args.resync_seconds, timeout=timeout, then=then)
             else:
-                result = onboard_with_script(plane, workdir, size, variant, timeout)
+                result = onboard_with_script(plane, workdir, self.source, size, variant, timeout)
         self.log(f"  -> vc Secrets after {result.seconds_to_secrets:.1f}s"
                  + (f", Ready after {result.seconds_to_ready:.1f}s" if result.seconds_to_ready else "")
                  + f", {result.requests.total} API requests, {result.helm.invocations} helm")
@@ -142,11 +152,14 @@ class Bench:
             self.memory.append(MemoryResult(size, result.rss_steady_mib, result.rss_peak_mib))
         self.onboarding.append((repeat, result))
 
-    def steady_state(self, plane, operator, shim, _sampler, result: OnboardingResult) -> None:
+    def steady_state(self, plane, operator, shim, _sampler, result: OnboardingResult, with_quota: bool) -> None:
         self.log(f"  steady state: waiting one resync period ({operator.resync_seconds:.0f}s + 5s)")
-        self.steady = measure_resync(plane, operator, shim, result.tenants)
-        self.log(f"  -> {self.steady.tenants_resynced} tenants resynced, {self.steady.requests.writes} writes, "
-                 f"{self.steady.helm.invocations} helm")
+        steady = measure_resync(plane, operator, shim, result.tenants)
+        self.steadies.append(steady)
+        self.log(f"  -> {steady.tenants_resynced} tenants resynced, {steady.requests.writes} writes, "
+                 f"{steady.helm.invocations} helm")
+        if not with_quota:
+            return
         self.quota = measure_quota_change(plane, shim, tenant_name("bench-", 1))
         self.log(f"  quota change -> {self.quota.requests.writes} writes, {self.quota.helm.invocations} helm")
 
@@ -154,7 +167,8 @@ class Bench:
 
     def print_report(self) -> None:
         print(f"# gpu-tenant-operator benchmark ({time.strftime('%Y-%m-%d %H:%M')})\n")
-        print(machine_line() + "\n")
+        print(machine_line())
+        print(f"Measured source: {self.source.commit} (operator, renderer, vcluster-local chart, CRD)\n")
         if self.onboarding:
             self.print_onboarding()
         if self.steady:
@@ -223,18 +237,20 @@ class Bench:
 
     def print_steady(self) -> None:
         steady, quota = self.steady, self.quota
-        print(f"## Steady state: {steady.tenants} Ready tenants, one resync period ({steady.window_seconds:.0f} s)\n")
-        rows = [["unchanged resync", str(steady.tenants_resynced), str(steady.requests.total),
-                 str(steady.requests.writes), str(steady.helm.invocations), str(steady.helm.installs_or_upgrades),
-                 report.fmt(steady.cpu.total, 2), "; ".join(f"{k}: {v}" for k, v in steady.requests.writes_by_resource().items()) or "-"]]
+        print(f"## Steady state: one resync period ({steady.window_seconds:.0f} s) with every tenant Ready\n")
+        rows = [[f"unchanged resync, N={s.tenants}", str(s.tenants_resynced), str(s.requests.total),
+                 str(s.requests.writes), str(s.helm.invocations), str(s.helm.installs_or_upgrades),
+                 report.fmt(s.cpu.total, 2), report.fmt(s.apiserver_cpu, 2),
+                 "; ".join(f"{k}: {v}" for k, v in s.requests.writes_by_resource().items()) or "-"]
+                for s in sorted(self.steadies, key=lambda s: s.tenants)]
         if quota:
             rows.append([f"quota change on {quota.tenant}", "1", str(quota.requests.total), str(quota.requests.writes),
-                         str(quota.helm.invocations), str(quota.helm.installs_or_upgrades), "-",
+                         str(quota.helm.invocations), str(quota.helm.installs_or_upgrades), "-", "-",
                          "; ".join(f"{k}: {v}" for k, v in quota.requests.writes_by_resource().items()) or "-"])
         print(report.table(["window", "tenants visited", "API requests", "writes", "helm invocations",
-                            "helm upgrades", "operator CPU s", "writes by verb and resource"], rows))
+                            "helm upgrades", "operator CPU s", "apiserver CPU s", "writes by verb and resource"], rows))
         reads = ", ".join(f"{verb} {n}" for verb, n in sorted(steady.requests.by_verb.items()))
-        print(f"\nUnchanged resync requests by verb: {reads}; per tenant visited: "
+        print(f"\nUnchanged resync at N={steady.tenants}, requests by verb: {reads}; per tenant visited: "
               f"{steady.requests.total / max(1, steady.tenants_resynced):.1f}.")
         if quota:
             print(f"Quota change: Ready at the new generation after {quota.seconds_to_ready:.1f} s; writes by "
@@ -260,6 +276,7 @@ class Bench:
             "operator CPU s": lambda r: r.cpu.total if r.cpu else None,
             "operator peak RSS MiB": lambda r: r.rss_peak_mib,
             "serial script s to vc Secrets": None,
+            "onboarding apiserver CPU s (operator run)": lambda r: r.apiserver_cpu,
         }
         rows = []
         for name, metric in metrics.items():
@@ -270,6 +287,14 @@ class Bench:
             points = [(n, value) for n, value in points if value is not None]
             if points:
                 rows.append([name, *[report.fmt(dict(points).get(n)) for n in sizes],
+                             report.growth_verdict(report.growth_exponent(points))])
+        steady = {s.tenants: s for s in self.steadies}
+        for name, metric in {"resync API requests": lambda s: float(s.requests.total),
+                             "resync operator CPU s": lambda s: s.cpu.total,
+                             "resync apiserver CPU s": lambda s: s.apiserver_cpu}.items():
+            points = [(n, metric(steady[n])) for n in sizes if n in steady]
+            if len(points) > 1:
+                rows.append([name, *[report.fmt(dict(points).get(n), 2) for n in sizes],
                              report.growth_verdict(report.growth_exponent(points))])
         return rows, sizes
 
@@ -293,11 +318,13 @@ class Bench:
                 parallel = report.paired_ratio_median(self.paired(size, best, "seconds_to_ready"))
                 rows.append(report.target(f"{size} tenants to Ready vs {best}", parallel is not None and parallel <= 1.0,
                                           f"{report.fmt(parallel, 2)}x", "<= 1.0x"))
-        if self.steady:
-            rows.append(report.target("writes on unchanged resync", self.steady.requests.writes == 0,
-                                      str(self.steady.requests.writes), "0"))
-            rows.append(report.target("Helm upgrades on unchanged resync", self.steady.helm.installs_or_upgrades == 0,
-                                      str(self.steady.helm.installs_or_upgrades), "0"))
+        if self.steadies:
+            writes = max(s.requests.writes for s in self.steadies)
+            upgrades = max(s.helm.installs_or_upgrades for s in self.steadies)
+            sizes = "/".join(str(s.tenants) for s in self.steadies)
+            rows.append(report.target(f"writes on unchanged resync (N={sizes}, most)", writes == 0, str(writes), "0"))
+            rows.append(report.target(f"Helm upgrades on unchanged resync (N={sizes}, most)", upgrades == 0,
+                                      str(upgrades), "0"))
         if self.quota:
             rows.append(report.target("Helm upgrades on a quota change", self.quota.helm.installs_or_upgrades == 0,
                                       str(self.quota.helm.installs_or_upgrades), "0"))
@@ -330,10 +357,10 @@ class Bench:
             if isinstance(value, (list, tuple)):
                 return [plain(v) for v in value]
             return value
-        return {"machine": machine_facts(), "arguments": {k: (sorted(v) if isinstance(v, set) else str(v) if isinstance(v, Path) else v)
+        return {"machine": machine_facts(), "source": self.source.commit, "arguments": {k: (sorted(v) if isinstance(v, set) else str(v) if isinstance(v, Path) else v)
                                                           for k, v in vars(self.args).items()},
                 "onboarding": [{"repeat": repeat, **plain(result)} for repeat, result in self.onboarding],
-                "steady": plain(self.steady), "quota_change": plain(self.quota),
+                "steady": plain(self.steadies), "quota_change": plain(self.quota),
                 "memory": plain(self.memory), "webhook": self.webhook,
                 "targets": [dict(zip(("target", "goal", "measured", "verdict"), row)) for row in self.targets()]}
 
@@ -375,7 +402,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gputenant-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    bench = Bench(args, workdir)
+    try:
+        source = snapshot(args.source, workdir / "source")
+    except ValueError as error:
+        print(f"python -m bench: {error}", file=sys.stderr)
+        return 2
+    bench = Bench(args, workdir, source)
     failed = False
     try:
         bench.run()

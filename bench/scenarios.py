@@ -13,7 +13,6 @@ import resource
 import shlex
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -27,14 +26,13 @@ import yaml
 from bench.measure import (
     CpuSeconds, HelmShim, HelmTally, RequestTally, RssSampler, cpu_seconds, rss_mib, tally_requests,
 )
-from bench.tenants import REPO_ROOT, BaselineInput, generate_tenants, operator_config, render_baseline_inputs
+from bench.source import Source
+from bench.tenants import BaselineInput, generate_tenants, operator_config, render_baseline_inputs
 from bench.vcluster_shared import SharedVirtualCluster
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import install_crds, install_kai_queue_crd
 from kubeplane.process import free_ports
 
-GPUTENANT = Path(sys.executable).parent / "gputenant"
-LOCAL_CHART = REPO_ROOT / "charts" / "vcluster-local"
 OPERATOR_USER = "bench-operator"
 BASELINE_USER = "bench-baseline"
 TENANT_PREFIX = "bench-"
@@ -52,6 +50,8 @@ class OnboardingResult:
     requests: RequestTally
     helm: HelmTally
     cpu: Optional[CpuSeconds] = None
+    apiserver_cpu: Optional[float] = None
+    """CPU seconds of the host kube-apiserver during the run (everyone's requests, audit included)."""
     rss_peak_mib: Optional[float] = None
     rss_steady_mib: Optional[float] = None
     notes: list[str] = field(default_factory=list)
@@ -65,6 +65,8 @@ class SteadyResult:
     requests: RequestTally
     helm: HelmTally
     cpu: CpuSeconds
+    apiserver_cpu: float
+    """CPU seconds of the host kube-apiserver in the window: the cost the operator's reads cause."""
 
 
 @dataclass
@@ -86,12 +88,12 @@ class MemoryResult:
 # -- the plane ------------------------------------------------------------------------------------
 
 @contextmanager
-def bench_plane(workdir: Path) -> Iterator[ControlPlane]:
-    """A fresh audited control plane with the GpuTenant and KAI Queue CRDs."""
+def bench_plane(workdir: Path, source: Source) -> Iterator[ControlPlane]:
+    """A fresh audited control plane with the source's GpuTenant CRD and KAI's Queue CRD."""
     plane = ControlPlane(workdir / "plane", audit=True)
     plane.start()
     try:
-        install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
+        install_crds(plane, source.root / "crds" / "tenant.yaml")
         install_kai_queue_crd(plane)
         yield plane
     finally:
@@ -116,6 +118,10 @@ def is_ready(body: dict) -> bool:
     return ready.get("status") == "True" and status.get("observedGeneration") == body["metadata"].get("generation")
 
 
+def apiserver_cpu(plane: ControlPlane) -> float:
+    return cpu_seconds(plane.pids["kube-apiserver"]).own
+
+
 def wait_until(probe, timeout: float, what: str, interval: float = READY_POLL_SECONDS):
     return wait_for(probe, timeout=timeout, interval=interval, what=what)
 
@@ -126,10 +132,11 @@ class OperatorProcess:
     """`gputenant run` as its own identity (so the audit log tells its requests apart), its helm
     going through the counting shim, with a liveness endpoint to know when it serves."""
 
-    def __init__(self, plane: ControlPlane, workdir: Path, shim: HelmShim, resync_seconds: float):
+    def __init__(self, plane: ControlPlane, workdir: Path, source: Source, shim: HelmShim, resync_seconds: float):
         self.plane = plane
+        self.source = source
         self.log_path = workdir / "operator.log"
-        self.config_path = operator_config(workdir)
+        self.config_path = operator_config(workdir, source.root)
         self.kubeconfig = plane.user(OPERATOR_USER, ["system:masters"])
         self.shim = shim
         self.resync_seconds = resync_seconds
@@ -137,13 +144,13 @@ class OperatorProcess:
 
     def start(self, timeout: float = 60) -> "OperatorProcess":
         [port] = free_ports(1)
-        env = {**self.plane.env(self.kubeconfig), "GPUTENANT_TOOLS_DIR": str(self.shim.tools_dir),
-               "GPUTENANT_RESYNC_SECONDS": str(self.resync_seconds)}
+        env = self.source.env({**self.plane.env(self.kubeconfig), "GPUTENANT_TOOLS_DIR": str(self.shim.tools_dir),
+                               "GPUTENANT_RESYNC_SECONDS": str(self.resync_seconds)})
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [str(GPUTENANT), "run", "--config", str(self.config_path), "--kubeconfig", str(self.kubeconfig),
-                 "--liveness", f"http://127.0.0.1:{port}/healthz"],
-                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+                self.source.gputenant("run", "--config", str(self.config_path), "--kubeconfig", str(self.kubeconfig),
+                                      "--liveness", f"http://127.0.0.1:{port}/healthz"),
+                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.source.root)
         wait_until(lambda: self._alive(port), timeout, "the operator's liveness endpoint", interval=0.2)
         return self
 
@@ -175,19 +182,20 @@ class OperatorProcess:
 
 # -- onboarding -----------------------------------------------------------------------------------
 
-def onboard_with_operator(plane: ControlPlane, workdir: Path, count: int, *, resync_seconds: float,
-                          timeout: float, then=None) -> OnboardingResult:
+def onboard_with_operator(plane: ControlPlane, workdir: Path, source: Source, count: int, *,
+                          resync_seconds: float, timeout: float, then=None) -> OnboardingResult:
     """Apply `count` tenants at once and wait until all are Ready. `then(operator, sim, sampler,
     result)` runs afterwards with everything still up (the steady-state and quota measurements)."""
     shim = HelmShim(workdir / "helm-shim", plane.bin_dir / "helm")
-    tenants = generate_tenants(count, TENANT_PREFIX)
+    tenants = generate_tenants(count, TENANT_PREFIX, source.root / "examples" / "tenants")
     namespaces = {f"tenant-{t['metadata']['name']}" for t in tenants}
     with SharedVirtualCluster(plane) as sim:
-        operator = OperatorProcess(plane, workdir, shim, resync_seconds).start()
+        operator = OperatorProcess(plane, workdir, source, shim, resync_seconds).start()
         try:
             with RssSampler(operator.pid) as sampler:
                 audit_start, helm_start = plane.audit_offset(), shim.offset()
                 cpu_start = cpu_seconds(operator.pid)
+                apiserver_start = apiserver_cpu(plane)
                 started = time.monotonic()
                 apply_tenants(plane, tenants)
 
@@ -206,7 +214,8 @@ def onboard_with_operator(plane: ControlPlane, workdir: Path, count: int, *, res
                 cpu = cpu_seconds(operator.pid) - cpu_start
                 result = OnboardingResult(
                     "operator", count, sim.last_written(namespaces) - started, ready_at - started,
-                    tally_requests(plane.audit_events(audit_start), OPERATOR_USER), shim.tally(helm_start), cpu)
+                    tally_requests(plane.audit_events(audit_start), OPERATOR_USER), shim.tally(helm_start), cpu,
+                    apiserver_cpu(plane) - apiserver_start)
                 settle_until = time.monotonic() + 10
                 time.sleep(10)
                 result.rss_peak_mib = sampler.peak
@@ -229,16 +238,17 @@ helm upgrade --install "$4" {chart} --namespace "$3" --values "$2"
 """
 
 
-def onboard_with_script(plane: ControlPlane, workdir: Path, count: int, parallelism: int,
+def onboard_with_script(plane: ControlPlane, workdir: Path, source: Source, count: int, parallelism: int,
                         timeout: float) -> OnboardingResult:
     """The baseline: the per-tenant script run for every tenant serially (parallelism 1) or through
     `xargs -P parallelism`; done when every ``vc-<release>`` Secret exists (the simulator writes
     it as soon as the release's Pod is admitted, exactly as for the operator)."""
     shim = HelmShim(workdir / "helm-shim", plane.bin_dir / "helm")
-    tenants = generate_tenants(count, TENANT_PREFIX)
-    inputs = render_baseline_inputs(tenants, operator_config(workdir), workdir / "rendered")
+    tenants = generate_tenants(count, TENANT_PREFIX, source.root / "examples" / "tenants")
+    inputs = render_baseline_inputs(tenants, operator_config(workdir, source.root), workdir / "rendered",
+                                    source.gputenant("render"), source.env(dict(os.environ)))
     script = workdir / "onboard-tenant.sh"
-    script.write_text(BASELINE_SCRIPT.format(chart=shlex.quote(str(LOCAL_CHART))))
+    script.write_text(BASELINE_SCRIPT.format(chart=shlex.quote(str(source.local_chart))))
     script.chmod(0o755)
     arguments = workdir / "tenants.args"
     arguments.write_text("".join(_script_line(item) for item in inputs))
@@ -253,6 +263,7 @@ def onboard_with_script(plane: ControlPlane, workdir: Path, count: int, parallel
     with SharedVirtualCluster(plane) as sim:
         audit_start, helm_start = plane.audit_offset(), shim.offset()
         children_before = _children_cpu()
+        apiserver_start = apiserver_cpu(plane)
         started = time.monotonic()
         script_run = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True,
                                     timeout=timeout)
@@ -263,7 +274,8 @@ def onboard_with_script(plane: ControlPlane, workdir: Path, count: int, parallel
         variant = "serial script" if parallelism == 1 else f"script, xargs -P {parallelism}"
         result = OnboardingResult(variant, count, sim.last_written(namespaces) - started, None,
                                   tally_requests(plane.audit_events(audit_start), BASELINE_USER),
-                                  shim.tally(helm_start), CpuSeconds(0.0, _children_cpu() - children_before))
+                                  shim.tally(helm_start), CpuSeconds(0.0, _children_cpu() - children_before),
+                                  apiserver_cpu(plane) - apiserver_start)
         if sim.errors:
             result.notes.append(f"simulator errors: {sim.errors[-3:]}")
         return result
@@ -286,12 +298,13 @@ def measure_resync(plane: ControlPlane, operator: OperatorProcess, shim: HelmShi
     """One full drift-timer period with nothing changed: every tenant's timer fires once in it."""
     window = operator.resync_seconds + 5
     audit_start, helm_start = plane.audit_offset(), shim.offset()
-    cpu_start = cpu_seconds(operator.pid)
+    cpu_start, apiserver_start = cpu_seconds(operator.pid), apiserver_cpu(plane)
     time.sleep(window)
     cpu = cpu_seconds(operator.pid) - cpu_start
+    apiserver = apiserver_cpu(plane) - apiserver_start
     requests = tally_requests(plane.audit_events(audit_start), OPERATOR_USER)
     resynced = {selector for selector in requests.listed_selectors if selector.startswith("gputenant.io/tenant=")}
-    return SteadyResult(count, window, len(resynced), requests, shim.tally(helm_start), cpu)
+    return SteadyResult(count, window, len(resynced), requests, shim.tally(helm_start), cpu, apiserver)
 
 
 def measure_quota_change(plane: ControlPlane, shim: HelmShim, tenant: str, timeout: float = 120) -> QuotaChangeResult:
@@ -319,9 +332,9 @@ def measure_quota_change(plane: ControlPlane, shim: HelmShim, tenant: str, timeo
 
 # -- memory with no tenants -----------------------------------------------------------------------
 
-def idle_memory(plane: ControlPlane, workdir: Path, seconds: float = 10) -> MemoryResult:
+def idle_memory(plane: ControlPlane, workdir: Path, source: Source, seconds: float = 10) -> MemoryResult:
     shim = HelmShim(workdir / "helm-shim", plane.bin_dir / "helm")
-    operator = OperatorProcess(plane, workdir, shim, resync_seconds=60).start()
+    operator = OperatorProcess(plane, workdir, source, shim, resync_seconds=60).start()
     try:
         with RssSampler(operator.pid) as sampler:
             since = time.monotonic()

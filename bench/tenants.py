@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,20 +12,18 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR = REPO_ROOT / "examples" / "tenants"
-EXAMPLE_CONFIG = REPO_ROOT / "examples" / "config.yaml"
-LOCAL_CHART = REPO_ROOT / "charts" / "vcluster-local"
 TRUST_ORDER = ("Trusted", "Internal", "Untrusted")
 
 
-def example_tenants() -> dict[str, dict]:
+def example_tenants(examples_dir: Path = EXAMPLES_DIR) -> dict[str, dict]:
     """The example GpuTenant of each trust level, by trust."""
     examples = {}
-    for path in sorted(EXAMPLES_DIR.glob("*.yaml")):
+    for path in sorted(examples_dir.glob("*.yaml")):
         body = yaml.safe_load(path.read_text())
         examples[body["spec"]["trust"]] = body
     missing = set(TRUST_ORDER) - set(examples)
     if missing:
-        raise FileNotFoundError(f"{EXAMPLES_DIR} has no example for trust {sorted(missing)}")
+        raise FileNotFoundError(f"{examples_dir} has no example for trust {sorted(missing)}")
     return examples
 
 
@@ -34,11 +31,11 @@ def tenant_name(prefix: str, index: int) -> str:
     return f"{prefix}{index:04d}"
 
 
-def generate_tenants(count: int, prefix: str = "bench-") -> list[dict]:
+def generate_tenants(count: int, prefix: str = "bench-", examples_dir: Path = EXAMPLES_DIR) -> list[dict]:
     """`count` tenants cycling Trusted, Internal, Untrusted (a third each), each a copy of that
     trust's example with its own name and owners. preventDeletion is dropped so a benchmark plane
     can be torn down; a serverURL is made unique per tenant."""
-    examples = example_tenants()
+    examples = example_tenants(examples_dir)
     tenants = []
     for index in range(count):
         trust = TRUST_ORDER[index % len(TRUST_ORDER)]
@@ -55,11 +52,12 @@ def generate_tenants(count: int, prefix: str = "bench-") -> list[dict]:
     return tenants
 
 
-def operator_config(directory: Path) -> Path:
+def operator_config(directory: Path, source_root: Path = REPO_ROOT) -> Path:
     """examples/config.yaml pointing at the local vcluster chart (no network), as the e2e tests do."""
-    config = yaml.safe_load(EXAMPLE_CONFIG.read_text())
-    chart_version = yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"]
-    config["vcluster"].update(localPath=str(LOCAL_CHART), version=chart_version)
+    config = yaml.safe_load((source_root / "examples" / "config.yaml").read_text())
+    local_chart = source_root / "charts" / "vcluster-local"
+    chart_version = yaml.safe_load((local_chart / "Chart.yaml").read_text())["version"]
+    config["vcluster"].update(localPath=str(local_chart), version=chart_version)
     path = directory / "operator-config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -76,8 +74,9 @@ class BaselineInput:
     values_path: Path
 
 
-def render_baseline_inputs(tenants: list[dict], config_path: Path, directory: Path) -> list[BaselineInput]:
-    """Run `gputenant render` once over all tenants and split its output per tenant into
+def render_baseline_inputs(tenants: list[dict], config_path: Path, directory: Path,
+                           render_command: list[str], env: dict[str, str]) -> list[BaselineInput]:
+    """Run `render_command` (`gputenant render`) once over all tenants and split its output per tenant into
     ``<tenant>.objects.yaml`` (every host object) and ``<tenant>.values.yaml``.
 
     Rendering happens before the baseline's clock starts: a user would render once and reuse.
@@ -85,9 +84,8 @@ def render_baseline_inputs(tenants: list[dict], config_path: Path, directory: Pa
     directory.mkdir(parents=True, exist_ok=True)
     tenants_file = directory / "tenants.yaml"
     tenants_file.write_text(yaml.safe_dump_all(tenants, sort_keys=False))
-    gputenant = Path(sys.executable).parent / "gputenant"
-    output = subprocess.run([str(gputenant), "render", "-f", str(tenants_file), "--config", str(config_path)],
-                            capture_output=True, text=True)
+    output = subprocess.run([*render_command, "-f", str(tenants_file), "--config", str(config_path)],
+                            capture_output=True, text=True, env=env)
     if output.returncode:
         raise RuntimeError(f"gputenant render failed ({output.returncode}):\n{output.stderr}")
     objects: dict[str, list[dict]] = {}

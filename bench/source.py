@@ -1,0 +1,52 @@
+"""The operator under test, frozen: a snapshot of one commit, so that engineers editing the shared
+working tree during a long benchmark cannot change the code halfway through it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.tenants import REPO_ROOT
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the measured operator, renderer and local vcluster chart are read from."""
+
+    root: Path
+    commit: str
+    """The commit, or "working tree" when measuring uncommitted code."""
+
+    @property
+    def local_chart(self) -> Path:
+        return self.root / "charts" / "vcluster-local"
+
+    def gputenant(self, *args: str) -> list[str]:
+        """The `gputenant` command line running this source's package."""
+        return [sys.executable, "-m", "gputenant.cli", *args]
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        """`base` with this source's package first on the import path."""
+        return {**base, "PYTHONPATH": os.pathsep.join(filter(None, [str(self.root / "operator"),
+                                                                    base.get("PYTHONPATH")]))}
+
+
+def snapshot(ref: str, directory: Path) -> Source:
+    """`git archive` of `ref` into `directory`; ref "WORKTREE" measures the working tree as it is."""
+    if ref == "WORKTREE":
+        return Source(REPO_ROOT, "working tree")
+    commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+                            capture_output=True, text=True)
+    if commit.returncode:
+        raise ValueError(f"--source {ref}: not a commit in {REPO_ROOT} ({commit.stderr.strip()}); "
+                         "pass a commit, a branch, or WORKTREE")
+    directory.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.Popen(["git", "-C", str(REPO_ROOT), "archive", "--format=tar", commit.stdout.strip()],
+                               stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(directory)], stdin=archive.stdout, check=True)
+    if archive.wait():
+        raise RuntimeError(f"git archive {ref} failed")
+    return Source(directory, commit.stdout.strip())
