@@ -236,6 +236,7 @@ class Session:
                 new_failures = [row for row in verdict.failed if (row.name, row.reason) not in reported]
                 if new_failures:
                     print(failure_report(new_failures), file=self.out, flush=True)
+                    self._table_lines = 0  # the next table goes below the report, not over it
                     reported.update((row.name, row.reason) for row in new_failures)
                     if self.options.exit_when_ready:
                         self.say("stopping: a tenant failed for a reason the operator does not retry; "
