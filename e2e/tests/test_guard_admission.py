@@ -441,3 +441,27 @@ def test_tenant_quota_above_what_the_pool_can_still_give_is_refused(guarded):
         "tenant greedy does not fit pool ts: it has 8 GPUs and 1 are guaranteed to other tenants (ts-team: 1); "
         "lower gpu.quota to at most 7 or choose another pool with gpu.pool")
 
+
+
+def test_updates_keep_the_queue_label_and_ephemeral_containers_are_checked(guarded):
+    stored = guarded.create(HAMI, pod(container(limits={"nvidia.com/gpu": "1"})))
+    name = stored["metadata"]["name"]
+    with guarded.plane.api_client(guarded.users[HAMI.tenant]) as client:
+        core = kubernetes.client.CoreV1Api(client)
+        relabelled = core.patch_namespaced_pod(name, HAMI.namespace, [
+            {"op": "remove", "path": "/metadata/labels/kai.scheduler~1queue"},
+            {"op": "add", "path": "/metadata/labels/stage", "value": "eval"}])
+        assert relabelled.metadata.labels == {QUEUE: HAMI.tenant, "stage": "eval"}
+        with pytest.raises(ApiException) as foreign:
+            core.patch_namespaced_pod(name, HAMI.namespace, {"metadata": {"labels": {QUEUE: "ts-team"}}})
+    assert json.loads(foreign.value.body)["message"] == denied(
+        HAMI, f"[queue-label] label {QUEUE}=ts-team names another queue; pods of this tenant use queue hami-team "
+              "(remove the label)")
+    with guarded.plane.api_client() as client:
+        with pytest.raises(ApiException) as debug:
+            kubernetes.client.CoreV1Api(client).patch_namespaced_pod_ephemeralcontainers(name, HAMI.namespace, {
+                "spec": {"ephemeralContainers": [{"name": "debug", "image": "busybox",
+                                                  "securityContext": {"privileged": True}}]}})
+    assert json.loads(debug.value.body)["message"] == denied(
+        HAMI, "[privileged] ephemeral container debug is privileged; privileged containers see every GPU of the "
+              "node (remove securityContext.privileged)")
