@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 from kubernetes.utils import parse_quantity
 
@@ -303,11 +303,6 @@ def _gpu_violations(pod: dict, annotations: dict, decision: Decision, rules: Pod
             if name in annotations:
                 yield Violation("fraction-annotation", f"annotation {name} asks KAI for a shared GPU, which "
                                 f"sharing {mode} does not allow (remove it)")
-
-
-def granted_mig_profiles(rules: Optional[PodRules]) -> set[str]:
-    """MIG profiles a tenant's pods may request, e.g. {"1g.10gb"}."""
-    return {r.removeprefix("nvidia.com/mig-") for r in (rules.gpu_resources if rules else ()) if r.startswith("nvidia.com/mig-")}
 
 
 def pod_summary(pod: dict) -> dict[str, Any]:

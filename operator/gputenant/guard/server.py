@@ -52,7 +52,6 @@ class GuardServer:
             self.cert_file, self.key_file, self.ca_file = cert_file, key_file, ca_file or cert_file
         self.renewal_check_seconds = renewal_check_seconds
         self.file_check_interval = file_check_interval
-        self.configurations_written = 0
 
     async def _renew_forever(self) -> None:
         while True:
@@ -72,7 +71,6 @@ class GuardServer:
         try:
             async for client_config in server(fn):
                 written = await sync_webhook_configurations(self.client, self.config, dict(client_config))
-                self.configurations_written += written
                 log.info("admission guard serving at %s; %d webhook configurations updated",
                          client_config["url"], written)
                 yield client_config
