@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="tenant counts for operator RSS (default 0,100,500)")
     parser.add_argument("--resync-seconds", type=float, default=60, help="the operator's drift-timer interval (default 60)")
     parser.add_argument("--webhook-seconds", type=float, default=3, help="burst length per webhook rate (default 3)")
+    parser.add_argument("--budget-minutes", type=float, default=60,
+                        help="start no new run after this long; what is left is reported as skipped (default 60)")
     parser.add_argument("--skip", default="", help=f"comma-separated scenarios to skip: {', '.join(SCENARIOS)}")
     parser.add_argument("--quick", action="store_true",
                         help="6 tenants, 1 repeat, memory at 0 and 6, 10 s resync, 1 s webhook bursts")
@@ -91,6 +94,9 @@ class Bench:
         self.quota: QuotaChangeResult | None = None
         self.memory: list[MemoryResult] = []
         self.webhook: dict | None = None
+        self.skipped: list[str] = []
+        self.started = time.monotonic()
+        self.json_path = args.json or workdir / "results.json"
 
     def log(self, message: str) -> None:
         print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
@@ -103,30 +109,53 @@ class Bench:
     # -- scenarios --------------------------------------------------------------------------------
 
     def run(self) -> None:
+        """Repeat-major, so that when the time budget runs out every scenario has been measured once:
+        the first pass covers every size (with its steady state), memory and the webhook; later
+        passes add repeats of the onboarding runs."""
         args = self.args
         measure_steady = "steady" not in args.skip
-        if "onboarding" not in args.skip or measure_steady:
-            largest = max(args.sizes)
+        largest = max(args.sizes)
+        for repeat in range(args.repeats):
             for size in args.sizes:
-                for repeat in range(args.repeats):
-                    variants = ["operator", *[p for p in [1, *args.parallelism]]]
-                    if "onboarding" in args.skip:
-                        variants = ["operator"] if repeat == args.repeats - 1 else []
-                    rotate = repeat % len(variants) if variants else 0
-                    for variant in variants[rotate:] + variants[:rotate]:
-                        with_steady = variant == "operator" and measure_steady and repeat == args.repeats - 1
+                variants = ["operator", *[p for p in [1, *args.parallelism]]]
+                if "onboarding" in args.skip:
+                    variants = ["operator"] if measure_steady and repeat == 0 else []
+                rotate = repeat % len(variants) if variants else 0
+                for variant in variants[rotate:] + variants[:rotate]:
+                    with_steady = variant == "operator" and measure_steady and repeat == 0
+                    if self.within_budget(f"N={size} repeat {repeat + 1} {variant}"):
                         self.onboard(size, repeat, variant, with_steady, with_quota=size == largest)
-        if "memory" not in args.skip:
-            measured = {r.tenants: r for _, r in self.onboarding if r.variant == "operator"}
-            for size in args.memory_sizes:
-                if size == 0:
-                    self.log("operator RSS with no tenants")
-                    with bench_plane(self.run_dir("memory-0"), self.source) as plane:
-                        self.memory.append(idle_memory(plane, self.run_dir("memory-0"), self.source))
-                elif size not in measured:
-                    self.onboard(size, 0, "operator", False, memory_only=True)
-        if "webhook" not in args.skip:
+            if repeat == 0:
+                self.run_memory_and_webhook()
+
+    def within_budget(self, what: str) -> bool:
+        """Whether to start `what`; runs past --budget-minutes are listed as skipped instead."""
+        if time.monotonic() - self.started < self.args.budget_minutes * 60:
+            return True
+        self.skipped.append(what)
+        return False
+
+    def run_memory_and_webhook(self) -> None:
+        """Idle memory and the webhook first (minutes), then memory at sizes no onboarding run had
+        (an operator-only onboarding each, the most expensive runs)."""
+        args = self.args
+        if "memory" not in args.skip and 0 in args.memory_sizes and self.within_budget("memory with 0 tenants"):
+            self.log("operator RSS with no tenants")
+            with bench_plane(self.run_dir("memory-0"), self.source) as plane:
+                self.memory.append(idle_memory(plane, self.run_dir("memory-0"), self.source))
+            self.save()
+        if "webhook" not in args.skip and self.within_budget("webhook latency"):
             self.webhook = run_webhook_benchmark(args.webhook_seconds, self.log)
+            self.save()
+        if "memory" not in args.skip:
+            measured = {r.tenants for _, r in self.onboarding if r.variant == "operator"}
+            for size in args.memory_sizes:
+                if size and size not in measured and self.within_budget(f"memory with {size} tenants"):
+                    self.onboard(size, 0, "operator", False, memory_only=True)
+
+    def save(self) -> None:
+        """Write every figure so far, so an interrupted run still leaves its measurements."""
+        self.json_path.write_text(json.dumps(self.to_json(), indent=2, default=str))
 
     @property
     def steady(self) -> SteadyResult | None:
@@ -151,6 +180,7 @@ class Bench:
         if memory_only:
             self.memory.append(MemoryResult(size, result.rss_steady_mib, result.rss_peak_mib))
         self.onboarding.append((repeat, result))
+        self.save()
 
     def steady_state(self, plane, operator, shim, _sampler, result: OnboardingResult, with_quota: bool) -> None:
         self.log(f"  steady state: waiting one resync period ({operator.resync_seconds:.0f}s + 5s)")
@@ -180,6 +210,8 @@ class Bench:
             print(self.webhook["output"].rstrip() + "\n")
         self.print_growth()
         self.print_targets()
+        if self.skipped:
+            print(f"\nNot run (time budget of {self.args.budget_minutes:.0f} min spent): {'; '.join(self.skipped)}")
 
     def runs(self, size: int, variant: str) -> list[OnboardingResult]:
         return [r for _, r in self.onboarding if r.tenants == size and r.variant == variant]
@@ -362,7 +394,8 @@ class Bench:
                 "onboarding": [{"repeat": repeat, **plain(result)} for repeat, result in self.onboarding],
                 "steady": plain(self.steadies), "quota_change": plain(self.quota),
                 "memory": plain(self.memory), "webhook": self.webhook,
-                "targets": [dict(zip(("target", "goal", "measured", "verdict"), row)) for row in self.targets()]}
+                "targets": [dict(zip(("target", "goal", "measured", "verdict"), row)) for row in self.targets()],
+                "skipped": self.skipped}
 
 
 def run_webhook_benchmark(seconds: float, log) -> dict:
@@ -409,15 +442,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     bench = Bench(args, workdir, source)
     failed = False
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         bench.run()
-    except (RuntimeError, TimeoutError) as error:
+    except (RuntimeError, TimeoutError, KeyboardInterrupt) as error:
         failed = True
-        bench.log(f"FAILED: {error}\n(work directory kept: {workdir})")
+        bench.log(f"STOPPED: {error!r}; reporting what was measured")
     bench.print_report()
-    json_path = args.json or workdir / "results.json"
-    json_path.write_text(json.dumps(bench.to_json(), indent=2, default=str))
-    bench.log(f"figures written to {json_path}; logs in {workdir}")
+    bench.save()
+    bench.log(f"figures written to {bench.json_path}; logs in {workdir}")
     return 1 if failed else 0
 
 
