@@ -67,7 +67,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(default: a new temporary directory, kept for reading)")
     parser.add_argument("--source", default="HEAD",
                         help="commit whose operator, renderer and charts are measured, snapshot with git archive "
-                        "(default HEAD); WORKTREE measures the working tree as it is")
+                        "(default HEAD); WORKTREE measures the working tree as it is; a directory with operator/gputenant is used as is")
     parser.add_argument("--json", type=Path, help="write all figures here (default: <workdir>/results.json)")
     args = parser.parse_args(argv)
     if args.quick:

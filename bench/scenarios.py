@@ -8,6 +8,7 @@ shim's log, /proc for the operator process, and the shared vCluster simulator's 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import shlex
@@ -150,7 +151,8 @@ class OperatorProcess:
             self.process = subprocess.Popen(
                 self.source.gputenant("run", "--config", str(self.config_path), "--kubeconfig", str(self.kubeconfig),
                                       "--liveness", f"http://127.0.0.1:{port}/healthz"),
-                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.source.root)
+                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.source.root,
+                preexec_fn=_terminate_with_parent)
         wait_until(lambda: self._alive(port), timeout, "the operator's liveness endpoint", interval=0.2)
         return self
 
@@ -178,6 +180,12 @@ class OperatorProcess:
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _terminate_with_parent() -> None:
+    """In the child before exec: SIGTERM when the benchmark dies, so no operator outlives it."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 # -- onboarding -----------------------------------------------------------------------------------

@@ -35,14 +35,17 @@ class Source:
 
 
 def snapshot(ref: str, directory: Path) -> Source:
-    """`git archive` of `ref` into `directory`; ref "WORKTREE" measures the working tree as it is."""
+    """`git archive` of `ref` into `directory`; ref "WORKTREE" measures the working tree as it is,
+    and a directory holding ``operator/gputenant`` (e.g. a copy with a candidate fix) is used as is."""
     if ref == "WORKTREE":
         return Source(REPO_ROOT, "working tree")
+    if (Path(ref) / "operator" / "gputenant").is_dir():
+        return Source(Path(ref).resolve(), f"directory {Path(ref).resolve()}")
     commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
                             capture_output=True, text=True)
     if commit.returncode:
         raise ValueError(f"--source {ref}: not a commit in {REPO_ROOT} ({commit.stderr.strip()}); "
-                         "pass a commit, a branch, or WORKTREE")
+                         "pass a commit, a branch, WORKTREE, or a source directory")
     directory.mkdir(parents=True, exist_ok=True)
     archive = subprocess.Popen(["git", "-C", str(REPO_ROOT), "archive", "--format=tar", commit.stdout.strip()],
                                stdout=subprocess.PIPE)
