@@ -28,6 +28,7 @@ test: venv tools
 unit: venv
 	$(BIN)/pytest -ra -m 'not plane'
 
-## bench: benchmarks against the local control plane (prints tables)
+## bench: benchmarks against the local control plane (prints tables; docs/performance.md).
+## Options through BENCH_ARGS, e.g. make bench BENCH_ARGS=--quick or BENCH_ARGS="--sizes 50,100,200"
 bench: venv tools
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
