@@ -179,7 +179,8 @@ def ready_or_forbidden(body: dict | None) -> bool:
     """Ready at the current generation; a condition quoting a 403 fails at once (it is not retried
     into success)."""
     for condition in ((body or {}).get("status") or {}).get("conditions") or []:
-        if condition["status"] == "False" and "403 Forbidden" in condition.get("message", ""):
+        message = condition.get("message", "")
+        if condition["status"] == "False" and ("403 Forbidden" in message or "is forbidden" in message):
             raise RefusedByChartRbac(f"{body['metadata']['name']}: {condition['type']}: {condition['message']}")
     return is_ready(body)
 

@@ -237,6 +237,39 @@ def test_tenant_namespace_role_is_never_bound_by_the_chart():
     assert {b["roleRef"]["name"] for b in bindings if b["kind"] == "ClusterRoleBinding"} == {FULLNAME}
 
 
+def _grants(rules: list[dict]) -> set[tuple[str, str, str]]:
+    return {(group, resource, verb) for rule in rules if not rule.get("resourceNames")
+            for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
+
+
+def test_tenant_namespace_role_holds_every_right_the_vcluster_charts_role_grants():
+    """RBAC refuses to let the operator's Helm release create the vCluster Role unless the
+    operator holds every rule in it (no `escalate`). Rendered with ingress sync on, the widest."""
+    out = helm("template", "team", str(REPO_ROOT / "charts" / "vcluster-local"), "--namespace", "tenant-team",
+               "--set", "sync.toHost.ingresses.enabled=true").stdout
+    vcluster_roles = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Role"]
+    assert vcluster_roles
+    held = _grants(_rules(render(), "ClusterRole", f"{FULLNAME}-tenant-namespace"))
+    for role in vcluster_roles:
+        missing = _grants(role["rules"]) - held
+        assert not missing, f"the tenant-namespace role lacks {sorted(missing)} of Role {role['metadata']['name']}"
+
+
+def test_tenant_namespace_role_holds_the_tenant_roles_the_operator_renders():
+    """The Roles the operator renders for a tenant's people (render_tenant) must be grantable too."""
+    from gputenant.api.v1alpha1 import GpuTenant
+    from gputenant.render.tenant import rbac
+
+    tenant = GpuTenant.model_validate({"metadata": {"name": "team"}, "spec": {
+        "trust": "Internal", "owners": [{"kind": "User", "name": "owner"}]}})
+    roles, _ = rbac(tenant)
+    held = _grants(_rules(render(), "ClusterRole", f"{FULLNAME}-tenant-namespace"))
+    for role in roles:
+        named = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+                 for v in rule["verbs"]}
+        assert not named - held, (role["name"], sorted(named - held))
+
+
 def test_device_plugin_role_only_with_a_time_slicing_pool(tmp_path):
     name = f"{FULLNAME}-device-plugin-config"
     assert not [o for o in render() if o["metadata"]["name"] == name]
