@@ -93,6 +93,11 @@ def chart_values_schema() -> dict:
             "scopePolicy": _object({
                 "enabled": {"type": "boolean", "description": "Install the ValidatingAdmissionPolicy (Kubernetes >= 1.30)."},
             }, "Admission policy keeping the operator to the namespaces it manages."),
+            "argocd": _object({
+                "namespaces": {"type": "array", "uniqueItems": True, "items": {
+                    "type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63},
+                    "description": "Argo CD namespaces the operator may write cluster Secrets to."},
+            }, "Argo CD registration of tenants' virtual clusters."),
             "config": operator_config,
         },
         "$defs": definitions,

@@ -175,6 +175,7 @@ def test_changing_the_config_rolls_the_operator_pod():
     (["--set", "image.pullPolicy=Sometimes"], "at '/image/pullPolicy'"),
     (["--set", "logs.json=yes"], "at '/logs/json': got string, want boolean"),
     (["--set", "serviceMonitor.enabled=true"], "additional properties 'serviceMonitor' not allowed"),
+    (["--set", "argocd.namespaces={Argo_CD}"], "at '/argocd/namespaces/0'"),
 ])
 def test_values_schema_rejects_bad_values_naming_the_field(args, message):
     for command in (["template", RELEASE, str(CHART)], ["lint", str(CHART)]):
@@ -275,6 +276,14 @@ def test_device_plugin_role_only_with_a_time_slicing_pool(tmp_path):
     assert not [o for o in render() if o["metadata"]["name"] == name]
     role = find(render("--values", str(example_values(tmp_path))), "Role", name)
     assert role["metadata"]["namespace"] == OperatorConfig.load(EXAMPLE_CONFIG).device_plugin_config_map.namespace
+
+
+def test_argocd_secrets_only_in_the_listed_argocd_namespaces():
+    assert not [o for o in render() if o["metadata"]["name"].endswith("-argocd-clusters")]
+    objects = render("--set", "argocd.namespaces={argocd,argocd-prod}")
+    roles = [o for o in objects if o["kind"] == "Role" and o["metadata"]["name"] == f"{FULLNAME}-argocd-clusters"]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["argocd", "argocd-prod"]
+    assert all(rule["resources"] == ["secrets"] for role in roles for rule in role["rules"])
 
 
 def test_scope_policy_names_the_operator_and_the_prefix():
