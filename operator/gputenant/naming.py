@@ -28,6 +28,11 @@ LIMIT_RANGE_NAME = "gputenant-defaults"
 ISOLATION_POLICY_NAME = "gputenant-isolation"
 VCLUSTER_API_POLICY_NAME = "gputenant-vcluster-api"
 OWNERS_BINDING_NAME = "gputenant-owners"
+OPERATOR_ACCESS_BINDING_NAME = "gpu-tenant-operator"
+"""The operator's own RoleBinding (to config.tenantNamespaceClusterRole) in each host namespace."""
+OPERATOR_ACCESS_COMPONENT = "operator-access"
+LAST_HANDLED_ANNOTATION = f"{GROUP}/last-handled-configuration"
+"""kopf's record of the last spec it handled (its diff base), on each GpuTenant."""
 
 
 def tenant_labels(tenant: str, component: str) -> dict[str, str]:

@@ -209,6 +209,14 @@ class OperatorConfig(ConfigModel):
         self.trust_modes = {trust: self.trust_modes.get(trust, WEAKEST_ALLOWED[trust]) for trust in Trust}
         return self
 
+    @model_validator(mode="after")
+    def _tenant_namespace_role_has_a_subject(self) -> "OperatorConfig":
+        """The operator binds operatorServiceAccount to tenantNamespaceClusterRole: one needs the other."""
+        if self.tenant_namespace_cluster_role and not self.operator_service_account:
+            raise ValueError("tenantNamespaceClusterRole is set but operatorServiceAccount is not: set "
+                             "operatorServiceAccount to the ServiceAccount the operator runs as (the Helm chart sets both)")
+        return self
+
     def pool(self, name: str) -> Optional[Pool]:
         return next((p for p in self.pools if p.name == name), None)
 

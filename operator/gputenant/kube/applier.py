@@ -1,7 +1,9 @@
 """Apply desired objects, writing only what differs from the live state.
 
-Reads are batched: one label-selected LIST per kind per reconcile (LiveSnapshot) instead of one
-GET per object, so a resync of hundreds of tenants costs a few reads each and no writes.
+Reads are batched: one label-selected LIST per kind and namespace per reconcile (LiveSnapshot)
+instead of one GET per object, so a resync of hundreds of tenants costs a few reads each and no
+writes. Namespaced kinds are listed in the object's namespace only: the operator may hold no
+cluster-wide right on them (the Helm chart's least-privilege RBAC).
 """
 
 from __future__ import annotations
@@ -20,34 +22,34 @@ def object_key(obj: dict) -> tuple[str, str, str, str]:
 
 @dataclass
 class LiveSnapshot:
-    """The live objects carrying a label selector, listed once per kind on first use."""
+    """The live objects carrying a label selector, listed once per kind and namespace on first use."""
 
     client: KubeClient
     label_selector: str
-    _objects: dict[tuple[str, str], dict[tuple[str, str], dict]] = field(default_factory=dict)
+    _objects: dict[tuple[str, str, str], dict[str, dict]] = field(default_factory=dict)
 
     async def lookup(self, api_version: str, kind: str, name: str,
                      namespace: Optional[str] = None) -> Optional[dict]:
         """The live object if it carries the selector's labels, else None (then GET it)."""
-        await self.items(api_version, kind)
-        return self._objects[(api_version, kind)].get((namespace or "", name))
+        await self.items(api_version, kind, namespace)
+        return self._objects[(api_version, kind, namespace or "")].get(name)
 
-    async def items(self, api_version: str, kind: str) -> list[dict]:
-        """Every live object of a kind carrying the selector's labels (listed on first use)."""
-        kind_key = (api_version, kind)
-        if kind_key not in self._objects:
-            items = await self.client.list(api_version, kind, label_selector=self.label_selector)
-            self._objects[kind_key] = {
-                (item["metadata"].get("namespace") or "", item["metadata"]["name"]): item
-                for item in items}
-        return list(self._objects[kind_key].values())
+    async def items(self, api_version: str, kind: str, namespace: Optional[str] = None) -> list[dict]:
+        """Every live object of a kind carrying the selector's labels, in `namespace` (None: a
+        cluster-scoped kind), listed on first use."""
+        key = (api_version, kind, namespace or "")
+        if key not in self._objects:
+            items = await self.client.list(api_version, kind, namespace=namespace,
+                                           label_selector=self.label_selector)
+            self._objects[key] = {item["metadata"]["name"]: item for item in items}
+        return list(self._objects[key].values())
 
     def remember(self, obj: dict) -> None:
         """Keep the server's answer to a write, so later lookups see it."""
-        kind_key = (obj["apiVersion"], obj["kind"])
-        if kind_key in self._objects:
-            metadata = obj["metadata"]
-            self._objects[kind_key][(metadata.get("namespace") or "", metadata["name"])] = obj
+        metadata = obj["metadata"]
+        key = (obj["apiVersion"], obj["kind"], metadata.get("namespace") or "")
+        if key in self._objects:
+            self._objects[key][metadata["name"]] = obj
 
 
 

@@ -1,16 +1,24 @@
 """Removing a tenant: the vCluster release, then every object labelled with the tenant, then the
 host namespace (deletionPolicy Delete) or the namespace kept without our labels and ownerRefs
-(Retain). Idempotent: a retry after a crash continues where the last attempt stopped."""
+(Retain). Idempotent: a retry after a crash continues where the last attempt stopped.
+
+Namespaced objects are listed in the host namespace (and Argo CD Secrets in Argo CD's), never
+cluster-wide: with the Helm chart's RBAC the operator holds namespaced rights only through its own
+RoleBinding in the host namespace, which is therefore removed last (or by the namespace deletion).
+"""
 
 from __future__ import annotations
 
 from gputenant import KIND, naming
 from gputenant.config.models import OperatorConfig
+from typing import Iterable
+
 from gputenant.kube import ApiError, KubeClient
 from gputenant.reconcile.ports import Releases, StepError
 
+CLUSTER_SWEPT_KINDS = (("scheduling.run.ai/v2", "Queue"),)
+"""Cluster-scoped objects the operator labels for a tenant, besides the namespace itself."""
 SWEPT_KINDS = (
-    ("scheduling.run.ai/v2", "Queue"),
     ("v1", "Secret"),
     ("v1", "ConfigMap"),
     ("v1", "ResourceQuota"),
@@ -19,37 +27,76 @@ SWEPT_KINDS = (
     ("networking.k8s.io/v1", "NetworkPolicy"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("rbac.authorization.k8s.io/v1", "Role"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
 )
-"""Everything the operator may label for a tenant, besides the namespace itself."""
+"""Namespaced objects the operator labels for a tenant in its host namespace."""
 OUR_LABELS = (naming.TENANT_LABEL, naming.TRUST_LABEL, naming.COMPONENT_LABEL, naming.MANAGED_BY_LABEL)
 
 
 async def offboard(client: KubeClient, releases: Releases, config: OperatorConfig, tenant: str,
-                   *, retain: bool) -> None:
-    """Raises StepError(transient) while the namespace is still terminating, so the caller retries."""
+                   *, retain: bool, argocd_namespaces: Iterable[str] = ()) -> None:
+    """Raises StepError(transient) while the namespace is still terminating, so the caller retries.
+    `argocd_namespaces`: where the tenant's Argo CD cluster Secret may be (`pipeline.argocd_namespaces`)."""
     namespace = naming.host_namespace(tenant, config)
-    await releases.uninstall(naming.release_name(tenant), namespace)
     selector = f"{naming.TENANT_LABEL}={tenant}"
-    for api_version, kind in SWEPT_KINDS:
-        try:
-            objects = await client.list(api_version, kind, label_selector=selector)
-        except ApiError as error:
-            if error.not_found:
-                continue
-            raise
-        for obj in objects:
-            await client.delete(api_version, kind, obj["metadata"]["name"], obj["metadata"].get("namespace"))
     live = await client.get("v1", "Namespace", namespace)
+    if live is not None and live["metadata"].get("deletionTimestamp"):
+        # The namespace controller may already have removed the operator's RoleBinding, so Helm
+        # and the sweep would be refused; wait for the namespace to go.
+        raise _terminating(namespace)
+    if live is not None:
+        await releases.uninstall(naming.release_name(tenant), namespace)
+        for api_version, kind in SWEPT_KINDS:
+            for obj in await _labelled(client, api_version, kind, selector, namespace):
+                if not _is_operator_access(obj):
+                    await client.delete(api_version, kind, obj["metadata"]["name"], namespace)
+    for argocd_namespace in argocd_namespaces:
+        for secret in await _argocd_secrets(client, selector, argocd_namespace):
+            await client.delete("v1", "Secret", secret["metadata"]["name"], argocd_namespace)
+    for api_version, kind in CLUSTER_SWEPT_KINDS:
+        for obj in await _labelled(client, api_version, kind, selector):
+            await client.delete(api_version, kind, obj["metadata"]["name"])
     if live is None:
         return
     if retain:
         await _release_namespace(client, live, tenant)
+        if config.tenant_namespace_cluster_role:
+            await client.delete("rbac.authorization.k8s.io/v1", "RoleBinding", naming.OPERATOR_ACCESS_BINDING_NAME,
+                                namespace)
         return
-    if not live["metadata"].get("deletionTimestamp"):
-        await client.delete("v1", "Namespace", namespace)
-    raise StepError("NamespaceTerminating", f"waiting for namespace {namespace} to be deleted", transient=True)
+    await client.delete("v1", "Namespace", namespace)
+    raise _terminating(namespace)
+
+
+def _terminating(namespace: str) -> StepError:
+    return StepError("NamespaceTerminating", f"waiting for namespace {namespace} to be deleted", transient=True)
+
+
+def _is_operator_access(obj: dict) -> bool:
+    return (obj["kind"] == "RoleBinding" and obj["metadata"]["name"] == naming.OPERATOR_ACCESS_BINDING_NAME
+            and (obj["metadata"].get("labels") or {}).get(naming.COMPONENT_LABEL) == naming.OPERATOR_ACCESS_COMPONENT)
+
+
+async def _labelled(client: KubeClient, api_version: str, kind: str, selector: str,
+                    namespace: str | None = None) -> list[dict]:
+    """Objects of a kind carrying `selector`; none when the kind is not served (e.g. no KAI CRD)."""
+    try:
+        return await client.list(api_version, kind, namespace=namespace, label_selector=selector)
+    except ApiError as error:
+        if error.not_found:
+            return []
+        raise
+
+
+async def _argocd_secrets(client: KubeClient, selector: str, namespace: str) -> list[dict]:
+    """The tenant's Argo CD cluster Secrets in one Argo CD namespace. Where the operator may not list
+    Secrets it could not have written one, so a refusal means there is nothing to remove."""
+    try:
+        secrets = await _labelled(client, "v1", "Secret", f"{selector},{naming.COMPONENT_LABEL}=argocd", namespace)
+    except ApiError as error:
+        if error.forbidden:
+            return []
+        raise
+    return secrets
 
 
 async def _release_namespace(client: KubeClient, namespace: dict, tenant: str) -> None:

@@ -20,11 +20,11 @@ import yaml
 from pydantic import ValidationError
 
 from gputenant import GROUP, KIND, VERSION, naming
-from gputenant.api.v1alpha1 import GpuTenant
+from gputenant.api.v1alpha1 import ArgoCDSpec, GpuTenant
 from gputenant.argocd import cluster_secret
 from gputenant.config.models import OperatorConfig
 from gputenant.helm.versions import values_hash
-from gputenant.kube import ApiError, Applier, KubeClient, LiveSnapshot
+from gputenant.kube import ApiError, Applier, KubeClient, LiveSnapshot, holds
 from gputenant.kube.applier import object_key
 from gputenant.kubeconfigs import ARGOCD_ROLE, IssuedKubeconfig, kubeconfig_secret, needs_rotation
 from gputenant.policy.decision import Decision
@@ -139,6 +139,44 @@ def adopt(obj: dict, body: dict, host_namespace: str) -> dict:
     return {**obj, "metadata": metadata}
 
 
+def operator_access_binding(config: OperatorConfig, host_namespace: str) -> Optional[dict]:
+    """The RoleBinding that gives the operator's ServiceAccount `config.tenant_namespace_cluster_role`
+    in one host namespace (its only namespaced rights there, with the Helm chart's RBAC); None when
+    the config names no such role (an operator with cluster-wide rights)."""
+    if not config.tenant_namespace_cluster_role:
+        return None
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": naming.OPERATOR_ACCESS_BINDING_NAME, "namespace": host_namespace,
+                     "labels": {naming.COMPONENT_LABEL: naming.OPERATOR_ACCESS_COMPONENT}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": config.tenant_namespace_cluster_role},
+        "subjects": [{"kind": "ServiceAccount", "name": config.operator_service_account,
+                      "namespace": config.operator_namespace}],
+    }
+
+
+def argocd_namespaces(body: dict) -> list[str]:
+    """Where the tenant's Argo CD cluster Secret may be: spec.argocd.namespace while registration is
+    enabled, and the same for the last spec kopf handled, so a moved or disabled registration is
+    found and removed. The operator may list Secrets only in namespaces it is granted, so it never
+    lists them cluster-wide."""
+    annotation = ((body.get("metadata") or {}).get("annotations") or {}).get(naming.LAST_HANDLED_ANNOTATION)
+    try:
+        last_handled = (json.loads(annotation) or {}).get("spec") or {} if annotation else {}
+    except (ValueError, AttributeError):
+        last_handled = {}
+    found = set()
+    for spec in (body.get("spec") or {}, last_handled):
+        try:
+            argocd = ArgoCDSpec.model_validate(spec.get("argocd") or {})
+        except ValidationError:
+            continue
+        if argocd.enabled:
+            found.add(argocd.namespace)
+    return sorted(found)
+
+
 class Reconciler:
     """Runs the pipeline for one tenant body at a time; safe to call again at any point."""
 
@@ -247,6 +285,8 @@ class _Run:
         for stage, _ in STAGES:
             if by_stage.get(stage):
                 await self.apply_stage(stage, by_stage[stage])
+                if stage == "NamespaceReady":
+                    await self.ensure_operator_access()
             else:
                 self.set(stage, False, *not_applied(stage, decision))
         if not decision.possible:
@@ -272,6 +312,19 @@ class _Run:
             await self.applier.ensure(obj)
         names = ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
         self.set(stage, True, reason, message or f"in place: {names}")
+
+    async def ensure_operator_access(self) -> None:
+        """The operator's RoleBinding in the new host namespace, before anything else is written
+        there. Read with GET: a namespaced LIST needs the very rights this binding grants."""
+        binding = operator_access_binding(self.r.config, self.host_namespace)
+        if binding is None:
+            return
+        binding = adopt(binding, self.body, self.host_namespace)
+        metadata = binding["metadata"]
+        live = await self.r.client.get(binding["apiVersion"], binding["kind"], metadata["name"], metadata["namespace"])
+        if not holds(binding, live):
+            await self.r.client.apply(binding)
+            self.applier.result.applied.append(object_key(binding))
 
     # -- vCluster -------------------------------------------------------------------------------
 
@@ -406,15 +459,25 @@ class _Run:
                  f"token expires {annotations[naming.KUBECONFIG_EXPIRES_ANNOTATION]}")
 
     async def remove_argocd_secrets(self, keep: Optional[tuple[str, str]]) -> None:
-        for secret in await self.snapshot.items("v1", "Secret"):
-            metadata = secret["metadata"]
-            if (metadata.get("labels") or {}).get(naming.COMPONENT_LABEL) != "argocd":
-                continue
-            if (metadata.get("namespace"), metadata["name"]) != keep:
-                await self.r.client.delete("v1", "Secret", metadata["name"], metadata.get("namespace"))
+        """Delete the tenant's Argo CD cluster Secrets other than `keep` (namespace, name). A
+        namespace the operator may not list Secrets in (other than the wanted one, whose refusal
+        is the step's error) cannot hold one: it could not have been written there."""
+        for namespace in sorted({self.host_namespace, *argocd_namespaces(self.body)}):
+            try:
+                secrets = await self.snapshot.items("v1", "Secret", namespace)
+            except ApiError as error:
+                if error.forbidden and (keep is None or namespace != keep[0]):
+                    continue
+                raise
+            for secret in secrets:
+                metadata = secret["metadata"]
+                if (metadata.get("labels") or {}).get(naming.COMPONENT_LABEL) != "argocd":
+                    continue
+                if (namespace, metadata["name"]) != keep:
+                    await self.r.client.delete("v1", "Secret", metadata["name"], namespace)
 
     async def remove_unwanted_kubeconfigs(self, wanted: set[str]) -> None:
-        for secret in await self.snapshot.items("v1", "Secret"):
+        for secret in await self.snapshot.items("v1", "Secret", self.host_namespace):
             labels = secret["metadata"].get("labels", {})
             name = secret["metadata"]["name"]
             if labels.get(naming.COMPONENT_LABEL) == "kubeconfig" and name not in wanted:
