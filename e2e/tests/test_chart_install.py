@@ -189,10 +189,6 @@ def log_tail(path: Path, lines: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-@pytest.mark.xfail(strict=True, raises=RefusedByChartRbac, reason=(
-    "the pipeline still lists namespaced kinds cluster-wide (kube/applier.py LiveSnapshot, "
-    "reconcile/offboard.py) and does not bind itself in the tenant namespace "
-    "(config.tenantNamespaceClusterRole); see docs/install.md, 'What the operator code must do'"))
 def test_operator_as_the_chart_service_account_serves_three_tenants_and_deletes_them(
         rbac_plane, operator_as_service_account):
     liveness_url, log_path = operator_as_service_account
@@ -211,6 +207,18 @@ def test_operator_as_the_chart_service_account_serves_three_tenants_and_deletes_
                                  f"operator log:\n{log_tail(log_path)}") from None
     wait_for(lambda: urllib.request.urlopen(liveness_url, timeout=5).status == 200, timeout=30,
              what="the liveness endpoint")
+    with rbac_plane.api_client() as client:
+        rbac_api = kubernetes.client.RbacAuthorizationV1Api(client)
+        for name in TENANTS:
+            binding = rbac_api.read_namespaced_role_binding("gpu-tenant-operator", f"tenant-{name}")
+            assert binding.role_ref.name == f"{FULLNAME}-tenant-namespace"
+            assert [(s.name, s.namespace) for s in binding.subjects] == [(FULLNAME, NAMESPACE)]
+        # The GPU pools loop ran under the same identity: the time-slicing pools' device-plugin
+        # config, in the one namespace the chart grants it.
+        device_plugin = kubernetes.client.CoreV1Api(client).read_namespaced_config_map(
+            "gputenant-device-plugin-config", "gpu-operator")
+        assert device_plugin.metadata.managed_fields[0].manager == "gpu-tenant-operator"
+    assert "GPU pools not applied" not in log_path.read_text(errors="replace")
 
     rbac_plane.kubectl("delete", "gputenants", *TENANTS, "--wait=false")
     with rbac_plane.api_client() as client:

@@ -1,12 +1,14 @@
-"""kopf wiring: one idempotent pipeline for create/resume/update, a drift timer, deletion.
+"""kopf wiring: one idempotent pipeline for create/resume/update, a drift timer, deletion; the
+admission guard and the GPU pools loop when ``gputenant run`` asks for them.
 
-Loaded by ``gputenant run``. Everything the handlers share lives in `Runtime`, built at startup
-from the operator configuration; the handlers only translate pipeline outcomes into kopf's
-retry semantics.
+Loaded by ``gputenant run``, which calls `prepare` before kopf starts. Everything the handlers
+share lives in `Runtime`; the handlers only translate pipeline outcomes into kopf's retry
+semantics.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import os
@@ -18,16 +20,19 @@ import kopf
 
 from gputenant import GROUP, KIND, PLURAL, VERSION, naming
 from gputenant.config.models import OperatorConfig
+from gputenant.guard.server import GuardServer, server_from_args
+from gputenant.guard.webhook import register as register_guard
 from gputenant.kube import ApiError, KubeClient
+from gputenant.pools import PoolReport
+from gputenant.pools.apply import apply_pools, collect_pool_reports
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.offboard import offboard
-from gputenant.reconcile.pipeline import API_VERSION, Reconciler, now_rfc3339
+from gputenant.reconcile.pipeline import API_VERSION, Reconciler, argocd_namespaces, now_rfc3339
 from gputenant.reconcile.ports import StepError
 
 log = logging.getLogger(__name__)
 
 CONFIG_ENV = "GPUTENANT_CONFIG"
-KUBECONFIG_ENV = "GPUTENANT_KUBECONFIG"
 RESYNC_ENV = "GPUTENANT_RESYNC_SECONDS"
 DELETION_RETRY_ENV = "GPUTENANT_DELETION_RETRY_SECONDS"
 RESOURCE = (GROUP, VERSION, PLURAL)
@@ -40,7 +45,12 @@ class Runtime:
     reconciler: Reconciler
     resync_seconds: float
     deletion_retry_seconds: float
+    pools_interval_seconds: float = 0.0
+    """How often the GPU pools are applied; 0: never (no pools, or turned off)."""
+    guard_server: Optional[GuardServer] = None
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    pool_reports: list[PoolReport] = field(default_factory=list)
+    pools_task: Optional[asyncio.Task] = None
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
@@ -69,32 +79,92 @@ def build_runtime(config: OperatorConfig, kubeconfig: Optional[str]) -> Runtime:
         deletion_retry_seconds=float(os.environ.get(DELETION_RETRY_ENV, "300")))
 
 
+def prepare(config: OperatorConfig, kubeconfig: Optional[str], *, pools_interval_seconds: float = 0.0,
+            webhook_args: Optional[argparse.Namespace] = None) -> Runtime:
+    """Build the runtime and, when the webhook flags ask for it, register the admission guard.
+    Must run before kopf starts: kopf creates its index watchers from the registry at start, so a
+    guard registered from a startup handler would never see a namespace or tenant."""
+    global _runtime
+    rt = build_runtime(config, kubeconfig)
+    rt.pools_interval_seconds = pools_interval_seconds if config.pools else 0.0
+    rt.guard_server = server_from_args(webhook_args, rt.client, config) if webhook_args else None
+    if rt.guard_server is not None:
+        register_guard(kopf.get_default_registry(), config, rt.client)
+    _runtime = rt
+    return rt
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, **_) -> None:
-    """Own finalizer and annotation storage (status is ours alone), then load the configuration."""
-    global _runtime
+    """Own finalizer and annotation storage (status is ours alone); serve the guard and keep the
+    GPU pools when `prepare` set them up."""
+    rt = runtime()
     settings.persistence.finalizer = naming.FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration")
+        prefix=GROUP, key=naming.LAST_HANDLED_ANNOTATION.removeprefix(f"{GROUP}/"))
     settings.posting.level = logging.WARNING
-    config_path = os.environ.get(CONFIG_ENV)
-    config = OperatorConfig.load(config_path) if config_path else OperatorConfig()
-    _runtime = build_runtime(config, os.environ.get(KUBECONFIG_ENV) or None)
-    log.info("gpu-tenant-operator started (config %s, field manager %s)", config_path or "defaults",
-             config.field_manager)
+    if rt.guard_server is not None:
+        settings.admission.server = rt.guard_server
+    if rt.pools_interval_seconds > 0:
+        rt.pools_task = asyncio.create_task(keep_pools(rt), name="gputenant-pools")
+    log.info("gpu-tenant-operator started (field manager %s, admission guard %s, GPU pools every %s)",
+             rt.config.field_manager, "on" if rt.guard_server else "off",
+             f"{rt.pools_interval_seconds:g}s" if rt.pools_interval_seconds > 0 else "never")
 
 
 @kopf.on.cleanup()
 async def cleanup(**_) -> None:
-    if _runtime is not None:
-        await _runtime.client.close()
+    if _runtime is None:
+        return
+    if _runtime.pools_task is not None:
+        _runtime.pools_task.cancel()
+        await asyncio.gather(_runtime.pools_task, return_exceptions=True)
+    await _runtime.client.close()
 
 
 @kopf.on.probe(id="tenants")
 async def probe(**_) -> int:
     """Liveness: the number of tenants locked for reconciling right now (proves the loop runs)."""
     return sum(lock.locked() for lock in runtime().locks.values())
+
+
+@kopf.on.probe(id="pools")
+async def pools_probe(**_) -> dict:
+    """The last GPU pool report, per pool (also on the liveness endpoint)."""
+    return {report.name: pool_summary(report) for report in runtime().pool_reports}
+
+
+def pool_summary(report: PoolReport) -> dict:
+    return {"mode": report.mode, "nodes": len(report.nodes), "gpus": report.capacity,
+            "granted": report.granted, "burst": report.burst, "overcommit": report.overcommit,
+            "tenants": report.tenants}
+
+
+async def keep_pools(rt: Runtime) -> None:
+    """Apply the GPU pools now and every `pools_interval_seconds` (writes only what differs), then
+    refresh the pool report; an API failure is logged and retried on the next round."""
+    while True:
+        try:
+            await apply_pools_once(rt)
+        except ApiError as error:
+            log.warning("GPU pools not applied: %s; retrying in %gs", error, rt.pools_interval_seconds)
+        await asyncio.sleep(rt.pools_interval_seconds)
+
+
+async def apply_pools_once(rt: Runtime) -> None:
+    result = await apply_pools(rt.client, rt.config)
+    for written in result.written:
+        log.info("GPU pools: applied %s", written)
+    for problem in result.plan.problems:
+        log.warning("GPU pools: %s", problem)
+    for blocked in result.blocked:
+        log.warning("GPU pools: held back: %s", blocked.message)
+    reports = await collect_pool_reports(rt.client, rt.config)
+    if reports != rt.pool_reports:
+        log.info("GPU pools: %s", "; ".join(
+            f"{name}: {summary}" for name, summary in ((r.name, pool_summary(r)) for r in reports)))
+    rt.pool_reports = reports
 
 
 async def _reconcile(body: kopf.Body, retry: int) -> None:
@@ -134,7 +204,7 @@ async def delete(body: kopf.Body, **_) -> None:
     try:
         async with rt.lock(tenant):
             await offboard(rt.client, rt.reconciler.releases, rt.config, tenant,
-                           retain=spec.get("deletionPolicy") == "Retain")
+                           retain=spec.get("deletionPolicy") == "Retain", argocd_namespaces=argocd_namespaces(body))
     except StepError as error:
         raise kopf.TemporaryError(f"{error.reason}: {error.message}", delay=10) from None
     except ApiError as error:

@@ -137,15 +137,26 @@ def test_webhook_service_certificates_and_rbac_follow_the_guard_design():
     assert not [r for r in _rules(disabled, "ClusterRole", FULLNAME) if "admissionregistration.k8s.io" in r["apiGroups"]]
 
 
-@pytest.mark.xfail(strict=True, raises=SystemExit, reason=(
-    "gputenant run does not take the guard's --webhook-* flags yet (docs/admission-guard.md, "
-    "'Turning it on'); when it does, this passes: set webhook.enabled to true by default"))
 def test_gputenant_run_accepts_the_webhook_flags():
+    """The Deployment's command parses, and gives a guard server on the Service's name and port
+    with generated certificates, or with the mounted Secret's."""
     from gputenant.cli import build_parser
+    from gputenant.guard.server import server_from_args
 
-    container = find(render("--set", "webhook.enabled=true"), "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]
-    args = build_parser().parse_args(container["command"][1:])
-    assert args.webhook_host == f"{FULLNAME}-guard.{NAMESPACE}.svc"
+    def guard_server(*values: str):
+        container = find(render("--set", "webhook.enabled=true", *values), "Deployment",
+                         FULLNAME)["spec"]["template"]["spec"]["containers"][0]
+        args = build_parser().parse_args(container["command"][1:])
+        assert args.command == "run" and args.webhook_host == f"{FULLNAME}-guard.{NAMESPACE}.svc"
+        return server_from_args(args, client=None, config=OperatorConfig())
+
+    generated = guard_server()
+    assert (generated.generated, generated.port, generated.listen) == (True, 9443, "0.0.0.0")
+    assert generated.hostnames == [f"{FULLNAME}-guard.{NAMESPACE}.svc"]
+    assert str(generated.cert_dir).startswith("/tmp/")
+    provided = guard_server("--set", "webhook.certificateSecret=guard-tls")
+    assert provided.generated is False
+    assert [p.name for p in (provided.cert_file, provided.key_file, provided.ca_file)] == ["tls.crt", "tls.key", "ca.crt"]
 
 
 def test_configmap_holds_a_config_the_operator_loads(tmp_path):

@@ -1,12 +1,17 @@
 """`gputenant run`: the operator, watching GpuTenants in the whole cluster (what the Helm chart's
-Deployment runs)."""
+Deployment runs); with --webhook-host it also serves the admission guard on tenant pods, and with
+GPU pools in its config it keeps their nodes labelled (--pools-interval)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+
+from gputenant.guard.flags import add_webhook_arguments
 
 HELP = "run the operator against the current cluster (all namespaces)"
+DEFAULT_POOLS_INTERVAL_SECONDS = 300.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,24 +21,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "else the in-cluster service account)")
     parser.add_argument("--json-logs", action="store_true", help="log one JSON object per line")
     parser.add_argument("--liveness", metavar="URL",
-                        help="serve a liveness probe, e.g. http://0.0.0.0:8080/healthz")
+                        help="serve a liveness probe, e.g. http://0.0.0.0:8080/healthz (it also reports "
+                        "the GPU pools: nodes, GPUs, granted, over-commitment)")
+    parser.add_argument("--pools-interval", type=float, default=DEFAULT_POOLS_INTERVAL_SECONDS, metavar="SECONDS",
+                        help="apply the config's GPU pools (node labels, device-plugin ConfigMap) at startup "
+                        f"and every SECONDS (default {DEFAULT_POOLS_INTERVAL_SECONDS:g}); 0 turns it off")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
+    add_webhook_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     import kopf
 
     from gputenant.config.models import OperatorConfig
-    from gputenant.handlers import CONFIG_ENV, KUBECONFIG_ENV
+    from gputenant.handlers import CONFIG_ENV, prepare
 
-    if args.config:
-        OperatorConfig.load(args.config)  # fail fast with pydantic's field-by-field message
-        os.environ[CONFIG_ENV] = os.path.abspath(args.config)
-    if args.kubeconfig:
-        os.environ["KUBECONFIG"] = os.environ[KUBECONFIG_ENV] = os.path.abspath(args.kubeconfig)
+    if args.pools_interval < 0:
+        print(f"gputenant run: --pools-interval {args.pools_interval:g} is negative; give seconds, or 0 to "
+              "turn the GPU pools loop off", file=sys.stderr)
+        return 2
+    config_path = args.config or os.environ.get(CONFIG_ENV)
+    config = OperatorConfig.load(config_path) if config_path else OperatorConfig()
+    kubeconfig = os.path.abspath(args.kubeconfig) if args.kubeconfig else None
+    if kubeconfig:
+        os.environ["KUBECONFIG"] = kubeconfig  # helm, run by pyhelm3, reads it
     kopf.configure(verbose=args.verbose,
                    log_format=kopf.LogFormat.JSON if args.json_logs else kopf.LogFormat.FULL)
-    import gputenant.handlers  # noqa: F401  (registers the handlers)
-
+    try:
+        prepare(config, kubeconfig, pools_interval_seconds=args.pools_interval, webhook_args=args)
+    except ValueError as error:  # e.g. --webhook-cert without --webhook-key
+        print(f"gputenant run: {error}", file=sys.stderr)
+        return 2
     kopf.run(clusterwide=True, standalone=True, liveness_endpoint=args.liveness)
     return 0

@@ -86,21 +86,8 @@ def _free_port(address: str) -> int:
         return probe.getsockname()[1]
 
 
-def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``gputenant run`` flags that turn the admission guard on."""
-    group = parser.add_argument_group("admission guard")
-    group.add_argument("--webhook-host", help="Host or IP the apiserver dials (put in the webhook URL and the "
-                       "generated certificate). Unset: no admission guard.")
-    group.add_argument("--webhook-port", type=int, default=9443, help="Port to listen on (default 9443).")
-    group.add_argument("--webhook-listen", help="Address to bind (default: --webhook-host; 0.0.0.0 in a Pod).")
-    group.add_argument("--webhook-cert", type=Path, help="Serving certificate (PEM); unset: generated and renewed.")
-    group.add_argument("--webhook-key", type=Path, help="Private key of --webhook-cert (PEM).")
-    group.add_argument("--webhook-ca", type=Path, help="CA bundle for the webhook configurations; default --webhook-cert.")
-    group.add_argument("--webhook-cert-dir", type=Path, help="Where generated certificates live (default: a temp dir).")
-
-
 def server_from_args(args: argparse.Namespace, client: KubeClient, config: OperatorConfig) -> Optional[GuardServer]:
-    """A GuardServer from the flags of add_webhook_arguments, or None if --webhook-host is unset."""
+    """A GuardServer from the flags of `guard.flags.add_webhook_arguments`, or None if --webhook-host is unset."""
     if not args.webhook_host:
         return None
     return GuardServer(client, config, host=args.webhook_host, port=args.webhook_port, listen=args.webhook_listen,
