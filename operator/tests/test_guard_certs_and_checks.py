@@ -105,6 +105,20 @@ def test_quota_that_fits_next_to_other_tenants_passes_and_one_that_does_not_is_r
                         "guaranteed to other tenants (a: 2); lower gpu.quota to at most 2 or choose another pool with gpu.pool"]
 
 
+def test_an_over_committed_pool_refuses_only_updates_that_ask_it_for_more():
+    """Tenants admitted at the same moment can over-commit a pool; their other changes (here
+    clearing preventDeletion, to offboard) must still pass, while a higher quota is refused."""
+    others = [("a", trusted(2), decide("a", trusted(2), SHARED)), ("c", trusted(2), decide("c", trusted(2), SHARED))]
+    old = trusted(1).model_copy(update={"prevent_deletion": True}).model_dump(by_alias=True, mode="json")
+    assert old["preventDeletion"] is True
+    assert check_tenant_change(SHARED, "b", trusted(1), old, others, []) == ([], [])
+    assert check_tenant_change(SHARED, "b", trusted(0.5), old, others, []) == ([], [])
+    problems, _ = check_tenant_change(SHARED, "b", trusted(1.5), old, others, [])
+    assert problems == ["[pool-capacity] gpu.quota 1.5 of tenant b does not fit pool ts: it has 4 GPUs and 4 are "
+                        "guaranteed to other tenants (a: 2, c: 2); lower gpu.quota to at most 0 or choose another pool "
+                        "with gpu.pool"]
+
+
 def test_withdrawing_a_profile_is_refused_only_while_pods_use_it():
     old = spec(1).model_dump(by_alias=True, mode="json")
     assert check_tenant_change(CONFIG, "b", spec(1, "2g.20gb"), old, [], [("idle", {})]) == ([], [])

@@ -61,18 +61,33 @@ def check_tenant_change(config: OperatorConfig, name: str, spec: GpuTenantSpec, 
     of every other tenant; `gpu_pods` are (pod name, GPU resources) in the tenant's host namespace."""
     decision = decide(name, spec, config)
     problems = []
-    others = [(other, other_spec.gpu.quota, d.pool.name if d.possible and d.pool else None)
-              for other, other_spec, d in other_tenants if other != name]
-    capacity = pool_capacity_problem(name, spec, decision, others)
-    if capacity:
-        problems.append(capacity)
+    others = [(other, other_spec.gpu.quota, _pool_name(d)) for other, other_spec, d in other_tenants if other != name]
+    before: Optional[tuple[GpuTenantSpec, Decision]] = None
     if old_spec is not None:
         try:
-            before = decide(name, GpuTenantSpec.model_validate(old_spec), config)
+            validated = GpuTenantSpec.model_validate(old_spec)
+            before = (validated, decide(name, validated, config))
         except ValidationError:
             before = None
-        if before is not None:
-            in_use = resources_in_use_problem(name, before, decision, gpu_pods, naming.host_namespace(name, config))
-            if in_use:
-                problems.append(in_use)
+    if before is None or _guarantee_grows(before, spec, decision):
+        capacity = pool_capacity_problem(name, spec, decision, others)
+        if capacity:
+            problems.append(capacity)
+    if before is not None:
+        in_use = resources_in_use_problem(name, before[1], decision, gpu_pods, naming.host_namespace(name, config))
+        if in_use:
+            problems.append(in_use)
     return problems, list(decision.warnings)
+
+
+def _pool_name(decision: Decision) -> Optional[str]:
+    return decision.pool.name if decision.possible and decision.pool else None
+
+
+def _guarantee_grows(before: tuple[GpuTenantSpec, Decision], spec: GpuTenantSpec, decision: Decision) -> bool:
+    """Whether an update asks its pool for more than the tenant already holds there. Only such an
+    update is refused for capacity: an over-committed pool (tenants admitted at the same moment,
+    or a pool shrunk in the config) must not freeze its tenants' other changes, e.g. clearing
+    spec.preventDeletion to offboard one of them."""
+    old_spec, old_decision = before
+    return _pool_name(decision) != _pool_name(old_decision) or spec.gpu.quota > old_spec.gpu.quota
