@@ -23,7 +23,7 @@ from gputenant.config.models import OperatorConfig
 from gputenant.guard.server import GuardServer, server_from_args
 from gputenant.guard.webhook import register as register_guard
 from gputenant.kube import ApiError, KubeClient
-from gputenant.pools import PoolReport
+from gputenant.pools import PoolReport, device_plugin_config_data
 from gputenant.pools.apply import apply_pools, collect_pool_reports
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.offboard import offboard
@@ -83,8 +83,10 @@ def prepare(config: OperatorConfig, kubeconfig: Optional[str], *, pools_interval
             webhook_args: Optional[argparse.Namespace] = None) -> Runtime:
     """Build the runtime and, when the webhook flags ask for it, register the admission guard.
     Must run before kopf starts: kopf creates its index watchers from the registry at start, so a
-    guard registered from a startup handler would never see a namespace or tenant."""
+    guard registered from a startup handler would never see a namespace or tenant. Raises
+    ValueError for flags or pools that cannot work (the message names the fix)."""
     global _runtime
+    device_plugin_config_data(config)  # PoolConfigError now rather than in every pools round
     rt = build_runtime(config, kubeconfig)
     rt.pools_interval_seconds = pools_interval_seconds if config.pools else 0.0
     rt.guard_server = server_from_args(webhook_args, rt.client, config) if webhook_args else None

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
                    log_format=kopf.LogFormat.JSON if args.json_logs else kopf.LogFormat.FULL)
     try:
         prepare(config, kubeconfig, pools_interval_seconds=args.pools_interval, webhook_args=args)
-    except ValueError as error:  # e.g. --webhook-cert without --webhook-key
+    except ValueError as error:  # e.g. --webhook-cert without --webhook-key, two pools with one devicePluginConfig
         print(f"gputenant run: {error}", file=sys.stderr)
         return 2
     kopf.run(clusterwide=True, standalone=True, liveness_endpoint=args.liveness)
