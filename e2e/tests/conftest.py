@@ -6,6 +6,11 @@ statefulset controller has created the chart's Pod, it starts a second real kube
 the release and writes the admin kubeconfig to ``vc-<release>`` as vCluster's syncer does.
 Everything else (Helm, the API server, RBAC, quotas, garbage collection) is real.
 
+The operator serves its admission guard (`--webhook-host 127.0.0.1`, a free loopback port,
+generated certificates), so every tenant pod, the vCluster control-plane pod included, is admitted
+through it as in production; the webhook configurations are removed when the operator stops, so
+later modules do not meet a guard that no longer answers (it fails closed).
+
 The operator authenticates as its own user, ``gpu-tenant-operator`` (in system:masters here; the
 chart's RBAC is exercised by test_chart_install.py), so the audit log tells its requests apart
 from the tests', the simulator's and the controllers'.
@@ -14,9 +19,11 @@ from the tests', the simulator's and the controllers'.
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import kubernetes
 import pytest
@@ -30,16 +37,19 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 GPUTENANT = Path(sys.executable).parent / "gputenant"
 LOCAL_CHART = REPO_ROOT / "charts" / "vcluster-local"
 OPERATOR_USER = "gpu-tenant-operator"
+GUARD_CONFIGURATION = "gputenant-guard"
 RESYNC_SECONDS = 5
 
 
 class OperatorProcess:
     """`gputenant run` as a subprocess, so tests can SIGKILL and restart it."""
 
-    def __init__(self, plane: ControlPlane, config_path: Path, log_path: Path):
+    def __init__(self, plane: ControlPlane, config_path: Path, log_path: Path, extra_args: Sequence[str] = ()):
         self.plane = plane
         self.config_path = config_path
         self.log_path = log_path
+        self.extra_args = list(extra_args)
+        """More `gputenant run` flags, e.g. the admission guard's --webhook-*."""
         self.user = OPERATOR_USER
         self.resync_seconds = RESYNC_SECONDS
         self.kubeconfig_path = plane.user(OPERATOR_USER, groups=["system:masters"])
@@ -51,7 +61,7 @@ class OperatorProcess:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [str(GPUTENANT), "run", "--config", str(self.config_path),
-                 "--kubeconfig", str(self.kubeconfig_path)],
+                 "--kubeconfig", str(self.kubeconfig_path), *self.extra_args],
                 env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
         return self
 
@@ -98,12 +108,36 @@ def vcluster_simulator(plane: ControlPlane):
         yield simulator
 
 
+def guard_flags(cert_dir: Path) -> list[str]:
+    """`gputenant run` flags that serve the admission guard on a free loopback port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return ["--webhook-host", "127.0.0.1", "--webhook-port", str(port), "--webhook-cert-dir", str(cert_dir)]
+
+
+def remove_guard_configurations(plane: ControlPlane) -> None:
+    with plane.api_client() as client:
+        admission = kubernetes.client.AdmissionregistrationV1Api(client)
+        for delete in (admission.delete_mutating_webhook_configuration,
+                       admission.delete_validating_webhook_configuration):
+            try:
+                delete(GUARD_CONFIGURATION)
+            except kubernetes.client.ApiException as error:
+                if error.status != 404:
+                    raise
+
+
 @pytest.fixture(scope="module")
-def operator(plane: ControlPlane, crds, operator_config: Path, vcluster_simulator: VClusterSimulator):
-    """The operator running against the plane, its tenants' vCluster pods simulated."""
-    running = OperatorProcess(plane, operator_config, plane.log_dir / "operator.log").start()
+def operator(plane: ControlPlane, crds, operator_config: Path, vcluster_simulator: VClusterSimulator,
+             tmp_path_factory):
+    """The operator running against the plane with its admission guard, its tenants' vCluster pods
+    simulated."""
+    running = OperatorProcess(plane, operator_config, plane.log_dir / "operator.log",
+                              extra_args=guard_flags(tmp_path_factory.mktemp("guard-certs"))).start()
     yield running
     running.stop()
+    remove_guard_configurations(plane)
 
 
 def tenant_manifest(name: str, trust: str, owner: str, gpus: float = 1, **spec) -> dict:

@@ -2,7 +2,8 @@
 
 Everything is real except the vCluster pod: `kubeplane.vcluster_sim.VClusterSimulator` plays it
 (a second real kube-apiserver per tenant and the ``vc-<release>`` Secret), because no container
-can run here.
+can run here. The operator serves its admission guard on loopback, registered before the tenants
+are applied, so their pods (the vCluster pod included) are admitted through it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,7 +22,7 @@ from typing import Optional, TextIO
 
 import kubernetes
 import yaml
-from kubeplane import PlaneError
+from kubeplane import PlaneError, wait_for
 from pydantic import ValidationError
 
 from gputenant import GROUP, KIND, PLURAL, VERSION
@@ -35,6 +37,13 @@ from gputenant.dev.status import assess, failure_report, format_table, pick_demo
 FIELD_MANAGER = "platform-engineer"
 """Who applies the example tenants: the demo's stand-in for the person running kubectl."""
 POLL_SECONDS = 1.0
+GUARD_CONFIGURATION = "gputenant-guard"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 class DevError(RuntimeError):
@@ -207,10 +216,37 @@ class Session:
         config_path = self.options.directory / "operator-config.yaml"
         config_path.write_text(yaml.safe_dump(config_document, sort_keys=False))
         log_path = self.plane.log_dir / "operator.log"
+        guard_port = free_port()
         self.operator = Process("gputenant-operator", [
             sys.executable, "-m", "gputenant.cli", "run", "--config", str(config_path),
-            "--kubeconfig", str(self.plane.kubeconfig_path)], log_path)
+            "--kubeconfig", str(self.plane.kubeconfig_path), "--webhook-host", "127.0.0.1",
+            "--webhook-port", str(guard_port), "--webhook-cert-dir", str(self.options.directory / "guard-certs")],
+            log_path)
         self.say(f"started the operator (pid {self.operator.pid}, log {log_path}) and the simulated vCluster pod")
+        self.wait_for_guard()
+        self.say(f"admission guard serving at https://127.0.0.1:{guard_port} (webhook configurations "
+                 f"{GUARD_CONFIGURATION})")
+
+    def wait_for_guard(self, timeout: float = 60) -> None:
+        """Until the operator has registered its webhook configurations, so the tenants' pods go
+        through the guard from the first one."""
+        with self.plane.api_client() as client:
+            admission = kubernetes.client.AdmissionregistrationV1Api(client)
+
+            def registered() -> bool:
+                self.operator.check_running()
+                try:
+                    admission.read_validating_webhook_configuration(GUARD_CONFIGURATION)
+                except kubernetes.client.ApiException as error:
+                    if error.status == 404:
+                        return False
+                    raise
+                return True
+            try:
+                wait_for(registered, timeout=timeout, interval=0.5, what="the admission guard")
+            except TimeoutError:
+                raise DevError(f"the operator did not register its admission guard within {timeout:g}s; "
+                               f"see {self.plane.log_dir / 'operator.log'}") from None
 
     def apply_tenants(self) -> None:
         result = self.plane.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}",
