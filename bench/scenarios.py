@@ -44,7 +44,7 @@ READY_POLL_SECONDS = 1.0
 class OnboardingResult:
     variant: str
     tenants: int
-    seconds_to_secrets: float
+    seconds_to_secrets: Optional[float]
     """Start until every tenant's ``vc-<release>`` Secret exists: the baseline's "ready"."""
     seconds_to_ready: Optional[float]
     """Start until every GpuTenant is Ready at its generation (operator only: kubeconfigs issued too)."""
@@ -55,6 +55,8 @@ class OnboardingResult:
     """CPU seconds of the host kube-apiserver during the run (everyone's requests, audit included)."""
     rss_peak_mib: Optional[float] = None
     rss_steady_mib: Optional[float] = None
+    ready: Optional[int] = None
+    """Tenants Ready at the end (operator runs)."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -84,6 +86,8 @@ class MemoryResult:
     tenants: int
     rss_steady_mib: float
     rss_peak_mib: float
+    ready: Optional[int] = None
+    """How many of the tenants were Ready when memory was read (None: not counted, all for idle)."""
 
 
 # -- the plane ------------------------------------------------------------------------------------
@@ -121,6 +125,18 @@ def is_ready(body: dict) -> bool:
 
 def apiserver_cpu(plane: ControlPlane) -> float:
     return cpu_seconds(plane.pids["kube-apiserver"]).own
+
+
+def not_ready_reasons(plane: ControlPlane) -> dict[str, int]:
+    """How many not-Ready tenants stand at each failing condition reason, e.g. {"HelmUnavailable": 159}."""
+    reasons: dict[str, int] = {}
+    for body in tenant_bodies(plane):
+        if not is_ready(body):
+            failing = [c for c in (body.get("status") or {}).get("conditions") or []
+                       if c.get("status") != "True" and c.get("type") != "Ready"]
+            reason = failing[0]["reason"] if failing else "NoStatusYet"
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return reasons
 
 
 def wait_until(probe, timeout: float, what: str, interval: float = READY_POLL_SECONDS):
@@ -191,9 +207,12 @@ def _terminate_with_parent() -> None:
 # -- onboarding -----------------------------------------------------------------------------------
 
 def onboard_with_operator(plane: ControlPlane, workdir: Path, source: Source, count: int, *,
-                          resync_seconds: float, timeout: float, then=None) -> OnboardingResult:
+                          resync_seconds: float, timeout: float, then=None,
+                          partial_ok: bool = False) -> OnboardingResult:
     """Apply `count` tenants at once and wait until all are Ready. `then(operator, sim, sampler,
-    result)` runs afterwards with everything still up (the steady-state and quota measurements)."""
+    result)` runs afterwards with everything still up (the steady-state and quota measurements).
+    With `partial_ok` (memory runs), a timeout ends the run with what was reached instead of
+    failing it: `seconds_to_ready` stays None and `ready` says how many made it."""
     shim = HelmShim(workdir / "helm-shim", plane.bin_dir / "helm")
     tenants = generate_tenants(count, TENANT_PREFIX, source.root / "examples" / "tenants")
     namespaces = {f"tenant-{t['metadata']['name']}" for t in tenants}
@@ -214,16 +233,23 @@ def onboard_with_operator(plane: ControlPlane, workdir: Path, source: Source, co
                     return len(bodies) == count and all(map(is_ready, bodies))
                 try:
                     wait_until(all_ready, timeout, f"{count} tenants Ready")
+                    seconds_to_ready = time.monotonic() - started
                 except TimeoutError:
                     ready = sum(map(is_ready, tenant_bodies(plane)))
-                    raise TimeoutError(f"{ready}/{count} tenants Ready after {timeout}s; "
-                                       f"simulator errors {sim.errors[-3:]}; operator log:\n{operator.log_tail()}")
-                ready_at = time.monotonic()
+                    if not partial_ok:
+                        raise TimeoutError(f"{ready}/{count} tenants Ready after {timeout}s; simulator errors "
+                                           f"{sim.errors[-3:]}; operator log:\n{operator.log_tail()}")
+                    seconds_to_ready = None
                 cpu = cpu_seconds(operator.pid) - cpu_start
+                last_secret = sim.last_written(namespaces)
                 result = OnboardingResult(
-                    "operator", count, sim.last_written(namespaces) - started, ready_at - started,
+                    "operator", count, last_secret - started if last_secret else None, seconds_to_ready,
                     tally_requests(plane.audit_events(audit_start), OPERATOR_USER), shim.tally(helm_start), cpu,
                     apiserver_cpu(plane) - apiserver_start)
+                result.ready = sum(map(is_ready, tenant_bodies(plane)))
+                if seconds_to_ready is None:
+                    result.notes.append(f"{result.ready}/{count} tenants Ready when the {timeout:.0f} s bound ended "
+                                        f"the run; conditions of the others: {not_ready_reasons(plane)}")
                 settle_until = time.monotonic() + 10
                 time.sleep(10)
                 result.rss_peak_mib = sampler.peak
