@@ -12,6 +12,7 @@ namespace deletion are real.
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -130,16 +131,20 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def operator_as_service_account(rbac_plane, installed):
+def operator_as_service_account(rbac_plane, installed, tmp_path_factory):
+    """`gputenant run` as the chart's Deployment runs it (admission guard and GPU pools included),
+    but on loopback and with the ServiceAccount's token."""
     token_kubeconfig, config_path = installed
     port = free_port()
+    guard = ["--webhook-host", "127.0.0.1", "--webhook-port", str(free_port()),
+             "--webhook-cert-dir", str(tmp_path_factory.mktemp("guard-certs"))]
     log_path = rbac_plane.log_dir / "operator-as-service-account.log"
     env = {**rbac_plane.env(token_kubeconfig), "GPUTENANT_RESYNC_SECONDS": "5",
            "GPUTENANT_DELETION_RETRY_SECONDS": "3"}
     with open(log_path, "ab") as log, VClusterSimulator(rbac_plane):
         process = subprocess.Popen(
             [str(GPUTENANT), "run", "--config", str(config_path), "--kubeconfig", str(token_kubeconfig),
-             "--liveness", f"http://127.0.0.1:{port}/healthz"],
+             "--liveness", f"http://127.0.0.1:{port}/healthz", *guard],
             env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
         try:
             yield f"http://127.0.0.1:{port}/healthz", log_path
@@ -207,6 +212,15 @@ def test_operator_as_the_chart_service_account_serves_three_tenants_and_deletes_
                                  f"operator log:\n{log_tail(log_path)}") from None
     wait_for(lambda: urllib.request.urlopen(liveness_url, timeout=5).status == 200, timeout=30,
              what="the liveness endpoint")
+
+    def pools_report() -> dict:
+        with urllib.request.urlopen(liveness_url, timeout=5) as answer:
+            return json.load(answer)["pools"]
+    # The pool report on the liveness endpoint follows the tenants within a resync period.
+    pools = wait_for(lambda: (lambda found: found if found["a100-timeslice"]["tenants"] else None)(pools_report()),
+                     timeout=30, what="the pool report to show the Trusted tenant")
+    assert set(pools) == {pool["name"] for pool in yaml.safe_load(EXAMPLE_CONFIG.read_text())["pools"]}
+    assert pools["a100-timeslice"]["tenants"] == ["rbac-a"] and pools["a100-timeslice"]["granted"] == 1
     with rbac_plane.api_client() as client:
         rbac_api = kubernetes.client.RbacAuthorizationV1Api(client)
         for name in TENANTS:
@@ -218,7 +232,14 @@ def test_operator_as_the_chart_service_account_serves_three_tenants_and_deletes_
         device_plugin = kubernetes.client.CoreV1Api(client).read_namespaced_config_map(
             "gputenant-device-plugin-config", "gpu-operator")
         assert device_plugin.metadata.managed_fields[0].manager == "gpu-tenant-operator"
-    assert "GPU pools not applied" not in log_path.read_text(errors="replace")
+        # The admission guard registered itself under the same identity, and the vCluster pods
+        # (created after it) were admitted: the tenants are Ready.
+        admission = kubernetes.client.AdmissionregistrationV1Api(client)
+        assert admission.read_validating_webhook_configuration("gputenant-guard").webhooks[0].client_config.url \
+            .startswith("https://127.0.0.1:")
+    operator_log = log_path.read_text(errors="replace")
+    assert "GPU pools not applied" not in operator_log
+    assert "webhook configurations updated" in operator_log
 
     rbac_plane.kubectl("delete", "gputenants", *TENANTS, "--wait=false")
     with rbac_plane.api_client() as client:
@@ -260,6 +281,10 @@ def test_the_chart_service_account_is_refused_what_it_must_not_do(rbac_plane, in
             "read a Secret in kube-system": lambda: core.read_namespaced_secret("not-the-operators", "kube-system"),
             "list Secrets in every namespace": lambda: core.list_secret_for_all_namespaces(),
             "delete a node": lambda: core.delete_node("gpu-node-rbac"),
+            "change a node's status": lambda: core.patch_node_status("gpu-node-rbac", {
+                "status": {"capacity": {"nvidia.com/gpu": "64"}}}),
+            "read a webhook configuration not its own": lambda: kubernetes.client.AdmissionregistrationV1Api(
+                client).read_validating_webhook_configuration("someone-elses"),
             "create a pod in default": lambda: core.create_namespaced_pod("default", {
                 "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
             "bind itself to cluster-admin": lambda: rbac(client).create_cluster_role_binding({

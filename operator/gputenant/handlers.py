@@ -144,14 +144,24 @@ def pool_summary(report: PoolReport) -> dict:
 
 
 async def keep_pools(rt: Runtime) -> None:
-    """Apply the GPU pools now and every `pools_interval_seconds` (writes only what differs), then
-    refresh the pool report; an API failure is logged and retried on the next round."""
+    """Apply the GPU pools now and every `pools_interval_seconds` (writes only what differs), and
+    refresh the pool report every resync period, so it follows tenants coming and going. An API
+    failure is logged and the round retried at the next tick."""
+    loop = asyncio.get_running_loop()
+    next_apply = loop.time()
     while True:
         try:
-            await apply_pools_once(rt)
+            if loop.time() >= next_apply:
+                await apply_pools_once(rt)
+                next_apply = loop.time() + rt.pools_interval_seconds
+            await refresh_pool_reports(rt)
         except ApiError as error:
-            log.warning("GPU pools not applied: %s; retrying in %gs", error, rt.pools_interval_seconds)
-        await asyncio.sleep(rt.pools_interval_seconds)
+            log.warning("GPU pools not applied: %s; retrying in %gs", error, pools_tick(rt))
+        await asyncio.sleep(pools_tick(rt))
+
+
+def pools_tick(rt: Runtime) -> float:
+    return min(rt.pools_interval_seconds, rt.resync_seconds)
 
 
 async def apply_pools_once(rt: Runtime) -> None:
@@ -162,10 +172,13 @@ async def apply_pools_once(rt: Runtime) -> None:
         log.warning("GPU pools: %s", problem)
     for blocked in result.blocked:
         log.warning("GPU pools: held back: %s", blocked.message)
+
+
+async def refresh_pool_reports(rt: Runtime) -> None:
+    """The report served by the `pools` probe; logged when it changes."""
     reports = await collect_pool_reports(rt.client, rt.config)
     if reports != rt.pool_reports:
-        log.info("GPU pools: %s", "; ".join(
-            f"{name}: {summary}" for name, summary in ((r.name, pool_summary(r)) for r in reports)))
+        log.info("GPU pools: %s", "; ".join(f"{r.name}: {pool_summary(r)}" for r in reports))
     rt.pool_reports = reports
 
 
