@@ -132,7 +132,8 @@ def test_webhook_service_certificates_and_rbac_follow_the_guard_design():
     generated = render("--set", "webhook.enabled=true")
     command = find(generated, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[command.index("--webhook-cert-dir") + 1].startswith("/tmp/")
-    disabled = render()
+    assert [o["kind"] for o in render() if o["kind"] == "Service"] == ["Service"], "the guard is on by default"
+    disabled = render("--set", "webhook.enabled=false")
     assert not [o for o in disabled if o["kind"] == "Service"]
     assert not [r for r in _rules(disabled, "ClusterRole", FULLNAME) if "admissionregistration.k8s.io" in r["apiGroups"]]
 
