@@ -118,6 +118,17 @@ def test_same_values_install_once_and_changed_values_upgrade_once(plane, release
     assert statefulset_label(plane, "team", namespace) == "two"
 
 
+def test_a_release_known_absent_installs_with_one_helm_process(plane, releases, namespace):
+    chart = ChartRef(local_path=LOCAL_CHART)
+    version = str(yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"])
+
+    installed = asyncio.run(releases.ensure("team", namespace, chart, version, values("one"), known_absent=True))
+
+    assert installed.action == HelmAction.INSTALLED and installed.helm_invocations == 1
+    assert [revision["status"] for revision in history(plane, "team", namespace)] == ["deployed"]
+    assert statefulset_label(plane, "team", namespace) == "one"
+
+
 def test_skipping_a_minor_is_refused_without_touching_the_release(plane, releases, namespace, tmp_path):
     asyncio.run(releases.ensure("team", namespace, chart_at_version(tmp_path, "0.34.2"), "0.34.2", values()))
 

@@ -133,13 +133,19 @@ class VClusterReleases:
         self._client = Client(self._command, executable=str(self.helm_path))
 
     async def ensure(self, release: str, namespace: str, chart_ref: ChartRef, version: str,
-                     values: Mapping[str, Any], *, applied_hash: Optional[str] = None) -> HelmOutcome:
+                     values: Mapping[str, Any], *, applied_hash: Optional[str] = None,
+                     known_absent: bool = False) -> HelmOutcome:
         """Make the release run chart ``version`` with exactly ``values``.
 
         Skips Helm when ``applied_hash`` equals ``values_hash(values, version)``. Otherwise reads
         the release: installs it when absent, upgrades it when its chart version or values differ
         or its last revision failed, and does nothing when it already matches. A stuck release
         (pending after a crash) is rolled back or removed first. The namespace must exist.
+
+        ``known_absent``: the caller has just seen that no revision of the release exists (e.g. no
+        Helm release Secret), so the first attempt skips ``helm status`` and runs ``helm upgrade
+        --install`` alone: one helm process for a new tenant. A retry reads the release again, as
+        the failed attempt may have left a revision behind.
 
         Raises UpgradePathError for an unsupported version jump, ChartVersionMismatchError when a
         local chart has another version, InvalidValuesError when the chart refuses the values
@@ -154,8 +160,10 @@ class VClusterReleases:
             wait=wait_exponential(multiplier=0.5, max=self._retry_max_wait), reraise=True)
         async for attempt in retrying:
             with attempt:
+                first_attempt = attempt.retry_state.attempt_number == 1
                 action, revision, chart_version = await self._ensure_once(
-                    release, namespace, chart_ref, version, values, wanted_hash)
+                    release, namespace, chart_ref, version, values, wanted_hash,
+                    read_release=not (known_absent and first_attempt))
         return HelmOutcome(action, release, namespace, chart_version, wanted_hash, revision,
                            self.counters.invocations - started_with)
 
@@ -182,7 +190,8 @@ class VClusterReleases:
         return True
 
     async def _ensure_once(self, release: str, namespace: str, chart_ref: ChartRef, version: str,
-                           values: Mapping[str, Any], wanted_hash: str) -> tuple[HelmAction, int, str]:
+                           values: Mapping[str, Any], wanted_hash: str,
+                           read_release: bool = True) -> tuple[HelmAction, int, str]:
         try:
             parse_version(version)
         except ValueError as error:
@@ -191,7 +200,8 @@ class VClusterReleases:
         chart_version = str(local_chart.metadata.version) if local_chart else version
         wanted_values = json.loads(json.dumps(values))
         try:
-            current = await self._client.get_proceedable_revision(release, namespace=namespace, timeout=self.timeout)
+            current = (await self._client.get_proceedable_revision(release, namespace=namespace, timeout=self.timeout)
+                       if read_release else None)
             if current is not None:
                 installed = str((await current.chart_metadata()).version)
                 try:

@@ -18,9 +18,11 @@ class HelmReleases:
         self.releases = releases
         self.chart = chart
 
-    async def ensure(self, release: str, namespace: str, chart_version: str | None, values: dict) -> str:
+    async def ensure(self, release: str, namespace: str, chart_version: str | None, values: dict,
+                     known_absent: bool = False) -> str:
         try:
-            outcome = await self.releases.ensure(release, namespace, self.chart, chart_version, values)
+            outcome = await self.releases.ensure(release, namespace, self.chart, chart_version, values,
+                                                 known_absent=known_absent)
         except UpgradePathError as error:
             raise StepError("UpgradeRefused", str(error), transient=False) from None
         except InvalidValuesError as error:

@@ -356,12 +356,14 @@ class _Run:
         if stopped:
             raise StepError(self._last_reason("VClusterReady", "HelmFailed"),
                             self._last_message("VClusterReady"), transient=False)
-        if recorded.get("valuesHash") == wanted_hash and await self.release_exists(release):
+        revisions = await self.release_revisions(release)
+        if recorded.get("valuesHash") == wanted_hash and any(_deployed(s) for s in revisions):
             installed = recorded.get("chartVersion") or chart_version
         else:
             self.outcome.helm_calls += 1
             try:
-                installed = await self.r.releases.ensure(release, self.host_namespace, chart_version, values)
+                installed = await self.r.releases.ensure(release, self.host_namespace, chart_version, values,
+                                                         known_absent=not revisions)
             except StepError as error:
                 if not error.transient:
                     self.r._helm_stopped[self.name] = self.generation
@@ -384,12 +386,11 @@ class _Run:
         self.set("VClusterReady", True, "ControlPlaneUp", f"release {release} ({installed}) serves at {endpoint}")
         return admin_kubeconfig
 
-    async def release_exists(self, release: str) -> bool:
+    async def release_revisions(self, release: str) -> list[dict]:
         """Helm keeps each release revision in a Secret labelled owner=helm; reading them costs no
-        Helm call."""
-        secrets = await self.r.client.list("v1", "Secret", namespace=self.host_namespace,
-                                           label_selector=f"owner=helm,name={release}")
-        return any(s["metadata"].get("labels", {}).get("status") == "deployed" for s in secrets)
+        Helm call, and none at all tells Helm it need not look for the release itself."""
+        return await self.r.client.list("v1", "Secret", namespace=self.host_namespace,
+                                        label_selector=f"owner=helm,name={release}")
 
     # -- kubeconfigs ----------------------------------------------------------------------------
 
@@ -545,6 +546,10 @@ class _Run:
 
 def _comparable(status: dict) -> str:
     return json.dumps({k: v for k, v in status.items() if v is not None}, sort_keys=True, default=str)
+
+
+def _deployed(helm_release_secret: dict) -> bool:
+    return helm_release_secret["metadata"].get("labels", {}).get("status") == "deployed"
 
 
 def _drop_none(mapping: dict) -> dict:

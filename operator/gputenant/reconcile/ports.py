@@ -24,8 +24,9 @@ class StepError(Exception):
 
 class Releases(Protocol):
     async def ensure(self, release: str, namespace: str, chart_version: str | None,
-                     values: dict) -> str:
-        """Install or upgrade; returns the installed chart version. Raises StepError."""
+                     values: dict, known_absent: bool = False) -> str:
+        """Install or upgrade; returns the installed chart version. ``known_absent``: no revision
+        of the release exists, so Helm need not look for one. Raises StepError."""
 
     async def uninstall(self, release: str, namespace: str) -> None:
         """Remove the release if present. Raises StepError."""
