@@ -35,6 +35,12 @@ log = logging.getLogger(__name__)
 CONFIG_ENV = "GPUTENANT_CONFIG"
 RESYNC_ENV = "GPUTENANT_RESYNC_SECONDS"
 DELETION_RETRY_ENV = "GPUTENANT_DELETION_RETRY_SECONDS"
+
+
+def default_reconcile_concurrency() -> int:
+    """Reconciles mostly wait on the API and Helm; a few per core keeps every Helm slot busy
+    without hundreds of tenants queueing for the client's connections at once."""
+    return 8 * (os.cpu_count() or 1)
 RESOURCE = (GROUP, VERSION, PLURAL)
 
 
@@ -51,10 +57,17 @@ class Runtime:
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     pool_reports: list[PoolReport] = field(default_factory=list)
     pools_task: Optional[asyncio.Task] = None
+    reconcile_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(default_reconcile_concurrency()))
+    """Pipeline runs in flight across all tenants (`gputenant run --reconcile-concurrency`)."""
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
         return self.locks.setdefault(name, asyncio.Lock())
+
+    async def reconcile(self, body: kopf.Body, retry: int = 0):
+        """One pipeline run for the tenant, once it holds the tenant's lock and a reconcile slot."""
+        async with self.lock(body["metadata"]["name"]), self.reconcile_slots:
+            return await self.reconciler.reconcile(dict(body), retry=retry)
 
 
 _runtime: Optional[Runtime] = None
@@ -66,28 +79,35 @@ def runtime() -> Runtime:
     return _runtime
 
 
-def build_runtime(config: OperatorConfig, kubeconfig: Optional[str]) -> Runtime:
+def build_runtime(config: OperatorConfig, kubeconfig: Optional[str], *, helm_concurrency: Optional[int] = None,
+                  reconcile_concurrency: Optional[int] = None) -> Runtime:
+    """The operator's shared parts; a concurrency left None is the default (helm: twice the cores,
+    reconciles: eight times the cores)."""
     from gputenant.helm import ChartRef, VClusterReleases
     from gputenant.reconcile.adapters import HelmReleases, TokenKubeconfigs
 
     client = KubeClient.from_kubeconfig(kubeconfig, config.field_manager)
-    releases = HelmReleases(VClusterReleases(kubeconfig), ChartRef.from_config(config.vcluster))
+    releases = HelmReleases(VClusterReleases(kubeconfig, max_concurrent=helm_concurrency),
+                            ChartRef.from_config(config.vcluster))
     issuer = TokenKubeconfigs(config.field_manager)
     return Runtime(
         config=config, client=client, reconciler=Reconciler(client, config, releases, issuer),
         resync_seconds=float(os.environ.get(RESYNC_ENV, "60")),
-        deletion_retry_seconds=float(os.environ.get(DELETION_RETRY_ENV, "300")))
+        deletion_retry_seconds=float(os.environ.get(DELETION_RETRY_ENV, "300")),
+        reconcile_slots=asyncio.Semaphore(reconcile_concurrency or default_reconcile_concurrency()))
 
 
 def prepare(config: OperatorConfig, kubeconfig: Optional[str], *, pools_interval_seconds: float = 0.0,
-            webhook_args: Optional[argparse.Namespace] = None) -> Runtime:
+            webhook_args: Optional[argparse.Namespace] = None, helm_concurrency: Optional[int] = None,
+            reconcile_concurrency: Optional[int] = None) -> Runtime:
     """Build the runtime and, when the webhook flags ask for it, register the admission guard.
     Must run before kopf starts: kopf creates its index watchers from the registry at start, so a
     guard registered from a startup handler would never see a namespace or tenant. Raises
     ValueError for flags or pools that cannot work (the message names the fix)."""
     global _runtime
     device_plugin_config_data(config)  # PoolConfigError now rather than in every pools round
-    rt = build_runtime(config, kubeconfig)
+    rt = build_runtime(config, kubeconfig, helm_concurrency=helm_concurrency,
+                       reconcile_concurrency=reconcile_concurrency)
     rt.pools_interval_seconds = pools_interval_seconds if config.pools else 0.0
     rt.guard_server = server_from_args(webhook_args, rt.client, config) if webhook_args else None
     if rt.guard_server is not None:
@@ -183,9 +203,7 @@ async def refresh_pool_reports(rt: Runtime) -> None:
 
 
 async def _reconcile(body: kopf.Body, retry: int) -> None:
-    rt = runtime()
-    async with rt.lock(body["metadata"]["name"]):
-        outcome = await rt.reconciler.reconcile(dict(body), retry=retry)
+    outcome = await runtime().reconcile(body, retry)
     if outcome.retry_after is not None:
         raise kopf.TemporaryError("not ready yet; see status.conditions", delay=outcome.retry_after)
 
@@ -201,9 +219,7 @@ async def reconcile(body: kopf.Body, retry: int, **_) -> None:
 @kopf.timer(*RESOURCE, interval=float(os.environ.get(RESYNC_ENV, "60")), idle=5)
 async def resync(body: kopf.Body, **_) -> None:
     """Drift check and kubeconfig rotation: the same pipeline; writes only what drifted."""
-    rt = runtime()
-    async with rt.lock(body["metadata"]["name"]):
-        await rt.reconciler.reconcile(dict(body))
+    await runtime().reconcile(body)
 
 
 @kopf.on.delete(*RESOURCE)

@@ -41,3 +41,17 @@ def test_a_webhook_certificate_without_its_key_is_refused(tmp_path, capsys):
     assert main(["run", "--kubeconfig", str(kubeconfig), "--webhook-host", "127.0.0.1",
                  "--webhook-cert", str(tmp_path / "tls.crt")]) == 2
     assert "--webhook-cert and --webhook-key go together" in capsys.readouterr().err
+
+
+def test_concurrency_flags_default_to_their_environment_variables(monkeypatch):
+    assert build_parser().parse_args(["run"]).helm_concurrency is None
+    monkeypatch.setenv("GPUTENANT_HELM_CONCURRENCY", "3")
+    monkeypatch.setenv("GPUTENANT_RECONCILE_CONCURRENCY", "7")
+    args = build_parser().parse_args(["run"])
+    assert (args.helm_concurrency, args.reconcile_concurrency) == (3, 7)
+    assert build_parser().parse_args(["run", "--helm-concurrency", "5"]).helm_concurrency == 5
+
+
+def test_a_concurrency_below_one_is_refused(capsys):
+    assert main(["run", "--helm-concurrency", "0"]) == 2
+    assert "--helm-concurrency 0 (or its environment variable) must be 1 or more" in capsys.readouterr().err

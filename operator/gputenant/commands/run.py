@@ -12,6 +12,8 @@ from gputenant.guard.flags import add_webhook_arguments
 
 HELP = "run the operator against the current cluster (all namespaces)"
 DEFAULT_POOLS_INTERVAL_SECONDS = 300.0
+HELM_CONCURRENCY_ENV = "GPUTENANT_HELM_CONCURRENCY"
+RECONCILE_CONCURRENCY_ENV = "GPUTENANT_RECONCILE_CONCURRENCY"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +28,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pools-interval", type=float, default=DEFAULT_POOLS_INTERVAL_SECONDS, metavar="SECONDS",
                         help="apply the config's GPU pools (node labels, device-plugin ConfigMap) at startup "
                         f"and every SECONDS (default {DEFAULT_POOLS_INTERVAL_SECONDS:g}); 0 turns it off")
+    parser.add_argument("--helm-concurrency", type=int, metavar="N",
+                        default=os.environ.get(HELM_CONCURRENCY_ENV),
+                        help=f"helm processes at once, across all tenants (default: ${HELM_CONCURRENCY_ENV}, "
+                        "else twice the cores); more only queue for CPU")
+    parser.add_argument("--reconcile-concurrency", type=int, metavar="N",
+                        default=os.environ.get(RECONCILE_CONCURRENCY_ENV),
+                        help=f"tenant reconciles in flight at once (default: ${RECONCILE_CONCURRENCY_ENV}, "
+                        "else eight times the cores)")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
     add_webhook_arguments(parser)
 
@@ -40,6 +50,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"gputenant run: --pools-interval {args.pools_interval:g} is negative; give seconds, or 0 to "
               "turn the GPU pools loop off", file=sys.stderr)
         return 2
+    for flag, value in (("--helm-concurrency", args.helm_concurrency),
+                        ("--reconcile-concurrency", args.reconcile_concurrency)):
+        if value is not None and value < 1:
+            print(f"gputenant run: {flag} {value} (or its environment variable) must be 1 or more; leave it "
+                  "unset for the default", file=sys.stderr)
+            return 2
     config_path = args.config or os.environ.get(CONFIG_ENV)
     config = OperatorConfig.load(config_path) if config_path else OperatorConfig()
     kubeconfig = os.path.abspath(args.kubeconfig) if args.kubeconfig else None
@@ -48,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     kopf.configure(verbose=args.verbose,
                    log_format=kopf.LogFormat.JSON if args.json_logs else kopf.LogFormat.FULL)
     try:
-        prepare(config, kubeconfig, pools_interval_seconds=args.pools_interval, webhook_args=args)
+        prepare(config, kubeconfig, pools_interval_seconds=args.pools_interval, webhook_args=args,
+                helm_concurrency=args.helm_concurrency, reconcile_concurrency=args.reconcile_concurrency)
     except ValueError as error:  # e.g. --webhook-cert without --webhook-key, two pools with one devicePluginConfig
         print(f"gputenant run: {error}", file=sys.stderr)
         return 2

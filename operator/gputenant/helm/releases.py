@@ -7,6 +7,7 @@ otherwise upgrades only when the deployed chart version or values really differ.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -95,16 +96,25 @@ class HelmOutcome:
     helm_invocations: int
 
 
-class _CountingCommand(Command):
-    """pyhelm3's Command, counting every helm process it starts."""
+def default_helm_concurrency() -> int:
+    """Helm processes are CPU-bound Go start-ups and chart renders: more of them than about twice
+    the cores only queue for CPU (50 at once were measured on 2 cores, docs/performance.md)."""
+    return 2 * (os.cpu_count() or 1)
 
-    def __init__(self, counters: HelmCounters, **kwargs: Any):
+
+class _CountingCommand(Command):
+    """pyhelm3's Command, counting every helm process it starts and running at most
+    ``max_concurrent`` of them at once."""
+
+    def __init__(self, counters: HelmCounters, max_concurrent: int, **kwargs: Any):
         super().__init__(**kwargs)
         self._counters = counters
+        self._slots = asyncio.Semaphore(max_concurrent)
 
     async def run(self, command: list[str], input: Optional[bytes] = None) -> bytes:
-        self._counters.invocations += 1
-        return await super().run(command, input)
+        async with self._slots:
+            self._counters.invocations += 1
+            return await super().run(command, input)
 
     def client_version(self):
         self._counters.invocations += 1
@@ -117,18 +127,23 @@ class VClusterReleases:
     ``kubeconfig`` None lets helm find the cluster itself (in-cluster config in the operator pod).
     Transient failures are retried ``retry_attempts`` times with exponential backoff inside one call
     (kopf would otherwise wait a whole handler backoff for a brief API hiccup); what is still
-    failing after that is raised for the pipeline to retry later.
+    failing after that is raised for the pipeline to retry later. At most ``max_concurrent`` helm
+    processes run at once (default: twice the cores); the others wait their turn.
     """
 
     def __init__(self, kubeconfig: str | Path | None = None, *, helm_path: str | Path | None = None,
-                 timeout: str = "5m", retry_attempts: int = 3, retry_max_wait_seconds: float = 8.0):
+                 timeout: str = "5m", retry_attempts: int = 3, retry_max_wait_seconds: float = 8.0,
+                 max_concurrent: Optional[int] = None):
+        if max_concurrent is not None and max_concurrent < 1:
+            raise ValueError(f"max_concurrent helm processes is {max_concurrent}; give 1 or more")
         self.counters = HelmCounters()
         self.helm_path = Path(helm_path) if helm_path else default_helm_path()
         self.timeout = timeout
         self._retry_attempts = retry_attempts
         self._retry_max_wait = retry_max_wait_seconds
         self._command = _CountingCommand(
-            self.counters, executable=str(self.helm_path), default_timeout=timeout,
+            self.counters, max_concurrent or default_helm_concurrency(),
+            executable=str(self.helm_path), default_timeout=timeout,
             kubeconfig=str(kubeconfig) if kubeconfig else None)
         self._client = Client(self._command, executable=str(self.helm_path))
 
