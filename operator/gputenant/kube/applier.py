@@ -44,6 +44,17 @@ class LiveSnapshot:
             self._objects[key] = {item["metadata"]["name"]: item for item in items}
         return list(self._objects[key].values())
 
+    def selects(self, obj: dict) -> bool:
+        """Whether `obj`'s own labels match the selector (equality terms only; any other term
+        counts as no match). A live object that holds such an `obj` carries those labels, so it
+        is in the kind's LIST whenever it exists."""
+        labels = obj["metadata"].get("labels") or {}
+        for term in self.label_selector.split(","):
+            key, equals, value = term.partition("=")
+            if not equals or key.endswith("!") or value.startswith("=") or labels.get(key.strip()) != value.strip():
+                return False
+        return True
+
     def remember(self, obj: dict) -> None:
         """Keep the server's answer to a write, so later lookups see it."""
         metadata = obj["metadata"]
@@ -60,7 +71,11 @@ class ApplyResult:
 
 
 class Applier:
-    """Server-side apply with a no-op check against a LiveSnapshot (or a GET for unlabelled ones)."""
+    """Server-side apply with a no-op check against a LiveSnapshot (or a GET for unlabelled ones).
+
+    An object that carries the snapshot's labels and is absent from its LIST is not fetched: if it
+    exists without those labels it cannot hold the desired object anyway, so the write follows
+    either way (and labels it, so the next LIST finds it)."""
 
     def __init__(self, client: KubeClient, snapshot: LiveSnapshot):
         self.client = client
@@ -71,7 +86,7 @@ class Applier:
         metadata = obj["metadata"]
         found = await self.snapshot.lookup(obj["apiVersion"], obj["kind"], metadata["name"],
                                            metadata.get("namespace"))
-        if found is None:
+        if found is None and not self.snapshot.selects(obj):
             found = await self.client.get(obj["apiVersion"], obj["kind"], metadata["name"],
                                           metadata.get("namespace"))
         return found
