@@ -32,7 +32,8 @@ from .tools import REPO_ROOT, ensure_tools
 ADMIN_USER = "kubeplane-admin"
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
-SERVICE_CIDR = "10.0.0.0/24"
+SERVICE_CIDR = "10.0.0.0/16"
+"""65534 ClusterIPs: one vCluster Service per tenant, so benchmarks of 500 tenants fit (a /24 held 254)."""
 SERVING_DNS_NAMES = [
     "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
     "kubernetes.default.svc.cluster.local",

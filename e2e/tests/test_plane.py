@@ -226,3 +226,11 @@ def test_fake_gpu_nodes_show_their_capacity(plane, admin):
     finally:
         for name in (whole, mig, hami):
             core.delete_node(name)
+
+
+def test_service_ips_beyond_the_first_256_are_allocatable(admin, namespace):
+    """One vCluster Service per tenant: hundreds of tenants need more than a /24 of ClusterIPs."""
+    service = client.V1Service(metadata=client.V1ObjectMeta(name="far"), spec=client.V1ServiceSpec(
+        cluster_ip="10.0.200.5", ports=[client.V1ServicePort(port=443)]))
+    created = client.CoreV1Api(admin).create_namespaced_service(namespace, service)
+    assert created.spec.cluster_ip == "10.0.200.5"
