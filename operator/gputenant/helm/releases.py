@@ -182,16 +182,6 @@ class VClusterReleases:
         return HelmOutcome(action, release, namespace, chart_version, wanted_hash, revision,
                            self.counters.invocations - started_with)
 
-    async def installed_version(self, release: str, namespace: str) -> Optional[str]:
-        """The chart version of the release's current revision, or None when there is no release."""
-        try:
-            revision = await self._client.get_current_revision(release, namespace=namespace)
-            return str((await revision.chart_metadata()).version)
-        except pyhelm3_errors.ReleaseNotFoundError:
-            return None
-        except pyhelm3_errors.Error as error:
-            raise from_pyhelm3(error) from None
-
     async def uninstall(self, release: str, namespace: str) -> bool:
         """Remove the release and the objects its chart made; False when there was none. Data
         the vCluster wrote itself (``vc-<release>``, PVCs) is left to namespace deletion."""
