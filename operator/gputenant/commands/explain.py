@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gputenant.tables import align_columns
+
 HELP = "explain the policy's decision for GpuTenant files: trust, mode, pool, grant, queue, reason"
 COLUMNS = ("TENANT", "TRUST", "MODE", "POOL", "GRANTED", "QUEUE QUOTA/LIMIT", "REASON")
 
@@ -38,10 +40,7 @@ def rows(results) -> list[tuple[str, ...]]:
 
 
 def format_table(table: list[tuple[str, ...]]) -> str:
-    widths = [max(len(row[i]) for row in [COLUMNS, *table]) for i in range(len(COLUMNS))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-             for row in [COLUMNS, *table]]
-    return "\n".join(lines) + "\n"
+    return align_columns([COLUMNS, *table]) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:

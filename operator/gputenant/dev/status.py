@@ -10,6 +10,7 @@ from typing import Optional
 
 from gputenant.api.v1alpha1 import GpuTenant, KubeconfigRole
 from gputenant.reconcile.conditions import READY
+from gputenant.tables import align_columns
 
 CONVERGING_REASONS = frozenset({
     "Progressing",             # Ready=Unknown while parts are pending
@@ -68,8 +69,7 @@ def tenant_row(body: dict) -> TenantRow:
 def format_table(rows: list[TenantRow]) -> str:
     header = ("NAME", "TRUST", "MODE", "POOL", "GPUS", "READY", "REASON")
     cells = [header] + [(r.name, r.trust, r.mode, r.pool, r.gpus, r.ready, r.reason) for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells)
+    return align_columns(cells)
 
 
 @dataclass

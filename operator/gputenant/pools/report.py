@@ -11,6 +11,7 @@ from typing import Optional
 
 from gputenant.config.models import OperatorConfig
 from gputenant.pools.plan import node_gpus, node_name, pool_nodes
+from gputenant.tables import align_columns
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,7 @@ def format_table(reports: list[PoolReport]) -> str:
         r.name, r.mode, str(len(r.nodes)), str(r.capacity), _number(r.granted), _number(r.burst),
         "-" if r.overcommit is None else f"{r.overcommit:.2f}", ",".join(r.tenants) or "-",
     ) for r in reports]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+    return align_columns(rows)
 
 
 def format_metrics(reports: list[PoolReport]) -> str:
