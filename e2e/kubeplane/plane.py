@@ -447,6 +447,18 @@ class ControlPlane:
         return kubernetes.config.new_client_from_config(
             config_file=str(kubeconfig_path or self.kubeconfig_path))
 
+    def cluster_object(self, group: str, version: str, plural: str, name: str) -> dict | None:
+        """A cluster-scoped custom object as the admin sees it, or None when it does not exist
+        (tests ask "is the GpuTenant/Queue still there?" more often than anything else)."""
+        with self.api_client() as client:
+            try:
+                return kubernetes.client.CustomObjectsApi(client).get_cluster_custom_object(
+                    group, version, plural, name)
+            except kubernetes.client.ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+
     def env(self, kubeconfig_path: str | Path | None = None) -> dict[str, str]:
         """Environment for subprocesses: KUBECONFIG, the pinned tools first on PATH, and helm's
         state inside the plane directory so the user's helm setup is neither used nor touched."""

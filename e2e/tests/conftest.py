@@ -152,14 +152,7 @@ def apply(plane: ControlPlane, *objects: dict) -> None:
 
 
 def tenant(plane: ControlPlane, name: str) -> dict | None:
-    with plane.api_client() as client:
-        try:
-            return kubernetes.client.CustomObjectsApi(client).get_cluster_custom_object(
-                "gputenant.io", "v1alpha1", "gputenants", name)
-        except kubernetes.client.ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+    return plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name)
 
 
 def condition(body: dict | None, condition_type: str) -> dict:

@@ -161,12 +161,7 @@ def custom_objects(plane: ControlPlane, kubeconfig_path=None):
 
 
 def gpu_tenant(plane: ControlPlane, name: str) -> dict | None:
-    try:
-        return custom_objects(plane).get_cluster_custom_object("gputenant.io", "v1alpha1", "gputenants", name)
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
+    return plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name)
 
 
 def is_ready(body: dict | None) -> bool:

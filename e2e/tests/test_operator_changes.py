@@ -16,14 +16,7 @@ def helm_revisions(plane, name: str) -> int:
 
 
 def queue(plane, name: str) -> dict | None:
-    with plane.api_client() as client:
-        try:
-            return kubernetes.client.CustomObjectsApi(client).get_cluster_custom_object(
-                "scheduling.run.ai", "v2", "queues", name)
-        except kubernetes.client.ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+    return plane.cluster_object("scheduling.run.ai", "v2", "queues", name)
 
 
 def labelled_objects(plane, name: str) -> list[str]:
