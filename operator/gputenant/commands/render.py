@@ -34,16 +34,10 @@ class RenderedInput:
     rendered: Any
 
 
-def _field_path(location: tuple) -> str:
-    path = ""
-    for part in location:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path
-
-
 def _validation_message(source: str, error) -> str:
-    lines = [f"{source}: {_field_path(issue['loc'])}: {issue['msg']}" for issue in error.errors()]
-    return "\n".join(lines)
+    from gputenant.api.fieldpath import validation_problems
+
+    return "\n".join(f"{source}: {problem}" for problem in validation_problems(error))
 
 
 def load_and_render(tenant_file: str, config_file: str | None) -> tuple[list[RenderedInput], Any]:

@@ -20,6 +20,7 @@ import yaml
 from pydantic import ValidationError
 
 from gputenant import GROUP, KIND, VERSION, naming
+from gputenant.api.fieldpath import validation_problems
 from gputenant.api.v1alpha1 import ArgoCDSpec, GpuTenant
 from gputenant.argocd import cluster_secret
 from gputenant.config.models import OperatorConfig
@@ -564,5 +565,5 @@ def _server_of(kubeconfig: dict) -> Optional[str]:
 def _validation_message(error: Exception) -> str:
     """Each problem with the field path it is at, e.g. 'spec.gpu.quota: must be >= 0'."""
     if isinstance(error, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        return "; ".join(validation_problems(error))
     return str(error)
