@@ -1,34 +1,54 @@
-# The two commands a newcomer needs: `make dev` (the local demo) and `make test` (everything CI runs).
+# The two commands a newcomer needs: `make dev` (the local demo) and `make test` (everything CI
+# runs). `make help` lists the rest; docs/development.md explains them.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+LINTED := operator e2e bench
 
-.PHONY: dev test unit tools venv bench
+.DEFAULT_GOAL := help
+.PHONY: help dev test unit bench lint generate venv tools
 
-venv: $(VENV)/.installed
+##@ General
+
+help: ## Show the targets and what they do
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} \
+		/^[a-zA-Z_-]+:.*?##/ { printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2 } \
+		/^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+dev: venv tools ## Local demo: control plane, operator, example tenants; status until Ready (DEV_ARGS=--exit-when-ready for CI)
+	$(BIN)/python -m kubeplane.demo up $(DEV_ARGS)
+
+generate: venv ## Rewrite every generated file: the CRD, its field reference, the chart's values schema
+	$(BIN)/gputenant crd > crds/tenant.yaml
+	$(BIN)/gputenant crd --markdown > docs/reference/gputenant.md
+	$(BIN)/python charts/gpu-tenant-operator/generate_schema.py
+
+lint: venv ## ruff, import-linter's layering contracts (.importlinter) and mypy on the package
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+
+##@ Test
+
+test: venv tools ## Unit tests and tests against the real local control plane (what CI runs after lint)
+	$(BIN)/pytest -ra
+
+unit: venv ## Only the fast tests that need no control plane (seconds)
+	$(BIN)/pytest -ra -m 'not plane'
+
+bench: venv tools ## Benchmarks against the local control plane, printed as tables (BENCH_ARGS=--quick, --sizes 50,100,200)
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+##@ Setup
+
+venv: $(VENV)/.installed ## Create .venv with the package and its test and lint tools (pinned in pyproject.toml)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-tools:
+tools: ## Build the pinned control-plane tools into ~/.cache/gputenant-operator/tools (cached)
 	bash tools/build.sh
-
-## dev: start a local control plane, the operator and the example tenants, and watch them become Ready
-## (DEV_ARGS=--exit-when-ready stops once they are Ready, for CI)
-dev: venv tools
-	$(BIN)/gputenant dev up $(DEV_ARGS)
-
-## test: unit tests and tests against the real local control plane
-test: venv tools
-	$(BIN)/pytest -ra
-
-## unit: the fast tests that need no control plane
-unit: venv
-	$(BIN)/pytest -ra -m 'not plane'
-
-## bench: benchmarks against the local control plane (prints tables; docs/performance.md).
-## Options through BENCH_ARGS, e.g. make bench BENCH_ARGS=--quick or BENCH_ARGS="--sizes 50,100,200"
-bench: venv tools
-	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -26,8 +26,16 @@ from pathlib import Path
 
 from bench import report
 from bench.scenarios import (
-    MemoryResult, OnboardingResult, QuotaChangeResult, SteadyResult, bench_plane, idle_memory,
-    measure_quota_change, measure_resync, onboard_with_operator, onboard_with_script,
+    MemoryResult,
+    OnboardingResult,
+    QuotaChangeResult,
+    SteadyResult,
+    bench_plane,
+    idle_memory,
+    measure_quota_change,
+    measure_resync,
+    onboard_with_operator,
+    onboard_with_script,
 )
 from bench.source import Source, snapshot
 from bench.tenants import REPO_ROOT, tenant_name
@@ -42,7 +50,7 @@ def _sizes(text: str) -> list[int]:
     try:
         sizes = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: write sizes as comma-separated integers, e.g. 50,100,200")
+        raise argparse.ArgumentTypeError(f"{text!r}: write sizes as comma-separated integers, e.g. 50,100,200") from None
     if not sizes or sizes[0] < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: sizes must be non-negative integers, e.g. 50,100,200")
     return sizes
@@ -410,7 +418,7 @@ class Bench:
                 "onboarding": [{"repeat": repeat, **plain(result)} for repeat, result in self.onboarding],
                 "steady": plain(self.steadies), "quota_change": plain(self.quota),
                 "memory": plain(self.memory), "webhook": self.webhook,
-                "targets": [dict(zip(("target", "goal", "measured", "verdict"), row)) for row in self.targets()],
+                "targets": [dict(zip(("target", "goal", "measured", "verdict"), row, strict=True)) for row in self.targets()],
                 "skipped": self.skipped}
 
 

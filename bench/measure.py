@@ -13,9 +13,9 @@ import statistics
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 from urllib.parse import parse_qs, urlparse
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -167,7 +167,7 @@ class CpuSeconds:
     def total(self) -> float:
         return self.own + self.children
 
-    def __sub__(self, other: "CpuSeconds") -> "CpuSeconds":
+    def __sub__(self, other: CpuSeconds) -> CpuSeconds:
         return CpuSeconds(self.own - other.own, self.children - other.children)
 
 
@@ -200,7 +200,7 @@ class RssSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self._thread.start()
         return self
 

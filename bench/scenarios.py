@@ -16,16 +16,23 @@ import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
 
 import kubernetes
 import yaml
 
 from bench.measure import (
-    CpuSeconds, HelmShim, HelmTally, RequestTally, RssSampler, cpu_seconds, rss_mib, tally_requests,
+    CpuSeconds,
+    HelmShim,
+    HelmTally,
+    RequestTally,
+    RssSampler,
+    cpu_seconds,
+    rss_mib,
+    tally_requests,
 )
 from bench.source import Source
 from bench.tenants import BaselineInput, generate_tenants, operator_config, render_baseline_inputs
@@ -44,18 +51,18 @@ READY_POLL_SECONDS = 1.0
 class OnboardingResult:
     variant: str
     tenants: int
-    seconds_to_secrets: Optional[float]
+    seconds_to_secrets: float | None
     """Start until every tenant's ``vc-<release>`` Secret exists: the baseline's "ready"."""
-    seconds_to_ready: Optional[float]
+    seconds_to_ready: float | None
     """Start until every GpuTenant is Ready at its generation (operator only: kubeconfigs issued too)."""
     requests: RequestTally
     helm: HelmTally
-    cpu: Optional[CpuSeconds] = None
-    apiserver_cpu: Optional[float] = None
+    cpu: CpuSeconds | None = None
+    apiserver_cpu: float | None = None
     """CPU seconds of the host kube-apiserver during the run (everyone's requests, audit included)."""
-    rss_peak_mib: Optional[float] = None
-    rss_steady_mib: Optional[float] = None
-    ready: Optional[int] = None
+    rss_peak_mib: float | None = None
+    rss_steady_mib: float | None = None
+    ready: int | None = None
     """Tenants Ready at the end (operator runs)."""
     notes: list[str] = field(default_factory=list)
 
@@ -86,7 +93,7 @@ class MemoryResult:
     tenants: int
     rss_steady_mib: float
     rss_peak_mib: float
-    ready: Optional[int] = None
+    ready: int | None = None
     """How many of the tenants were Ready when memory was read (None: not counted, all for idle)."""
 
 
@@ -157,9 +164,9 @@ class OperatorProcess:
         self.kubeconfig = plane.user(OPERATOR_USER, ["system:masters"])
         self.shim = shim
         self.resync_seconds = resync_seconds
-        self.process: Optional[subprocess.Popen] = None
+        self.process: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 60) -> "OperatorProcess":
+    def start(self, timeout: float = 60) -> OperatorProcess:
         [port] = free_ports(1)
         env = self.source.env({**self.plane.env(self.kubeconfig), "GPUTENANT_TOOLS_DIR": str(self.shim.tools_dir),
                                "GPUTENANT_RESYNC_SECONDS": str(self.resync_seconds)})
@@ -238,7 +245,7 @@ def onboard_with_operator(plane: ControlPlane, workdir: Path, source: Source, co
                     ready = sum(map(is_ready, tenant_bodies(plane)))
                     if not partial_ok:
                         raise TimeoutError(f"{ready}/{count} tenants Ready after {timeout}s; simulator errors "
-                                           f"{sim.errors[-3:]}; operator log:\n{operator.log_tail()}")
+                                           f"{sim.errors[-3:]}; operator log:\n{operator.log_tail()}") from None
                     seconds_to_ready = None
                 cpu = cpu_seconds(operator.pid) - cpu_start
                 last_secret = sim.last_written(namespaces)

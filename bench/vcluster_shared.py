@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import threading
 import time
-from typing import Optional
 
 import kubernetes
 import yaml
@@ -46,11 +45,11 @@ class SharedVirtualCluster:
         self.plane = plane
         self.written: dict[tuple[str, str], float] = {}
         self.errors: list[str] = []
-        self.virtual: Optional[VirtualAPIServer] = None
+        self.virtual: VirtualAPIServer | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="shared-vcluster-sim", daemon=True)
 
-    def __enter__(self) -> "SharedVirtualCluster":
+    def __enter__(self) -> SharedVirtualCluster:
         self.virtual = self.plane.start_virtual_apiserver(SHARED_VIRTUAL_NAME)
         self._thread.start()
         return self
@@ -64,7 +63,7 @@ class SharedVirtualCluster:
     def secrets_written(self, namespaces: set[str]) -> int:
         return sum(1 for namespace, _ in self.written if namespace in namespaces)
 
-    def last_written(self, namespaces: set[str]) -> Optional[float]:
+    def last_written(self, namespaces: set[str]) -> float | None:
         stamps = [stamp for (namespace, _), stamp in self.written.items() if namespace in namespaces]
         return max(stamps) if stamps else None
 

@@ -13,9 +13,9 @@ spent waiting on each webhook. Prints one table (the figures in docs/admission-g
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
-import logging
 import sys
 import tempfile
 import time
@@ -155,7 +155,7 @@ def print_table(rows) -> None:
     ) for rate, count, achieved, guarded, baseline, means in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:
-        print("  ".join(cell.rjust(width) for cell, width in zip(line, widths)))
+        print("  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True)))
 
 
 if __name__ == "__main__":

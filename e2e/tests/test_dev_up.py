@@ -1,4 +1,4 @@
-"""`gputenant dev up` as a user runs it: a subprocess on a fresh directory with its own control
+"""`make dev` (`python -m kubeplane.demo up`) as a user runs it: a subprocess on a fresh directory with its own control
 plane (not the session's `plane` fixture), the real operator and the example tenants.
 
 Simulated, as the command itself says: the vCluster pod (kubeplane.vcluster_sim starts a second
@@ -20,7 +20,7 @@ import pytest
 
 EXAMPLE_TENANTS = {"recsys": "Internal", "ml-platform": "Trusted", "acme-ai": "Untrusted"}
 START_TIMEOUT_SECONDS = 300
-DEV_UP = [sys.executable, "-m", "gputenant.cli", "dev", "up"]
+DEV_UP = [sys.executable, "-m", "kubeplane.demo", "up"]
 
 
 def processes_using(directory: Path) -> dict[int, str]:

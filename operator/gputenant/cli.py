@@ -1,4 +1,4 @@
-"""The ``gputenant`` command: operator, offline renderer, kubeconfig fetcher and local demo."""
+"""The ``gputenant`` command: operator, offline renderer, kubeconfig fetcher and pool report."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # subcommand name -> module under gputenant.commands. Command modules keep heavy imports (kopf,
-# the dev harness) inside run(), so building the parser stays cheap.
+# the kube client) inside run(), so building the parser stays cheap.
 COMMANDS: dict[str, str] = {
     "run": "run",
     "kubeconfig": "kubeconfig",
@@ -15,7 +15,6 @@ COMMANDS: dict[str, str] = {
     "explain": "explain",
     "crd": "crd",
     "pools": "pools",
-    "dev": "dev",
 }
 
 

@@ -8,7 +8,7 @@ the API are whole ``h``/``m``/``s`` units (``24h``, ``1h30m``), as the CRD's pat
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
 DURATION_PATTERN = r"^([0-9]+(h|m|s))+$"
@@ -18,7 +18,7 @@ _UNITS = {"h": "hours", "m": "minutes", "s": "seconds"}
 
 def rfc3339(moment: datetime) -> str:
     """`moment` in UTC, second precision, ``Z`` suffix."""
-    return moment.astimezone(timezone.utc).strftime(RFC3339)
+    return moment.astimezone(UTC).strftime(RFC3339)
 
 
 def parse_rfc3339(text: str | None) -> datetime | None:
@@ -30,7 +30,7 @@ def parse_rfc3339(text: str | None) -> datetime | None:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def parse_duration(text: str) -> timedelta | None:

@@ -4,9 +4,10 @@ half of the admission table (the API-server half is e2e/tests/test_admission_gpu
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -15,9 +16,11 @@ from pydantic import ValidationError
 from gputenant.api.crd import PRINTER_COLUMNS, build_crd, render_crd_yaml
 from gputenant.api.examples import INVALID_CASES, VALID_CASES, InvalidCase
 from gputenant.api.reference import render_reference_markdown
-from gputenant.api.rules import CEL_KEY, is_https_url, parse_duration, parse_quantity
+from gputenant.api.rules import CEL_KEY, duration_between, is_https_url, is_positive_quantity
 from gputenant.api.v1alpha1 import GpuTenant
 from gputenant.cli import main
+from gputenant.quantities import parse_quantity
+from gputenant.timefmt import parse_duration
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO / "crds" / "tenant.yaml"
@@ -45,12 +48,12 @@ def api_nodes() -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def test_checked_in_crd_is_generated_output():
-    assert CRD_FILE.read_text() == render_crd_yaml(), "crds/tenant.yaml is stale: run `gputenant crd > crds/tenant.yaml`"
+    assert CRD_FILE.read_text() == render_crd_yaml(), "crds/tenant.yaml is stale: run `make generate`"
 
 
 def test_checked_in_reference_is_generated_output():
     assert REFERENCE_FILE.read_text() == render_reference_markdown(), (
-        "docs/reference/gputenant.md is stale: run `gputenant crd --markdown > docs/reference/gputenant.md`"
+        "docs/reference/gputenant.md is stale: run `make generate`"
     )
 
 
@@ -176,6 +179,13 @@ def test_parse_duration(text, minutes):
 @pytest.mark.parametrize("text", ["", "1d", "1 h", "1.5h", "h", "-1h"])
 def test_parse_duration_rejects(text):
     assert parse_duration(text) is None
+
+
+@pytest.mark.parametrize(("quantity", "duration"), [(" 1", " 1h"), ("1 ", "1h "), ("1\n", "1h\n")])
+def test_api_twins_refuse_surrounding_whitespace(quantity, duration):
+    """The shared parsers forgive surrounding whitespace; CEL's quantity() and matches() do not."""
+    assert is_positive_quantity(quantity.strip()) and not is_positive_quantity(quantity)
+    assert duration_between(duration.strip(), "10m", "8760h") and not duration_between(duration, "10m", "8760h")
 
 
 @pytest.mark.parametrize(("url", "ok"), [

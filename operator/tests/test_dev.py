@@ -1,4 +1,4 @@
-"""The pure parts of `gputenant dev up`: fake GPU nodes per pool, the status table and its verdict,
+"""The pure parts of the local demo (`make dev`, `kubeplane.demo`): fake GPU nodes per pool, the status table and its verdict,
 and the checks on its inputs. The whole command runs in e2e/tests/test_dev_up.py."""
 
 from __future__ import annotations
@@ -11,13 +11,17 @@ import yaml
 
 from gputenant.api.v1alpha1 import GpuTenant
 from gputenant.config.models import OperatorConfig
-from gputenant.dev.defaults import DEFAULT_CONFIG, DEFAULT_TENANTS, LOCAL_CHART
-from gputenant.dev.nodes import FakeNodeError, fake_gpu_nodes
-from gputenant.dev.session import DevError, load_tenant_manifests, local_operator_config
-from gputenant.dev.status import (
-    CONVERGING_REASONS, assess, failure_report, format_table, pick_demo_tenant,
-)
 from gputenant.pools.plan import node_gpus, pool_nodes
+from kubeplane.demo.defaults import DEFAULT_CONFIG, DEFAULT_TENANTS, LOCAL_CHART
+from kubeplane.demo.nodes import FakeNodeError, fake_gpu_nodes
+from kubeplane.demo.session import DevError, load_tenant_manifests, local_operator_config
+from kubeplane.demo.status import (
+    CONVERGING_REASONS,
+    assess,
+    failure_report,
+    format_table,
+    pick_demo_tenant,
+)
 from kubeplane.fixtures import gpu_node_manifest
 
 RECONCILE_SOURCES = Path(__file__).resolve().parents[1] / "gputenant" / "reconcile"
@@ -93,7 +97,7 @@ def test_table_has_one_aligned_row_per_expected_tenant_in_order():
     assert lines[1].split() == ["a", "Untrusted", "MIG", "h100-mig-balanced", "1", "(max", "2)", "False",
                                 "WaitingForControlPlane"]
     assert lines[2].startswith("b ")
-    assert [line.index(word) for line, word in zip(lines, ("READY", "False", "True"))] == [lines[0].index("READY")] * 3
+    assert [line.index(word) for line, word in zip(lines, ("READY", "False", "True"), strict=False)] == [lines[0].index("READY")] * 3
 
 
 def test_all_ready_needs_every_expected_tenant_ready_at_its_current_generation():

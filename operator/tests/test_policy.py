@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gputenant.api.trust import allowed_modes
 from gputenant.api.v1alpha1 import GpuTenant, GpuTenantSpec, SharingMode, Trust
 from gputenant.config.models import OperatorConfig
 from gputenant.policy.choose import decide
-from gputenant.policy.trust import allowed_modes
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = OperatorConfig.load(ROOT / "examples" / "config.yaml")

@@ -6,7 +6,15 @@ import pytest
 import yaml
 
 from gputenant.config.models import OperatorConfig
-from gputenant.pools import Grant, PoolConfigError, device_plugin_config_data, format_metrics, format_table, plan_pools, pool_reports
+from gputenant.pools import (
+    Grant,
+    PoolConfigError,
+    device_plugin_config_data,
+    format_metrics,
+    format_table,
+    plan_pools,
+    pool_reports,
+)
 from gputenant.pools.report import grants_from_tenants
 
 CONFIG = OperatorConfig.model_validate({"pools": [

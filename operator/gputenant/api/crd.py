@@ -81,8 +81,8 @@ def _merge(outer: dict[str, Any], inner: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def structural(schema: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any]:
-    """Turn one pydantic JSON-Schema node into a structural OpenAPI v3 node."""
+def _unwrapped(schema: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any]:
+    """The node with pydantic's wrappers ($ref, single allOf, Optional's anyOf) merged into it."""
     node = dict(schema)
     if "$ref" in node:
         target = definitions[node.pop("$ref").split("/")[-1]]
@@ -96,6 +96,12 @@ def structural(schema: dict[str, Any], definitions: dict[str, Any]) -> dict[str,
         node = _merge({k: v for k, v in node.items() if k != "anyOf"}, variants[0])
         if node.get("default", NoDefault) is None:
             del node["default"]
+    return node
+
+
+def structural(schema: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any]:
+    """Turn one pydantic JSON-Schema node into a structural OpenAPI v3 node."""
+    node = _unwrapped(schema, definitions)
     if "$ref" in node or "allOf" in node:
         return structural(node, definitions)
 

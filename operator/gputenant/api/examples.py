@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from gputenant import GROUP, KIND, VERSION
 
@@ -43,9 +43,9 @@ class InvalidCase:
     """Dotted path -> value, applied to the minimal tenant."""
     path: str
     """The field the API server's error names, e.g. ``spec.owners[0].namespace``."""
-    offline_path: Optional[str] = None
+    offline_path: str | None = None
     """The field pydantic's error names, where it differs (duplicates are reported on the list)."""
-    message: Optional[str] = None
+    message: str | None = None
     """Words of the rule's message both must say (rules only; schema errors word it their own way)."""
     unknown_field: bool = False
     """Rejected because of an unknown field: the API server does this only with fieldValidation=Strict."""

@@ -7,7 +7,8 @@ reference shows exactly what the API server enforces: types, defaults, constrain
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from gputenant import GROUP, KIND, VERSION
 from gputenant.api.crd import PRINTER_COLUMNS, SHORT_NAMES, build_crd

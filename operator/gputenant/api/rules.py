@@ -7,15 +7,17 @@ message and a Python twin, so both places reject the same input with the same wo
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
-from decimal import Decimal, InvalidOperation
-from typing import Any, Callable, Optional
+from decimal import Decimal
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from gputenant.quantities import parse_quantity
+from gputenant.timefmt import parse_duration
 
 CEL_KEY = "x-kubernetes-validations"
 
@@ -23,8 +25,6 @@ DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 """RFC 1123 label: namespaces, queue and pool names."""
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 """RFC 1123 subdomain: service accounts, storage classes."""
-DURATION = r"^([0-9]+(h|m|s))+$"
-"""Whole hours, minutes and seconds, e.g. 90m, 24h or 1h30m (a subset of Go durations)."""
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,9 @@ class Rule:
     message: str
     holds: Callable[[Any], bool]
     """The Python twin of ``rule``; gets the validated model instance."""
-    field_path: Optional[str] = None
+    field_path: str | None = None
     """Field the error is reported on, relative to the model, e.g. ``.limit``."""
-    reason: Optional[str] = None
+    reason: str | None = None
     """FieldValueInvalid (default), FieldValueForbidden or FieldValueRequired."""
 
     def cel(self) -> dict[str, str]:
@@ -85,47 +85,27 @@ def unique(key: Callable[[Any], Any], message: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-_QUANTITY = re.compile(r"^([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
-_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-
-
-def parse_quantity(text: str) -> Optional[Decimal]:
-    """The value of a Kubernetes quantity (``500m``, ``4Gi``, ``1e3``), or None if it is not one."""
-    match = _QUANTITY.match(text)
-    if not match:
-        return None
-    sign, number, suffix = match.groups()
-    try:
-        value = Decimal(number)
-    except InvalidOperation:
-        return None
-    if suffix in _BINARY:
-        value *= Decimal(1024) ** _BINARY[suffix]
-    elif suffix in _DECIMAL:
-        value = value.scaleb(_DECIMAL[suffix])
-    elif suffix:
-        value = value.scaleb(int(suffix[1:]))
-    return -value if sign == "-" else value
+def _exact_quantity(text: str) -> Decimal | None:
+    """A quantity as CEL's ``quantity()`` reads it: the shared parser, minus the whitespace it forgives."""
+    return parse_quantity(text) if text == text.strip() else None
 
 
 def is_positive_quantity(text: str) -> bool:
-    value = parse_quantity(text)
+    value = _exact_quantity(text)
     return value is not None and value > 0
 
 
 def quantity_at_most(smaller: str, larger: str) -> bool:
     """``smaller <= larger``; True when either is no quantity (that is reported on the field itself)."""
-    low, high = parse_quantity(smaller), parse_quantity(larger)
+    low, high = _exact_quantity(smaller), _exact_quantity(larger)
     return low is None or high is None or low <= high
 
 
-def parse_duration(text: str) -> Optional[timedelta]:
-    """The value of a duration in whole h/m/s units such as ``1h30m``, or None if it is not one."""
-    if not re.match(DURATION, text):
-        return None
-    units = {"h": "hours", "m": "minutes", "s": "seconds"}
-    return sum((timedelta(**{units[unit]: int(amount)}) for amount, unit in re.findall(r"([0-9]+)(h|m|s)", text)), timedelta())
+def duration_between(text: str, shortest: str, longest: str) -> bool:
+    """``text`` is a duration as CEL's ``matches`` and ``duration()`` read it, within the bounds."""
+    value = parse_duration(text) if text == text.strip() else None
+    low, high = parse_duration(shortest), parse_duration(longest)
+    return value is not None and low is not None and high is not None and low <= value <= high
 
 
 def is_https_url(text: str) -> bool:

@@ -9,27 +9,28 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Annotated, Any, ClassVar, Optional
+from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from gputenant.api.gpus import all_mig_profile_names
 from gputenant.api.rules import (
     CEL_KEY,
     DNS_LABEL,
     DNS_SUBDOMAIN,
-    DURATION,
     Rule,
     check_rules,
+    duration_between,
     is_https_url,
     is_positive_quantity,
-    parse_duration,
     quantity_at_most,
     unique,
     value_rule,
 )
-from gputenant.policy.gpus import all_mig_profile_names
+from gputenant.api.trust import TRUST_RULES, SharingMode, Trust
+from gputenant.timefmt import DURATION_PATTERN
 
 MAX_TENANT_NAME_LENGTH = 40
 """Longest GpuTenant name: ``tenant-<name>`` and ``<name>-kubeconfig-admin`` must stay valid names."""
@@ -47,7 +48,7 @@ MAX_GPUS = 10000
 """Upper bound of quota and limit; keeps the CEL whole-number check within int range."""
 
 
-def _add_cel_rules(schema: dict[str, Any], model: type["ApiModel"]) -> None:
+def _add_cel_rules(schema: dict[str, Any], model: type[ApiModel]) -> None:
     rules = [rule.cel() for rule in model.rules]
     if rules:
         schema[CEL_KEY] = schema.get(CEL_KEY, []) + rules
@@ -70,7 +71,7 @@ class ApiModel(BaseModel):
     rules: ClassVar[tuple[Rule, ...]] = ()
 
     @model_validator(mode="after")
-    def _check_rules(self) -> "ApiModel":
+    def _check_rules(self) -> ApiModel:
         check_rules(self, self.rules)
         return self
 
@@ -90,11 +91,10 @@ Duration = Annotated[
     str,
     Field(max_length=32),
     *value_rule(
-        f"self.matches(r'{DURATION}') && duration(self) >= duration('{MIN_TOKEN_LIFETIME}') "
+        f"self.matches(r'{DURATION_PATTERN}') && duration(self) >= duration('{MIN_TOKEN_LIFETIME}') "
         f"&& duration(self) <= duration('{MAX_TOKEN_LIFETIME}')",
         f"must be a duration in whole h, m or s units such as 90m or 24h, between {MIN_TOKEN_LIFETIME} and {MAX_TOKEN_LIFETIME}",
-        lambda text: (value := parse_duration(text)) is not None
-        and parse_duration(MIN_TOKEN_LIFETIME) <= value <= parse_duration(MAX_TOKEN_LIFETIME),
+        lambda text: duration_between(text, MIN_TOKEN_LIFETIME, MAX_TOKEN_LIFETIME),
     ),
 ]
 
@@ -121,28 +121,10 @@ def _known_mig_profile(profile: str) -> str:
 MigProfileName = Annotated[
     str, Field(max_length=16, json_schema_extra={"enum": all_mig_profile_names()}), AfterValidator(_known_mig_profile)
 ]
-"""A MIG profile that exists on at least one supported GPU (policy/gpus.py)."""
+"""A MIG profile that exists on at least one supported GPU (api/gpus.py)."""
 
 DnsLabel = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]
 DnsSubdomain = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
-
-
-class Trust(str, Enum):
-    """How far the organisation trusts the tenant; decides how GPUs may be shared."""
-
-    TRUSTED = "Trusted"
-    INTERNAL = "Internal"
-    UNTRUSTED = "Untrusted"
-
-
-class SharingMode(str, Enum):
-    """GPU-sharing mechanism. ``Auto`` takes the operator's default for the tenant's trust."""
-
-    AUTO = "Auto"
-    TIME_SLICING = "TimeSlicing"
-    HAMI = "HAMi"
-    MIG = "MIG"
-    EXCLUSIVE = "Exclusive"
 
 
 class SubjectKind(str, Enum):
@@ -180,7 +162,7 @@ class Subject(ApiModel):
 
     kind: SubjectKind = Field(description="User, Group or ServiceAccount.")
     name: str = Field(min_length=1, max_length=253, description="Name of the user, group or service account.")
-    namespace: Optional[DnsLabel] = Field(
+    namespace: DnsLabel | None = Field(
         default=None,
         description="Namespace of the service account; required for kind ServiceAccount, forbidden otherwise.",
     )
@@ -227,7 +209,7 @@ class GpuSpec(ApiModel):
             "mechanism can grant them (see docs/units.md); Exclusive needs whole GPUs."
         ),
     )
-    limit: Optional[float] = Field(
+    limit: float | None = Field(
         default=None,
         ge=0,
         le=MAX_GPUS,
@@ -239,13 +221,13 @@ class GpuSpec(ApiModel):
     priority: int = Field(
         default=100, ge=0, le=10000, description="KAI Queue priority: higher is served first above quota and reclaimed last."
     )
-    parent_queue: Optional[DnsLabel] = Field(
+    parent_queue: DnsLabel | None = Field(
         default=None, description="Parent (department) KAI Queue; it must exist. Unset: a top-level queue."
     )
-    pool: Optional[DnsLabel] = Field(
+    pool: DnsLabel | None = Field(
         default=None, description="GPU pool from the operator configuration. Unset: the operator picks one."
     )
-    model: Optional[str] = Field(
+    model: str | None = Field(
         default=None,
         max_length=63,
         pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]*$",
@@ -265,7 +247,7 @@ class GpuSpec(ApiModel):
 class TimeSlicingSpec(ApiModel):
     """Parameters of NVIDIA device-plugin time-slicing."""
 
-    replicas: Optional[int] = Field(
+    replicas: int | None = Field(
         default=None,
         ge=2,
         le=64,
@@ -276,7 +258,7 @@ class TimeSlicingSpec(ApiModel):
 class HamiSpec(ApiModel):
     """Parameters of HAMi vGPU shares."""
 
-    memory_mi_b: Optional[int] = Field(
+    memory_mi_b: int | None = Field(
         default=None,
         alias="memoryMiB",
         ge=128,
@@ -291,7 +273,7 @@ class HamiSpec(ApiModel):
 class MigSpec(ApiModel):
     """Parameters of MIG (Multi-Instance GPU) partitions."""
 
-    profile: Optional[MigProfileName] = Field(
+    profile: MigProfileName | None = Field(
         default=None,
         description="MIG profile per share, e.g. 1g.10gb or 3g.40gb; it must exist on the pool's GPU model. Unset: the pool's default.",
     )
@@ -307,9 +289,9 @@ class SharingSpec(ApiModel):
             "Exclusive; Internal tenants may not use TimeSlicing."
         ),
     )
-    time_slicing: Optional[TimeSlicingSpec] = Field(default=None, description="Parameters for TimeSlicing.")
-    hami: Optional[HamiSpec] = Field(default=None, description="Parameters for HAMi.")
-    mig: Optional[MigSpec] = Field(default=None, description="Parameters for MIG.")
+    time_slicing: TimeSlicingSpec | None = Field(default=None, description="Parameters for TimeSlicing.")
+    hami: HamiSpec | None = Field(default=None, description="Parameters for HAMi.")
+    mig: MigSpec | None = Field(default=None, description="Parameters for MIG.")
 
     rules: ClassVar[tuple[Rule, ...]] = tuple(
         Rule(
@@ -366,8 +348,8 @@ class QuotaSpec(ApiModel):
 class ResourceAmounts(ApiModel):
     """CPU and memory of one container."""
 
-    cpu: Optional[Quantity] = Field(default=None, description="CPU quantity.")
-    memory: Optional[Quantity] = Field(default=None, description="Memory quantity.")
+    cpu: Quantity | None = Field(default=None, description="CPU quantity.")
+    memory: Quantity | None = Field(default=None, description="Memory quantity.")
 
 
 class VClusterResources(ApiModel):
@@ -388,27 +370,27 @@ class VClusterOverrides(ApiModel):
 
     sync_ingresses: bool = Field(default=False, description="Sync Ingresses from the tenant to the host.")
     storage_size: Quantity = Field(default="5Gi", description="Size of the control plane's data volume.")
-    storage_class: Optional[DnsSubdomain] = Field(default=None, description="StorageClass of the data volume. Unset: the default.")
+    storage_class: DnsSubdomain | None = Field(default=None, description="StorageClass of the data volume. Unset: the default.")
     core_dns_replicas: int = Field(default=1, ge=1, le=3, alias="coreDNSReplicas", description="CoreDNS replicas.")
 
 
 class VClusterSpec(ApiModel):
     """The tenant's own control plane (loft-sh/vcluster chart)."""
 
-    chart_version: Optional[str] = Field(
+    chart_version: str | None = Field(
         default=None,
         max_length=64,
         pattern=r"^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$",
         description="vcluster chart version, e.g. 0.36.1. Unset: the operator's default. Upgrades go one minor at a time."
     )
-    kubernetes_version: Optional[str] = Field(
+    kubernetes_version: str | None = Field(
         default=None,
         max_length=64,
         pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$",
         description="Kubernetes version of the virtual control plane, e.g. v1.35.4. Unset: the chart's default."
     )
     resources: VClusterResources = Field(default_factory=VClusterResources, description="Control-plane resources.")
-    server_url: Optional[HttpsUrl] = Field(
+    server_url: HttpsUrl | None = Field(
         default=None,
         alias="serverURL",
         description="https URL tenants use to reach their API server (put into kubeconfigs and the serving cert). Unset: the in-cluster Service URL.",
@@ -455,7 +437,7 @@ def _subject_key(subject: Subject) -> str:
 _SUBJECT_LIST = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["kind", "name"]}
 
 
-def _is_whole(number: Optional[float]) -> bool:
+def _is_whole(number: float | None) -> bool:
     return number is None or float(number).is_integer()
 
 
@@ -463,7 +445,7 @@ class GpuTenantSpec(ApiModel):
     """Desired state of a tenant: who it is, how far it is trusted, what it may use."""
 
     trust: Trust = Field(description="Trusted (same team), Internal (other internal teams) or Untrusted (external customers).")
-    display_name: Optional[str] = Field(default=None, max_length=128, description="Human-readable name of the team.")
+    display_name: str | None = Field(default=None, max_length=128, description="Human-readable name of the team.")
     owners: Annotated[list[Subject], unique(_subject_key, "owners must be unique by kind and name")] = Field(
         min_length=1,
         max_length=32,
@@ -486,19 +468,7 @@ class GpuTenantSpec(ApiModel):
     prevent_deletion: bool = Field(default=False, description="While true, deleting the tenant is blocked and reported.")
 
     rules: ClassVar[tuple[Rule, ...]] = (
-        Rule(
-            "self.trust != 'Untrusted' || self.sharing.mode in ['Auto', 'MIG', 'Exclusive']",
-            "Untrusted tenants need hardware isolation: set sharing.mode to Auto, MIG or Exclusive",
-            lambda spec: spec.trust != Trust.UNTRUSTED
-            or spec.sharing.mode in (SharingMode.AUTO, SharingMode.MIG, SharingMode.EXCLUSIVE),
-            field_path=".sharing.mode",
-        ),
-        Rule(
-            "self.trust != 'Internal' || self.sharing.mode != 'TimeSlicing'",
-            "Internal tenants need memory isolation: set sharing.mode to Auto, HAMi, MIG or Exclusive, not TimeSlicing",
-            lambda spec: spec.trust != Trust.INTERNAL or spec.sharing.mode != SharingMode.TIME_SLICING,
-            field_path=".sharing.mode",
-        ),
+        *TRUST_RULES,
         Rule(
             "self.sharing.mode != 'Exclusive' || self.gpu.quota == double(int(self.gpu.quota))",
             "Exclusive sharing grants whole GPUs: make gpu.quota a whole number",
@@ -539,26 +509,26 @@ class Condition(ApiModel):
     last_transition_time: str = Field(
         json_schema_extra={"format": "date-time"}, description="When status last changed (RFC 3339)."
     )
-    observed_generation: Optional[int] = Field(default=None, ge=0, description="Generation the condition was set for.")
+    observed_generation: int | None = Field(default=None, ge=0, description="Generation the condition was set for.")
 
 
 class SharingStatus(ApiModel):
     """The sharing mechanism and pool in force."""
 
-    mode: Optional[SharingMode] = Field(default=None, description="The sharing mechanism in force.")
-    pool: Optional[str] = Field(default=None, description="The GPU pool the tenant runs on.")
-    reason: Optional[str] = Field(default=None, description="Why this mechanism and pool were chosen.")
+    mode: SharingMode | None = Field(default=None, description="The sharing mechanism in force.")
+    pool: str | None = Field(default=None, description="The GPU pool the tenant runs on.")
+    reason: str | None = Field(default=None, description="Why this mechanism and pool were chosen.")
 
 
 class QueueGrantStatus(ApiModel):
     """The KAI Queue as the operator applied it."""
 
-    name: Optional[str] = Field(default=None, description="KAI Queue name.")
-    parent: Optional[str] = Field(default=None, description="Parent queue.")
-    quota: Optional[float] = Field(default=None, description="Queue GPU quota in KAI units.")
-    limit: Optional[float] = Field(default=None, description="Queue GPU limit in KAI units.")
-    over_quota_weight: Optional[int] = Field(default=None, description="Queue over-quota weight.")
-    priority: Optional[int] = Field(default=None, description="Queue priority.")
+    name: str | None = Field(default=None, description="KAI Queue name.")
+    parent: str | None = Field(default=None, description="Parent queue.")
+    quota: float | None = Field(default=None, description="Queue GPU quota in KAI units.")
+    limit: float | None = Field(default=None, description="Queue GPU limit in KAI units.")
+    over_quota_weight: int | None = Field(default=None, description="Queue over-quota weight.")
+    priority: int | None = Field(default=None, description="Queue priority.")
 
 
 class GrantedStatus(ApiModel):
@@ -567,16 +537,16 @@ class GrantedStatus(ApiModel):
     resources: dict[str, str] = Field(
         default_factory=dict, description="GPU entries of the host ResourceQuota, in the mechanism's resource names."
     )
-    queue: Optional[QueueGrantStatus] = Field(default=None, description="The KAI Queue's GPU resources.")
+    queue: QueueGrantStatus | None = Field(default=None, description="The KAI Queue's GPU resources.")
 
 
 class VClusterStatus(ApiModel):
     """The installed vCluster release."""
 
-    release: Optional[str] = Field(default=None, description="Helm release name.")
-    chart_version: Optional[str] = Field(default=None, description="Installed chart version.")
-    endpoint: Optional[str] = Field(default=None, description="API server URL tenants use.")
-    values_hash: Optional[str] = Field(default=None, description="Hash of the applied values; no Helm upgrade while it matches.")
+    release: str | None = Field(default=None, description="Helm release name.")
+    chart_version: str | None = Field(default=None, description="Installed chart version.")
+    endpoint: str | None = Field(default=None, description="API server URL tenants use.")
+    values_hash: str | None = Field(default=None, description="Hash of the applied values; no Helm upgrade while it matches.")
 
 
 class KubeconfigStatus(ApiModel):
@@ -584,23 +554,23 @@ class KubeconfigStatus(ApiModel):
 
     role: KubeconfigRole = Field(description="admin or view.")
     secret_name: str = Field(description="Secret in the host namespace holding the kubeconfig (key: config).")
-    expires_at: Optional[str] = Field(default=None, description="When the token expires (RFC 3339).")
+    expires_at: str | None = Field(default=None, description="When the token expires (RFC 3339).")
 
 
 class GpuTenantStatus(ApiModel):
     """Observed state; written only through the status subresource."""
 
-    observed_generation: Optional[int] = Field(default=None, description="The spec generation this status describes.")
+    observed_generation: int | None = Field(default=None, description="The spec generation this status describes.")
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=32,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
         description="Ready and one condition per part.",
     )
-    namespace: Optional[str] = Field(default=None, description="The tenant's host namespace.")
-    sharing: Optional[SharingStatus] = Field(default=None, description="The chosen sharing mechanism and why.")
-    granted: Optional[GrantedStatus] = Field(default=None, description="Resources granted in each mechanism's units.")
-    vcluster: Optional[VClusterStatus] = Field(default=None, description="The virtual cluster's release and endpoint.")
+    namespace: str | None = Field(default=None, description="The tenant's host namespace.")
+    sharing: SharingStatus | None = Field(default=None, description="The chosen sharing mechanism and why.")
+    granted: GrantedStatus | None = Field(default=None, description="Resources granted in each mechanism's units.")
+    vcluster: VClusterStatus | None = Field(default=None, description="The virtual cluster's release and endpoint.")
     kubeconfigs: list[KubeconfigStatus] = Field(
         default_factory=list,
         max_length=2,
@@ -621,8 +591,8 @@ class ObjectMeta(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     name: Annotated[str, AfterValidator(_check_tenant_name)]
-    uid: Optional[str] = None
-    generation: Optional[int] = None
+    uid: str | None = None
+    generation: int | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
 
@@ -636,13 +606,13 @@ class GpuTenant(BaseModel):
     kind: str = "GpuTenant"
     metadata: ObjectMeta
     spec: GpuTenantSpec
-    status: Optional[GpuTenantStatus] = None
+    status: GpuTenantStatus | None = None
 
     @property
     def name(self) -> str:
         return self.metadata.name
 
     @classmethod
-    def from_body(cls, body: Any) -> "GpuTenant":
+    def from_body(cls, body: Any) -> GpuTenant:
         """Validate a raw object (dict or kopf Body) into the model."""
         return cls.model_validate(dict(body))

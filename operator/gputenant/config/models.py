@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from gputenant.api.gpus import MIG_PROFILES, mig_layout
+from gputenant.api.trust import allowed_modes, names, weakest_allowed
 from gputenant.api.v1alpha1 import SharingMode, Trust
-from gputenant.policy.gpus import MIG_PROFILES, mig_layout
-from gputenant.policy.trust import WEAKEST_ALLOWED, allowed_modes, names
 
 
 class ConfigModel(BaseModel):
@@ -34,10 +33,10 @@ class PoolMode(str, Enum):
 
 
 class Toleration(ConfigModel):
-    key: Optional[str] = None
+    key: str | None = None
     operator: str = "Equal"
-    value: Optional[str] = None
-    effect: Optional[str] = None
+    value: str | None = None
+    effect: str | None = None
 
 
 class TimeSlicingPool(ConfigModel):
@@ -61,7 +60,7 @@ class MigPool(ConfigModel):
     strategy: MigStrategy = MigStrategy.MIXED
     config: str = Field(description="Value of the nvidia.com/mig.config node label, e.g. all-1g.10gb or all-balanced.")
     profiles: list[str] = Field(min_length=1, description="MIG profiles the layout offers, e.g. [1g.10gb, 3g.40gb].")
-    default_profile: Optional[str] = Field(default=None, description="Profile for tenants that name none. Unset: the first.")
+    default_profile: str | None = Field(default=None, description="Profile for tenants that name none. Unset: the first.")
 
 
 class HamiPool(ConfigModel):
@@ -78,19 +77,19 @@ class Pool(ConfigModel):
     mode: PoolMode
     gpu_model: str = Field(description="GPU model, e.g. A100-80GB, H100-80GB, H200-141GB, A30-24GB, A100-40GB, L4.")
     gpu_memory_mi_b: int = Field(alias="gpuMemoryMiB", ge=1, description="Memory of one GPU in MiB.")
-    gpus: Optional[int] = Field(default=None, ge=0, description="Physical GPUs in the pool; unset: capacity is not checked.")
+    gpus: int | None = Field(default=None, ge=0, description="Physical GPUs in the pool; unset: capacity is not checked.")
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     scheduler_name: str = Field(default="kai-scheduler", description="Scheduler that places the pool's pods.")
-    device_plugin_config: Optional[str] = Field(
+    device_plugin_config: str | None = Field(
         default=None, description="Name of the device-plugin config for this pool (nvidia.com/device-plugin.config label)."
     )
-    time_slicing: Optional[TimeSlicingPool] = None
-    mig: Optional[MigPool] = None
-    hami: Optional[HamiPool] = None
+    time_slicing: TimeSlicingPool | None = None
+    mig: MigPool | None = None
+    hami: HamiPool | None = None
 
     @model_validator(mode="after")
-    def _mode_blocks_match_mode(self) -> "Pool":
+    def _mode_blocks_match_mode(self) -> Pool:
         """Exactly the block of the pool's mode may be set; HAMi's block has defaults and is filled in."""
         blocks = {
             PoolMode.TIME_SLICING: ("timeSlicing", self.time_slicing),
@@ -149,7 +148,7 @@ class VClusterChart(ConfigModel):
     repository: str = Field(default="https://charts.loft.sh", description="Chart repository URL.")
     name: str = Field(default="vcluster", description="Chart name in the repository.")
     version: str = Field(default="0.36.1", description="Default chart version.")
-    local_path: Optional[str] = Field(default=None, description="Local chart directory (air-gapped clusters, tests); wins over repository.")
+    local_path: str | None = Field(default=None, description="Local chart directory (air-gapped clusters, tests); wins over repository.")
 
 
 class DevicePluginConfigMap(ConfigModel):
@@ -168,11 +167,11 @@ class OperatorConfig(ConfigModel):
         default="gpu-tenant-operator",
         description="Namespace the operator runs in; tenant NetworkPolicies let it reach each vCluster API.",
     )
-    operator_service_account: Optional[str] = Field(
+    operator_service_account: str | None = Field(
         default=None,
         description="ServiceAccount (in operatorNamespace) the operator runs as; set by the Helm chart.",
     )
-    tenant_namespace_cluster_role: Optional[str] = Field(
+    tenant_namespace_cluster_role: str | None = Field(
         default=None,
         description=(
             "ClusterRole the operator binds operatorServiceAccount to, by a RoleBinding in each tenant "
@@ -182,11 +181,7 @@ class OperatorConfig(ConfigModel):
         ),
     )
     trust_modes: dict[Trust, SharingMode] = Field(
-        default_factory=lambda: {
-            Trust.TRUSTED: SharingMode.TIME_SLICING,
-            Trust.INTERNAL: SharingMode.HAMI,
-            Trust.UNTRUSTED: SharingMode.MIG,
-        },
+        default_factory=lambda: {trust: weakest_allowed(trust) for trust in Trust},
         description="Mechanism for tenants whose sharing mode is Auto; a trust left out gets its weakest allowed mechanism.",
     )
     pools: list[Pool] = Field(default_factory=list)
@@ -194,7 +189,7 @@ class OperatorConfig(ConfigModel):
     device_plugin_config_map: DevicePluginConfigMap = Field(default_factory=DevicePluginConfigMap)
 
     @model_validator(mode="after")
-    def _pools_and_trust_modes_are_consistent(self) -> "OperatorConfig":
+    def _pools_and_trust_modes_are_consistent(self) -> OperatorConfig:
         """Pool names are unique; trustModes is complete and never weaker than the trust allows."""
         seen: set[str] = set()
         for pool in self.pools:
@@ -206,22 +201,22 @@ class OperatorConfig(ConfigModel):
                 raise ValueError(
                     f"trustModes.{trust.value}: {mode.value} is not allowed for {trust.value} tenants; use {names(allowed_modes(trust))}"
                 )
-        self.trust_modes = {trust: self.trust_modes.get(trust, WEAKEST_ALLOWED[trust]) for trust in Trust}
+        self.trust_modes = {trust: self.trust_modes.get(trust, weakest_allowed(trust)) for trust in Trust}
         return self
 
     @model_validator(mode="after")
-    def _tenant_namespace_role_has_a_subject(self) -> "OperatorConfig":
+    def _tenant_namespace_role_has_a_subject(self) -> OperatorConfig:
         """The operator binds operatorServiceAccount to tenantNamespaceClusterRole: one needs the other."""
         if self.tenant_namespace_cluster_role and not self.operator_service_account:
             raise ValueError("tenantNamespaceClusterRole is set but operatorServiceAccount is not: set "
                              "operatorServiceAccount to the ServiceAccount the operator runs as (the Helm chart sets both)")
         return self
 
-    def pool(self, name: str) -> Optional[Pool]:
+    def pool(self, name: str) -> Pool | None:
         return next((p for p in self.pools if p.name == name), None)
 
     @classmethod
-    def load(cls, path: str | Path) -> "OperatorConfig":
+    def load(cls, path: str | Path) -> OperatorConfig:
         """Load from a YAML file (a mounted ConfigMap key in production)."""
         data = yaml.safe_load(Path(path).read_text()) or {}
         return cls.model_validate(data)

@@ -7,14 +7,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Optional
 
 from gputenant import naming
+from gputenant.api.gpus import MIG_PROFILES, mig_layout, mig_profile
+from gputenant.api.trust import allowed_modes, names, stronger_or_equal
 from gputenant.api.v1alpha1 import GpuTenantSpec, HamiSpec, SharingMode, Trust
 from gputenant.config.models import MigStrategy, OperatorConfig, Pool
 from gputenant.policy.decision import Decision, PodRules, QueueGrant
-from gputenant.policy.gpus import MIG_PROFILES, mig_layout, mig_profile
-from gputenant.policy.trust import allowed_modes, names, stronger_or_equal
 
 WHOLE_GPU = "nvidia.com/gpu"
 HAMI_MEMORY = "nvidia.com/gpumem"
@@ -187,7 +186,7 @@ def _choose_pool(spec: GpuTenantSpec, mode: SharingMode, auto: bool, config: Ope
     raise _pools_refusal(spec, candidate, pools, refusals)
 
 
-def _misfit(spec: GpuTenantSpec, mode: SharingMode, pool: Pool) -> Optional[_Refused]:
+def _misfit(spec: GpuTenantSpec, mode: SharingMode, pool: Pool) -> _Refused | None:
     """Why the pool cannot serve the tenant's model, replicas or MIG profile; None when it can."""
     if spec.gpu.model is not None and pool.gpu_model != spec.gpu.model:
         return _Refused(

@@ -8,7 +8,6 @@ a CamelCase ``reason`` and a message, which the operator turns into ``Ready=Fals
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
 from gputenant.config.models import Pool
@@ -23,7 +22,7 @@ class QueueGrant:
     limit: float
     over_quota_weight: int
     priority: int
-    parent: Optional[str] = None
+    parent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,10 +51,10 @@ class Decision:
     """One CamelCase word, e.g. ChosenFromTrust, ExplicitMode, NoPoolForMode, ProfileNotOnGPU."""
     message: str
     """For humans: why this mechanism and pool, or what to change."""
-    mode: Optional[SharingMode] = None
-    pool: Optional[Pool] = None
+    mode: SharingMode | None = None
+    pool: Pool | None = None
     quota: dict[str, str] = field(default_factory=dict)
     """GPU entries of the host ResourceQuota's ``hard``, e.g. {"requests.nvidia.com/gpu": "8"}."""
-    queue: Optional[QueueGrant] = None
-    pod_rules: Optional[PodRules] = None
+    queue: QueueGrant | None = None
+    pod_rules: PodRules | None = None
     warnings: tuple[str, ...] = ()

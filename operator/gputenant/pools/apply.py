@@ -4,7 +4,7 @@ the cluster already holds them, MIG relabelling held back (and reported) on node
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from gputenant import GROUP, KIND, VERSION, naming
 from gputenant.config.models import OperatorConfig
@@ -12,6 +12,7 @@ from gputenant.guard.rules import requests_gpus
 from gputenant.kube import ApiError, KubeClient, holds
 from gputenant.pools.plan import BlockedChange, PoolsPlan, plan_pools
 from gputenant.pools.report import PoolReport, grants_from_tenants, pool_reports
+from gputenant.timefmt import rfc3339
 
 FINISHED_PHASES = ("Succeeded", "Failed")
 
@@ -85,7 +86,7 @@ async def _report_blocked(client: KubeClient, node: dict, blocked: BlockedChange
     if any(event.get("message") == blocked.message for event in answer.get("items", [])):
         return
     node = {"apiVersion": "v1", "kind": "Node", "metadata": node["metadata"]}
-    timestamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    timestamp = rfc3339(datetime.now(UTC))
     await client.post_event(node, "Warning", blocked.reason, blocked.message, timestamp)
 
 

@@ -8,7 +8,6 @@ ConfigMap; this module computes those labels and that ConfigMap from ``OperatorC
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import yaml
 
@@ -111,7 +110,7 @@ class BlockedChange:
     node: str
     pool: str
     label: str
-    current: Optional[str]
+    current: str | None
     wanted: str
     reason: str
     message: str

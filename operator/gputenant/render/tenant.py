@@ -7,7 +7,6 @@ is what lets the operator skip writes when nothing changed and lets golden files
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant, MemberRole, Subject, SubjectKind, Trust
@@ -35,7 +34,7 @@ class RenderedTenant:
     objects: list[dict]
     """Host objects in apply order: Namespace, ResourceQuota, LimitRange, NetworkPolicies, Roles,
     RoleBindings, KAI Queue (the last four kinds only when the decision is possible)."""
-    vcluster_values: Optional[dict]
+    vcluster_values: dict | None
     """Values for the vcluster chart; None when the decision is not possible (install nothing)."""
 
 
@@ -119,7 +118,7 @@ def _subject(subject: Subject) -> dict:
     return {"kind": subject.kind.value, "name": subject.name, "apiGroup": "rbac.authorization.k8s.io"}
 
 
-def kubeconfig_secret_rule(tenant: GpuTenant) -> Optional[dict]:
+def kubeconfig_secret_rule(tenant: GpuTenant) -> dict | None:
     """`get` on exactly the issued kubeconfig Secrets. None when no kubeconfig is issued: a rule
     with empty resourceNames would grant every Secret, including vc-<release>."""
     names = [naming.kubeconfig_secret_name(tenant.name, role.value) for role in tenant.spec.kubeconfig.roles]

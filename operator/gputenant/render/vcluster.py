@@ -16,7 +16,7 @@ from gputenant.config.models import OperatorConfig, Toleration
 from gputenant.policy.decision import Decision
 from gputenant.render.errors import RenderError
 from gputenant.render.podsecurity import POD_SECURITY_LEVEL
-from gputenant.render.quantities import parse_quantity
+from gputenant.render.quantities import quantity
 from gputenant.render.templates import render_documents
 
 CONTROL_PLANE_UID = 12345
@@ -84,7 +84,8 @@ def _resources(tenant: GpuTenant) -> dict:
             rendered[kind][resource] = value
     for resource, request in rendered["requests"].items():
         limit = rendered["limits"][resource]
-        if parse_quantity(request, "") > parse_quantity(limit, ""):
+        requested = quantity(request, f"spec.vcluster.resources.requests.{resource}")
+        if requested > quantity(limit, f"spec.vcluster.resources.limits.{resource}"):
             raise RenderError(f"spec.vcluster.resources.requests.{resource}: {request} is above the limit "
                               f"{limit}; lower the request or raise spec.vcluster.resources.limits.{resource}")
     return rendered

@@ -1,4 +1,4 @@
-"""`gputenant dev up`: the local demo. A real local control plane, fake GPU nodes for the pools,
+"""`python -m kubeplane.demo up` (what `make dev` runs): the local demo. A real local control plane, fake GPU nodes for the pools,
 the operator as a subprocess, the example tenants, and a status table until they are Ready.
 
 The vCluster pod cannot run here (no containers), so `kubeplane.vcluster_sim` plays it: a second

@@ -11,7 +11,6 @@ checks that the chosen pool's GPU model has the profile.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -65,12 +64,12 @@ def all_mig_profile_names() -> list[str]:
     return sorted(unique, key=lambda name: (unique[name].compute_slices, unique[name].memory_gb))
 
 
-def mig_profile(gpu_model: str, profile: str) -> Optional[MigProfile]:
+def mig_profile(gpu_model: str, profile: str) -> MigProfile | None:
     """The profile on that GPU model; None when the model lacks it or has no MIG at all."""
     return next((p for p in MIG_PROFILES.get(gpu_model, ()) if p.name == profile), None)
 
 
-def mig_layout(gpu_model: str, mig_config: str) -> Optional[dict[str, int]]:
+def mig_layout(gpu_model: str, mig_config: str) -> dict[str, int] | None:
     """Instances per GPU of the mig-parted configs every MIG node has (``all-<profile>``, ``all-balanced``).
 
     None for custom configs and models without MIG: their layout is unknown to the policy.

@@ -18,21 +18,26 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import TextIO
 
 import kubernetes
 import yaml
-from kubeplane import PlaneError, wait_for
 from pydantic import ValidationError
 
 from gputenant import GROUP, KIND, PLURAL, VERSION
 from gputenant.api.v1alpha1 import GpuTenant, SubjectKind
 from gputenant.config.models import OperatorConfig
-from gputenant.dev.defaults import (
-    DEFAULT_CONFIG, DEFAULT_TENANTS, LOCAL_CHART, SIMULATION_NOTICE, SOURCE_ROOT, TENANT_CRD,
+from kubeplane import PlaneError, wait_for
+from kubeplane.demo.defaults import (
+    DEFAULT_CONFIG,
+    DEFAULT_TENANTS,
+    LOCAL_CHART,
+    SIMULATION_NOTICE,
+    SOURCE_ROOT,
+    TENANT_CRD,
 )
-from gputenant.dev.nodes import fake_gpu_nodes
-from gputenant.dev.status import assess, failure_report, format_table, pick_demo_tenant
+from kubeplane.demo.nodes import fake_gpu_nodes
+from kubeplane.demo.status import assess, failure_report, format_table, pick_demo_tenant
 
 FIELD_MANAGER = "platform-engineer"
 """Who applies the example tenants: the demo's stand-in for the person running kubectl."""
@@ -110,7 +115,7 @@ class Session:
     def say(self, message: str) -> None:
         print(f"[{time.monotonic() - self.started_at:6.1f}s] {message}", file=self.out, flush=True)
 
-    def show_table(self, table: str, previous: Optional[str]) -> None:
+    def show_table(self, table: str, previous: str | None) -> None:
         """Redraw in place on a terminal; elsewhere (CI, tests) print only when the table changes."""
         if table == previous:
             return
@@ -129,10 +134,10 @@ class Session:
         try:
             return self._run()
         except DevError as error:
-            print(f"gputenant dev: {error}", file=sys.stderr)
+            print(f"kubeplane.demo: {error}", file=sys.stderr)
             return 2
         except PlaneError as error:
-            print(f"gputenant dev: {error}", file=sys.stderr)
+            print(f"kubeplane.demo: {error}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
             self.say("interrupted")
@@ -143,7 +148,7 @@ class Session:
     def _run(self) -> int:
         for required in (TENANT_CRD, LOCAL_CHART / "Chart.yaml"):
             if not required.is_file():
-                raise DevError(f"{required} is missing: `gputenant dev` runs from a source checkout of "
+                raise DevError(f"{required} is missing: the local demo runs from a source checkout of "
                                "gpu-tenant-operator (git clone, then `make dev`)")
         options = self.options
         manifests = load_tenant_manifests(options.tenants_path)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from gputenant.api.gpus import MIG_PROFILES, mig_layout
 from gputenant.config.models import OperatorConfig, Pool, PoolMode
-from gputenant.policy.gpus import MIG_PROFILES, mig_layout
 
 GPUS_PER_NODE = 8
 """A typical HGX/DGX node; a pool of 16 GPUs becomes two nodes."""

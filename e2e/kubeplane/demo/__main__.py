@@ -1,17 +1,24 @@
-"""`gputenant dev up`: the local demo (what `make dev` runs). See docs/local-demo.md."""
+"""`python -m kubeplane.demo up`: the local demo (what `make dev` runs). See docs/local-demo.md.
+
+It lives beside the harness it drives, not in the shipped `gputenant` package: an installed
+operator never carries the test control plane.
+"""
 
 from __future__ import annotations
 
 import argparse
 import signal
+import sys
 from pathlib import Path
+from types import FrameType
+
+from kubeplane.demo import defaults
 
 HELP = "local demo: control plane, fake GPU nodes, operator, example tenants; status until Ready"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gputenant.dev import defaults
-
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m kubeplane.demo", description=HELP)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     up = actions.add_parser("up", help=HELP, description=defaults.SIMULATION_NOTICE,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -26,17 +33,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "exit 1 as soon as one fails for a reason the operator does not retry")
     up.add_argument("--timeout", type=float, default=600, metavar="S",
                     help="give up (exit 1) if the tenants are not all Ready after S seconds (default: 600)")
+    return parser
 
 
-def _stop_on_sigterm(signum, frame) -> None:
+def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def run(args: argparse.Namespace) -> int:
-    from gputenant.dev.session import DevOptions, Session
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from kubeplane.demo.session import DevOptions, Session
 
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     options = DevOptions(directory=args.dir.resolve(), config_path=args.config.resolve(),
                          tenants_path=args.tenants.resolve(), timeout_seconds=args.timeout,
                          exit_when_ready=args.exit_when_ready)
     return Session(options).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,7 +6,6 @@ Pure functions over GpuTenant bodies, so the watch loop in `session` only fetche
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from gputenant.api.v1alpha1 import GpuTenant, KubeconfigRole
 from gputenant.reconcile.conditions import READY
@@ -96,7 +95,7 @@ def failure_report(rows: list[TenantRow]) -> str:
     return "\n".join(f"tenant {row.name}: Ready=False, reason {row.reason}: {row.message}" for row in rows)
 
 
-def pick_demo_tenant(tenants: list[GpuTenant]) -> Optional[str]:
+def pick_demo_tenant(tenants: list[GpuTenant]) -> str | None:
     """A tenant whose view kubeconfig works from this machine: it issues the view role and sets no
     public spec.vcluster.serverURL (which would point its kubeconfig at a host that is not here)."""
     for tenant in tenants:
