@@ -35,7 +35,7 @@ _KEY_ORDER = ["type", "format", "description", "default", "enum", "minimum", "ex
               "additionalProperties", "items", CEL_KEY]
 
 READY = '.status.conditions[?(@.type=="Ready")]'
-PRINTER_COLUMNS = [
+PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Trust", "type": "string", "jsonPath": ".spec.trust", "description": "How far the tenant is trusted."},
     {"name": "Sharing", "type": "string", "jsonPath": ".status.sharing.mode", "description": "Sharing mechanism in force."},
     {"name": "GPUs", "type": "number", "jsonPath": ".spec.gpu.quota", "description": "Guaranteed GPUs."},

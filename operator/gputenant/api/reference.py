@@ -57,9 +57,9 @@ def _validation(node: dict[str, Any], required: bool) -> list[str]:
 def _fields(node: dict[str, Any], path: str, required: bool = False) -> Iterator[tuple[str, dict[str, Any], bool]]:
     """Every field under ``node`` in declaration order, list items as ``path[]``."""
     yield path, node, required
-    child = node.get("items") if node.get("type") == "array" else node
+    child = (node.get("items") if node.get("type") == "array" else node) or {}
     prefix = f"{path}[]" if node.get("type") == "array" else path
-    for name, property_node in (child or {}).get("properties", {}).items():
+    for name, property_node in child.get("properties", {}).items():
         yield from _fields(property_node, f"{prefix}.{name}", name in child.get("required", []))
 
 

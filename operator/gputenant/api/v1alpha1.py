@@ -8,11 +8,13 @@ cannot drift apart.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from enum import Enum
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonDict
 from pydantic_core import PydanticCustomError
 
 from gputenant.api.gpus import all_mig_profile_names
@@ -279,6 +281,11 @@ class MigSpec(ApiModel):
     )
 
 
+def _block_unset_or_of(attribute: str, mode: SharingMode) -> Callable[[Any], bool]:
+    """Twin of the rule that a parameter block is set only for its own mode (or Auto)."""
+    return lambda sharing: getattr(sharing, attribute) is None or sharing.mode in (SharingMode.AUTO, mode)
+
+
 class SharingSpec(ApiModel):
     """How the tenant's GPUs are shared; weaker isolation than the trust allows is rejected."""
 
@@ -297,8 +304,7 @@ class SharingSpec(ApiModel):
         Rule(
             f"!has(self.{block}) || self.mode in ['Auto', '{mode.value}']",
             f"{block} parameters apply only to mode {mode.value} (or Auto): remove {block} or set mode: {mode.value}",
-            lambda sharing, attribute=attribute, mode=mode: getattr(sharing, attribute) is None
-            or sharing.mode in (SharingMode.AUTO, mode),
+            _block_unset_or_of(attribute, mode),
             field_path=f".{block}",
             reason="FieldValueForbidden",
         )
@@ -308,6 +314,11 @@ class SharingSpec(ApiModel):
             ("mig", "mig", SharingMode.MIG),
         )
     )
+
+
+def _at_most(low: str, high: str) -> Callable[[Any], bool]:
+    """Twin of the rule that the quantity in attribute ``low`` does not exceed the one in ``high``."""
+    return lambda model: quantity_at_most(getattr(model, low), getattr(model, high))
 
 
 class LimitRangeSpec(ApiModel):
@@ -324,7 +335,7 @@ class LimitRangeSpec(ApiModel):
             f"!has(self.{request}) || !has(self.{limit}) || !isQuantity(self.{request}) || !isQuantity(self.{limit}) "
             f"|| quantity(self.{request}).compareTo(quantity(self.{limit})) <= 0",
             f"{request} must not exceed {limit}: a container's default request above its default limit is rejected",
-            lambda limit_range, low=low, high=high: quantity_at_most(getattr(limit_range, low), getattr(limit_range, high)),
+            _at_most(low, high),
             field_path=f".{request}",
         )
         for request, limit, low, high in (
@@ -434,7 +445,7 @@ def _subject_key(subject: Subject) -> str:
     return f"{subject.kind.value}/{subject.name}"
 
 
-_SUBJECT_LIST = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["kind", "name"]}
+_SUBJECT_LIST: JsonDict = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["kind", "name"]}
 
 
 def _is_whole(number: float | None) -> bool:

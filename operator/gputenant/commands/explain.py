@@ -22,7 +22,7 @@ def _number(value: float) -> str:
 
 
 def rows(results) -> list[tuple[str, ...]]:
-    table = []
+    table: list[tuple[str, ...]] = []
     for result in results:
         decision = result.decision
         granted = ",".join(f"{resource}={amount}" for resource, amount in decision.quota.items())

@@ -41,5 +41,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         client.close()
-    sys.stdout.write(base64.b64decode(secret.data["config"]).decode())
+    data = secret.data or {}
+    if "config" not in data:
+        print(f"gputenant: Secret {namespace}/{name} has no key 'config'; it is not a kubeconfig the operator "
+              f"issued (kubectl get gputenant {args.tenant})", file=sys.stderr)
+        return 1
+    sys.stdout.write(base64.b64decode(data["config"]).decode())
     return 0

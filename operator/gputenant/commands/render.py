@@ -54,7 +54,7 @@ def load_and_render(tenant_file: str, config_file: str | None) -> tuple[list[Ren
     try:
         config = OperatorConfig.load(config_file) if config_file else OperatorConfig()
     except pydantic.ValidationError as error:
-        raise InputError(_validation_message(config_file, error)) from None
+        raise InputError(_validation_message(config_file or "built-in configuration", error)) from None
     except (OSError, yaml.YAMLError) as error:
         raise InputError(f"{config_file}: {error}") from None
     try:

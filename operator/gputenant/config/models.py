@@ -111,6 +111,24 @@ class Pool(ConfigModel):
             self._check_mig_layout(self.mig)
         return self
 
+    def time_slicing_settings(self) -> TimeSlicingPool:
+        """The timeSlicing block, which a TimeSlicing pool always has (checked on load)."""
+        if self.time_slicing is None:
+            raise ValueError(f"pool {self.name!r} is a {self.mode.value} pool, not a TimeSlicing pool")
+        return self.time_slicing
+
+    def mig_settings(self) -> MigPool:
+        """The mig block, which a MIG pool always has (checked on load)."""
+        if self.mig is None:
+            raise ValueError(f"pool {self.name!r} is a {self.mode.value} pool, not a MIG pool")
+        return self.mig
+
+    def hami_settings(self) -> HamiPool:
+        """The hami block, which a HAMi pool always has (filled in on load)."""
+        if self.hami is None:
+            raise ValueError(f"pool {self.name!r} is a {self.mode.value} pool, not a HAMi pool")
+        return self.hami
+
     def _check_mig_layout(self, mig: MigPool) -> None:
         """Profiles must exist on the GPU model and, for the standard mig-parted configs, in the layout."""
         field = f"pool {self.name!r}"

@@ -33,7 +33,7 @@ def device_plugin_config_name(pool: Pool) -> str:
 def time_slicing_config(pool: Pool) -> dict:
     """The NVIDIA device-plugin config file (``version: v1``) for one time-slicing pool (the config
     model guarantees a time-slicing pool has its timeSlicing block)."""
-    settings = pool.time_slicing
+    settings = pool.time_slicing_settings()
     return {
         "version": "v1",
         "flags": {"migStrategy": "none"},
@@ -64,8 +64,8 @@ def desired_node_labels(pool: Pool) -> dict[str, str]:
     if pool.mode == PoolMode.TIME_SLICING:
         return {DEVICE_PLUGIN_CONFIG_LABEL: device_plugin_config_name(pool)}
     if pool.mode == PoolMode.MIG:
-        return {MIG_CONFIG_LABEL: pool.mig.config}
-    if pool.mode == PoolMode.HAMI and pool.hami.label_nodes:
+        return {MIG_CONFIG_LABEL: pool.mig_settings().config}
+    if pool.mode == PoolMode.HAMI and pool.hami_settings().label_nodes:
         return {HAMI_NODE_LABEL: HAMI_NODE_LABEL_VALUE}
     return {}
 

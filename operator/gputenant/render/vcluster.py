@@ -95,11 +95,11 @@ def extra_sans(tenant: GpuTenant, config: OperatorConfig) -> list[str]:
     """Names the API server's certificate needs beyond vCluster's own defaults: the in-cluster
     ``<release>.<ns>.svc`` the operator dials, the serverURL host tenants dial, and spec.extraSANs."""
     vcluster = tenant.spec.vcluster
-    names = [urlparse(naming.vcluster_in_cluster_server(tenant.name, config)).hostname]
+    urls = [naming.vcluster_in_cluster_server(tenant.name, config)]
     if vcluster.server_url:
-        names.append(urlparse(str(vcluster.server_url)).hostname)
-    names += vcluster.extra_sans
-    return list(dict.fromkeys(names))
+        urls.append(str(vcluster.server_url))
+    hosts = [host for host in (urlparse(url).hostname for url in urls) if host]
+    return list(dict.fromkeys(hosts + vcluster.extra_sans))
 
 
 def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: OperatorConfig) -> dict:
@@ -107,7 +107,8 @@ def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: Operat
     tenant without GPUs has no pool and runs wherever the host schedules it."""
     vcluster = tenant.spec.vcluster
     pool = decision.pool
-    tolerations = pool.tolerations if pool else []
+    enforce_tolerations = [enforce_toleration(t, f"config.pools[{pool.name}].tolerations[{index}]")
+                           for index, t in enumerate(pool.tolerations)] if pool else []
     [values] = render_documents(
         "vcluster-values.yaml",
         kubernetes_version=vcluster.kubernetes_version,
@@ -120,8 +121,7 @@ def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: Operat
         extra_sans=extra_sans(tenant, config),
         coredns_replicas=vcluster.values.core_dns_replicas,
         in_cluster_server=naming.vcluster_in_cluster_server(tenant.name, config),
-        enforce_tolerations=[enforce_toleration(t, f"config.pools[{pool.name}].tolerations[{index}]")
-                             for index, t in enumerate(tolerations)],
+        enforce_tolerations=enforce_tolerations,
         sync_ingresses=vcluster.values.sync_ingresses,
         pool_node_selector=pool.node_selector if pool else {},
         pod_security_standard=POD_SECURITY_LEVEL[tenant.spec.trust],

@@ -1,0 +1,210 @@
+"""What each sharing mechanism grants on one pool, in its own units (docs/units.md): whole GPUs,
+time-slice replicas, HAMi shares or MIG instances. Pure, like the rest of the policy; a request the
+mechanism cannot grant raises `Refused`, which `decide` turns into an impossible Decision.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from gputenant.api.gpus import mig_layout, mig_profile
+from gputenant.api.trust import SharingMode, Trust
+from gputenant.api.v1alpha1 import GpuTenantSpec, HamiSpec
+from gputenant.config.models import MigStrategy, Pool
+from gputenant.policy.decision import PodRules
+
+WHOLE_GPU = "nvidia.com/gpu"
+HAMI_MEMORY = "nvidia.com/gpumem"
+HAMI_CORES = "nvidia.com/gpucores"
+
+
+class Refused(Exception):
+    """Control flow inside the policy only: decide() turns it into an impossible Decision."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one mechanism grants on one pool, before it is wrapped into a Decision."""
+
+    quota: dict[str, str]
+    queue_quota: Fraction
+    queue_limit: Fraction
+    pod_rules: PodRules
+    summary: str
+    warnings: tuple[str, ...] = field(default=())
+
+
+def _grant_exclusive(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: float) -> Grant:
+    gpus_quota = whole_units(quota_gpus, 1, "gpu.quota", f"Exclusive pool {pool.name}", "GPUs")
+    gpus_limit = whole_units(limit_gpus, 1, "gpu.limit", f"Exclusive pool {pool.name}", "GPUs")
+    return Grant(
+        quota={f"requests.{WHOLE_GPU}": str(gpus_limit)},
+        queue_quota=Fraction(gpus_quota),
+        queue_limit=Fraction(gpus_limit),
+        pod_rules=PodRules(
+            gpu_resources=(WHOLE_GPU,),
+            max_per_pod={WHOLE_GPU: gpus_limit},
+            forbid_isolation_overrides=spec.trust is not Trust.TRUSTED,
+        ),
+        summary=f"{gpus_quota} whole GPUs guaranteed, up to {gpus_limit}",
+    )
+
+
+def _grant_time_slicing(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: float) -> Grant:
+    slicing = pool.time_slicing_settings()
+    replicas = slicing.replicas
+    resource = f"{WHOLE_GPU}.shared" if slicing.rename_by_default else WHOLE_GPU
+    limit_replicas = whole_units(limit_gpus, replicas, "gpu.limit", f"TimeSlicing pool {pool.name}", "replicas")
+    return Grant(
+        quota={f"requests.{resource}": str(limit_replicas)},
+        queue_quota=exact(quota_gpus) * replicas,
+        queue_limit=Fraction(limit_replicas),
+        pod_rules=PodRules(
+            gpu_resources=(resource,),
+            max_per_pod={resource: limit_replicas},
+            max_per_container={resource: 1} if slicing.fail_requests_greater_than_one else {},
+            allow_fraction_annotations=True,
+            forbid_isolation_overrides=spec.trust is not Trust.TRUSTED,
+        ),
+        summary=f"up to {limit_replicas} time-slice replicas of {resource} ({replicas} per GPU, no memory or fault isolation)",
+    )
+
+
+def _grant_hami(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: float) -> Grant:
+    hami = spec.sharing.hami or HamiSpec()
+    cores = hami.core_percent
+    shares_per_gpu = Fraction(100, cores)
+    split_count = pool.hami_settings().split_count
+    if shares_per_gpu > split_count:
+        raise Refused(
+            "HamiShareTooSmall",
+            f"sharing.hami.corePercent {cores} makes {show(shares_per_gpu)} shares per GPU, but pool {pool.name} splits a GPU "
+            f"into at most {split_count} (hami.splitCount); raise corePercent to at least {math.ceil(100 / split_count)}",
+        )
+    memory = hami.memory_mi_b if hami.memory_mi_b is not None else pool.gpu_memory_mi_b * cores // 100
+    if memory > pool.gpu_memory_mi_b:
+        raise Refused(
+            "MemoryAboveGpu",
+            f"sharing.hami.memoryMiB {memory} is more than one GPU of pool {pool.name} has ({pool.gpu_memory_mi_b} MiB); "
+            f"lower memoryMiB to at most {pool.gpu_memory_mi_b}",
+        )
+    shares = whole_units(limit_gpus, shares_per_gpu, "gpu.limit", f"HAMi at corePercent {cores}", "shares")
+    cores_total = shares * cores
+    warnings: tuple[str, ...] = ()
+    fitting = min(math.floor(shares_per_gpu), split_count)
+    if fitting * memory > pool.gpu_memory_mi_b:
+        warnings = (
+            f"{fitting} shares of {memory} MiB do not fit in one {pool.gpu_memory_mi_b} MiB GPU of pool {pool.name}: "
+            f"the tenant's shares will spread over more GPUs than gpu.limit suggests",
+        )
+    return Grant(
+        quota={
+            f"requests.{WHOLE_GPU}": str(shares),
+            f"limits.{HAMI_MEMORY}": str(shares * memory),
+            f"limits.{HAMI_CORES}": str(cores_total),
+        },
+        queue_quota=exact(quota_gpus),
+        queue_limit=exact(limit_gpus),
+        pod_rules=PodRules(
+            gpu_resources=(WHOLE_GPU, HAMI_MEMORY, HAMI_CORES),
+            max_per_pod={WHOLE_GPU: shares, HAMI_MEMORY: shares * memory, HAMI_CORES: cores_total},
+            max_per_container={HAMI_MEMORY: pool.gpu_memory_mi_b, HAMI_CORES: 100},
+            default_limits={HAMI_MEMORY: str(memory), HAMI_CORES: str(cores)},
+            forbid_isolation_overrides=spec.trust is not Trust.TRUSTED,
+        ),
+        summary=f"up to {shares} vGPU shares of {cores}% compute and {memory} MiB each",
+        warnings=warnings,
+    )
+
+
+def _grant_mig(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: float) -> Grant:
+    mig = pool.mig_settings()
+    wanted = spec.sharing.mig.profile if spec.sharing.mig and spec.sharing.mig.profile else None
+    profile_name = wanted or mig.default_profile or mig.profiles[0]
+    profile = mig_profile(pool.gpu_model, profile_name)
+    if profile is None:
+        raise Refused("ProfileNotOnGPU", f"MIG profile {profile_name} does not exist on {pool.gpu_model}")
+    per_gpu = profile.max_instances
+    unit = f"{profile.name} instances"
+    instances_quota = whole_units(quota_gpus, per_gpu, "gpu.quota", f"MIG {profile.name} on {pool.gpu_model}", unit)
+    instances_limit = whole_units(limit_gpus, per_gpu, "gpu.limit", f"MIG {profile.name} on {pool.gpu_model}", unit)
+    layout = mig_layout(pool.gpu_model, mig.config)
+    if pool.gpus is not None and layout is not None and instances_limit > pool.gpus * layout[profile.name]:
+        raise Refused(
+            "QuotaAbovePoolCapacity",
+            f"gpu.limit {limit_gpus} is {instances_limit} {unit}, but pool {pool.name} ({pool.gpus} GPUs, mig.config "
+            f"{mig.config}) has only {pool.gpus * layout[profile.name]}; lower gpu.limit or pick another profile",
+        )
+    if mig.strategy is MigStrategy.SINGLE:
+        resource, kai_units_per_instance = WHOLE_GPU, 1
+    else:
+        resource, kai_units_per_instance = profile.resource_name, profile.compute_slices
+    return Grant(
+        quota={f"requests.{resource}": str(instances_limit)},
+        queue_quota=Fraction(instances_quota * kai_units_per_instance),
+        queue_limit=Fraction(instances_limit * kai_units_per_instance),
+        pod_rules=PodRules(
+            gpu_resources=(resource,),
+            max_per_pod={resource: instances_limit},
+            forbid_isolation_overrides=spec.trust is not Trust.TRUSTED,
+        ),
+        summary=(
+            f"{instances_quota} {unit} guaranteed, up to {instances_limit} ({per_gpu} per GPU, "
+            f"requested as {resource}, mig strategy {mig.strategy.value})"
+        ),
+    )
+
+
+GRANTERS = {
+    SharingMode.EXCLUSIVE: _grant_exclusive,
+    SharingMode.TIME_SLICING: _grant_time_slicing,
+    SharingMode.HAMI: _grant_hami,
+    SharingMode.MIG: _grant_mig,
+}
+
+
+def exact(value: float) -> Fraction:
+    """The decimal the user wrote (0.1 is 1/10, not the binary float near it)."""
+    return Fraction(str(value))
+
+
+
+
+def whole_units(value: float, units_per_gpu: Fraction | int, field_name: str, mechanism: str, unit: str) -> int:
+    """``value`` GPUs in the mechanism's units, which must come out whole.
+
+    Whole when the written decimal times units_per_gpu is an integer, or when the value is the float
+    closest to k/units_per_gpu (so 3/7 of a GPU, 0.42857142857142855, is 3 one-seventh instances).
+    """
+    scaled = exact(value) * units_per_gpu
+    nearest = round(scaled)
+    if scaled.denominator == 1 or float(Fraction(nearest) / units_per_gpu) == value:
+        return nearest
+    below = math.floor(scaled)
+    raise Refused(
+        "FractionNotGrantable",
+        f"{field_name} {value} is {show(scaled)} {unit}; {mechanism} grants only whole {unit} "
+        f"({show(Fraction(units_per_gpu))} per GPU): set {field_name} to {_gpus_for(below, units_per_gpu)} "
+        f"({below} {unit}) or {_gpus_for(below + 1, units_per_gpu)} ({below + 1} {unit})",
+    )
+
+
+
+
+def _gpus_for(units: int, units_per_gpu: Fraction | int) -> str:
+    """The shortest float that means ``units`` of the mechanism, as a tenant would write it."""
+    return repr(float(Fraction(units) / units_per_gpu)).removesuffix(".0")
+
+
+
+
+def show(value: Fraction) -> str:
+    """A Fraction for messages: ``8``, ``0.5`` or ``3.5``; repeating decimals as their float."""
+    return str(value.numerator) if value.denominator == 1 else repr(float(value))
