@@ -1,38 +1,54 @@
 """GpuTenant v1alpha1: what platform engineers write in Git, and what the operator reports back.
 
 These models are the single source of the API: ``crds/tenant.yaml`` is generated from them
-(``gputenant crd``), descriptions included, so ``kubectl explain`` and the pydantic validation
-cannot drift apart.
+(``make generate``), descriptions included, so ``kubectl explain`` and the pydantic validation
+cannot drift apart. This module is the version's public surface: the spec is defined here, its
+building blocks in ``types``, the status in ``status``, trust and sharing modes in ``trust``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from enum import Enum
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.json_schema import JsonDict
 from pydantic_core import PydanticCustomError
 
-from gputenant.api.gpus import all_mig_profile_names
 from gputenant.api.rules import (
-    CEL_KEY,
     DNS_LABEL,
     DNS_SUBDOMAIN,
     Rule,
-    check_rules,
-    duration_between,
-    is_https_url,
-    is_positive_quantity,
     quantity_at_most,
     unique,
-    value_rule,
+)
+from gputenant.api.status import (
+    Condition,
+    ConditionStatus,
+    GpuTenantStatus,
+    GrantedStatus,
+    KubeconfigStatus,
+    QueueGrantStatus,
+    SharingStatus,
+    VClusterStatus,
 )
 from gputenant.api.trust import TRUST_RULES, SharingMode, Trust
-from gputenant.timefmt import DURATION_PATTERN
+from gputenant.api.types import (
+    MAX_TOKEN_LIFETIME,
+    MIN_TOKEN_LIFETIME,
+    ApiModel,
+    DeletionPolicy,
+    DnsLabel,
+    DnsSubdomain,
+    Duration,
+    HttpsUrl,
+    KubeconfigRole,
+    MemberRole,
+    MigProfileName,
+    Quantity,
+    SubjectKind,
+)
 
 MAX_TENANT_NAME_LENGTH = 40
 """Longest GpuTenant name: ``tenant-<name>`` and ``<name>-kubeconfig-admin`` must stay valid names."""
@@ -44,119 +60,8 @@ TENANT_NAME_RULE = Rule(
     field_path=".metadata.name",
 )
 """Checked at the CRD's root (CEL may read metadata.name only there) and on ObjectMeta.name."""
-MIN_TOKEN_LIFETIME = "10m"
-MAX_TOKEN_LIFETIME = "8760h"
 MAX_GPUS = 10000
 """Upper bound of quota and limit; keeps the CEL whole-number check within int range."""
-
-
-def _add_cel_rules(schema: dict[str, Any], model: type[ApiModel]) -> None:
-    rules = [rule.cel() for rule in model.rules]
-    if rules:
-        schema[CEL_KEY] = schema.get(CEL_KEY, []) + rules
-
-
-class ApiModel(BaseModel):
-    """Base of every API object: camelCase on the wire, unknown fields rejected.
-
-    ``rules`` are the model's cross-field rules: the CRD carries them as CEL, and validating the
-    model checks their Python twins.
-    """
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        use_enum_values=False,
-        json_schema_extra=_add_cel_rules,
-    )
-    rules: ClassVar[tuple[Rule, ...]] = ()
-
-    @model_validator(mode="after")
-    def _check_rules(self) -> ApiModel:
-        check_rules(self, self.rules)
-        return self
-
-
-Quantity = Annotated[
-    str,
-    Field(max_length=64),
-    *value_rule(
-        "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))",
-        "must be a positive Kubernetes quantity such as 500m, 2 or 4Gi",
-        is_positive_quantity,
-    ),
-]
-"""A positive resource quantity as Kubernetes writes it."""
-
-Duration = Annotated[
-    str,
-    Field(max_length=32),
-    *value_rule(
-        f"self.matches(r'{DURATION_PATTERN}') && duration(self) >= duration('{MIN_TOKEN_LIFETIME}') "
-        f"&& duration(self) <= duration('{MAX_TOKEN_LIFETIME}')",
-        f"must be a duration in whole h, m or s units such as 90m or 24h, between {MIN_TOKEN_LIFETIME} and {MAX_TOKEN_LIFETIME}",
-        lambda text: duration_between(text, MIN_TOKEN_LIFETIME, MAX_TOKEN_LIFETIME),
-    ),
-]
-
-HttpsUrl = Annotated[
-    str,
-    Field(max_length=2048),
-    *value_rule(
-        "isURL(self) && url(self).getScheme() == 'https' && url(self).getHostname() != ''",
-        "must be an https URL with a host, such as https://team-a.gpu.example.com",
-        is_https_url,
-    ),
-]
-
-
-
-def _known_mig_profile(profile: str) -> str:
-    if profile not in all_mig_profile_names():
-        raise PydanticCustomError(
-            "enum", "must be a MIG profile of a supported GPU: {profiles}", {"profiles": ", ".join(all_mig_profile_names())}
-        )
-    return profile
-
-
-MigProfileName = Annotated[
-    str, Field(max_length=16, json_schema_extra={"enum": all_mig_profile_names()}), AfterValidator(_known_mig_profile)
-]
-"""A MIG profile that exists on at least one supported GPU (api/gpus.py)."""
-
-DnsLabel = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]
-DnsSubdomain = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
-
-
-class SubjectKind(str, Enum):
-    """Kind of an RBAC subject."""
-
-    USER = "User"
-    GROUP = "Group"
-    SERVICE_ACCOUNT = "ServiceAccount"
-
-
-class MemberRole(str, Enum):
-    """Role of a member in the tenant's host namespace."""
-
-    ADMIN = "admin"
-    EDIT = "edit"
-    VIEW = "view"
-
-
-class KubeconfigRole(str, Enum):
-    """Role of an issued kubeconfig in the virtual cluster."""
-
-    ADMIN = "admin"
-    VIEW = "view"
-
-
-class DeletionPolicy(str, Enum):
-    """What happens to the host namespace when the tenant is deleted."""
-
-    DELETE = "Delete"
-    RETAIN = "Retain"
 
 
 class Subject(ApiModel):
@@ -495,101 +400,6 @@ class GpuTenantSpec(ApiModel):
     )
 
 
-class ConditionStatus(str, Enum):
-    TRUE = "True"
-    FALSE = "False"
-    UNKNOWN = "Unknown"
-
-
-class Condition(ApiModel):
-    """A metav1.Condition, with its constraints."""
-
-    type: str = Field(
-        max_length=316,
-        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
-        description="Condition type, e.g. Ready or QueueReady.",
-    )
-    status: ConditionStatus = Field(description="True, False or Unknown.")
-    reason: str = Field(
-        min_length=1,
-        max_length=1024,
-        pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
-        description="One CamelCase word for machines and printer columns.",
-    )
-    message: str = Field(default="", max_length=32768, description="What happened, for humans.")
-    last_transition_time: str = Field(
-        json_schema_extra={"format": "date-time"}, description="When status last changed (RFC 3339)."
-    )
-    observed_generation: int | None = Field(default=None, ge=0, description="Generation the condition was set for.")
-
-
-class SharingStatus(ApiModel):
-    """The sharing mechanism and pool in force."""
-
-    mode: SharingMode | None = Field(default=None, description="The sharing mechanism in force.")
-    pool: str | None = Field(default=None, description="The GPU pool the tenant runs on.")
-    reason: str | None = Field(default=None, description="Why this mechanism and pool were chosen.")
-
-
-class QueueGrantStatus(ApiModel):
-    """The KAI Queue as the operator applied it."""
-
-    name: str | None = Field(default=None, description="KAI Queue name.")
-    parent: str | None = Field(default=None, description="Parent queue.")
-    quota: float | None = Field(default=None, description="Queue GPU quota in KAI units.")
-    limit: float | None = Field(default=None, description="Queue GPU limit in KAI units.")
-    over_quota_weight: int | None = Field(default=None, description="Queue over-quota weight.")
-    priority: int | None = Field(default=None, description="Queue priority.")
-
-
-class GrantedStatus(ApiModel):
-    """What the tenant was granted, in each mechanism's own units."""
-
-    resources: dict[str, str] = Field(
-        default_factory=dict, description="GPU entries of the host ResourceQuota, in the mechanism's resource names."
-    )
-    queue: QueueGrantStatus | None = Field(default=None, description="The KAI Queue's GPU resources.")
-
-
-class VClusterStatus(ApiModel):
-    """The installed vCluster release."""
-
-    release: str | None = Field(default=None, description="Helm release name.")
-    chart_version: str | None = Field(default=None, description="Installed chart version.")
-    endpoint: str | None = Field(default=None, description="API server URL tenants use.")
-    values_hash: str | None = Field(default=None, description="Hash of the applied values; no Helm upgrade while it matches.")
-
-
-class KubeconfigStatus(ApiModel):
-    """One issued kubeconfig."""
-
-    role: KubeconfigRole = Field(description="admin or view.")
-    secret_name: str = Field(description="Secret in the host namespace holding the kubeconfig (key: config).")
-    expires_at: str | None = Field(default=None, description="When the token expires (RFC 3339).")
-
-
-class GpuTenantStatus(ApiModel):
-    """Observed state; written only through the status subresource."""
-
-    observed_generation: int | None = Field(default=None, description="The spec generation this status describes.")
-    conditions: list[Condition] = Field(
-        default_factory=list,
-        max_length=32,
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
-        description="Ready and one condition per part.",
-    )
-    namespace: str | None = Field(default=None, description="The tenant's host namespace.")
-    sharing: SharingStatus | None = Field(default=None, description="The chosen sharing mechanism and why.")
-    granted: GrantedStatus | None = Field(default=None, description="Resources granted in each mechanism's units.")
-    vcluster: VClusterStatus | None = Field(default=None, description="The virtual cluster's release and endpoint.")
-    kubeconfigs: list[KubeconfigStatus] = Field(
-        default_factory=list,
-        max_length=2,
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["role"]},
-        description="Issued kubeconfig Secrets and expiry.",
-    )
-
-
 def _check_tenant_name(name: str) -> str:
     if not TENANT_NAME_RULE.holds(name):
         raise PydanticCustomError("rule", TENANT_NAME_RULE.message)
@@ -627,3 +437,14 @@ class GpuTenant(BaseModel):
     def from_body(cls, body: Any) -> GpuTenant:
         """Validate a raw object (dict or kopf Body) into the model."""
         return cls.model_validate(dict(body))
+
+
+__all__ = [
+    "MAX_GPUS", "MAX_TENANT_NAME_LENGTH", "MAX_TOKEN_LIFETIME", "MIN_TOKEN_LIFETIME", "TENANT_NAME_RULE",
+    "ApiModel", "ArgoCDSpec", "Condition", "ConditionStatus", "DeletionPolicy", "DnsLabel", "DnsSubdomain",
+    "Duration", "GpuSpec", "GpuTenant", "GpuTenantSpec", "GpuTenantStatus", "GrantedStatus", "HamiSpec",
+    "HttpsUrl", "KubeconfigRole", "KubeconfigSpec", "KubeconfigStatus", "LimitRangeSpec", "Member",
+    "MemberRole", "MigProfileName", "MigSpec", "ObjectMeta", "Quantity", "QueueGrantStatus", "QuotaSpec",
+    "ResourceAmounts", "SharingMode", "SharingSpec", "SharingStatus", "Subject", "SubjectKind",
+    "TimeSlicingSpec", "Trust", "VClusterOverrides", "VClusterResources", "VClusterSpec", "VClusterStatus",
+]

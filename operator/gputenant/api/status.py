@@ -1,0 +1,105 @@
+"""GpuTenant status: what the operator reports back, written only through the status subresource."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import Field
+
+from gputenant.api.trust import SharingMode
+from gputenant.api.types import ApiModel, KubeconfigRole
+
+
+class ConditionStatus(str, Enum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(ApiModel):
+    """A metav1.Condition, with its constraints."""
+
+    type: str = Field(
+        max_length=316,
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+        description="Condition type, e.g. Ready or QueueReady.",
+    )
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str = Field(
+        min_length=1,
+        max_length=1024,
+        pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+        description="One CamelCase word for machines and printer columns.",
+    )
+    message: str = Field(default="", max_length=32768, description="What happened, for humans.")
+    last_transition_time: str = Field(
+        json_schema_extra={"format": "date-time"}, description="When status last changed (RFC 3339)."
+    )
+    observed_generation: int | None = Field(default=None, ge=0, description="Generation the condition was set for.")
+
+
+class SharingStatus(ApiModel):
+    """The sharing mechanism and pool in force."""
+
+    mode: SharingMode | None = Field(default=None, description="The sharing mechanism in force.")
+    pool: str | None = Field(default=None, description="The GPU pool the tenant runs on.")
+    reason: str | None = Field(default=None, description="Why this mechanism and pool were chosen.")
+
+
+class QueueGrantStatus(ApiModel):
+    """The KAI Queue as the operator applied it."""
+
+    name: str | None = Field(default=None, description="KAI Queue name.")
+    parent: str | None = Field(default=None, description="Parent queue.")
+    quota: float | None = Field(default=None, description="Queue GPU quota in KAI units.")
+    limit: float | None = Field(default=None, description="Queue GPU limit in KAI units.")
+    over_quota_weight: int | None = Field(default=None, description="Queue over-quota weight.")
+    priority: int | None = Field(default=None, description="Queue priority.")
+
+
+class GrantedStatus(ApiModel):
+    """What the tenant was granted, in each mechanism's own units."""
+
+    resources: dict[str, str] = Field(
+        default_factory=dict, description="GPU entries of the host ResourceQuota, in the mechanism's resource names."
+    )
+    queue: QueueGrantStatus | None = Field(default=None, description="The KAI Queue's GPU resources.")
+
+
+class VClusterStatus(ApiModel):
+    """The installed vCluster release."""
+
+    release: str | None = Field(default=None, description="Helm release name.")
+    chart_version: str | None = Field(default=None, description="Installed chart version.")
+    endpoint: str | None = Field(default=None, description="API server URL tenants use.")
+    values_hash: str | None = Field(default=None, description="Hash of the applied values; no Helm upgrade while it matches.")
+
+
+class KubeconfigStatus(ApiModel):
+    """One issued kubeconfig."""
+
+    role: KubeconfigRole = Field(description="admin or view.")
+    secret_name: str = Field(description="Secret in the host namespace holding the kubeconfig (key: config).")
+    expires_at: str | None = Field(default=None, description="When the token expires (RFC 3339).")
+
+
+class GpuTenantStatus(ApiModel):
+    """Observed state; written only through the status subresource."""
+
+    observed_generation: int | None = Field(default=None, description="The spec generation this status describes.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        max_length=32,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+        description="Ready and one condition per part.",
+    )
+    namespace: str | None = Field(default=None, description="The tenant's host namespace.")
+    sharing: SharingStatus | None = Field(default=None, description="The chosen sharing mechanism and why.")
+    granted: GrantedStatus | None = Field(default=None, description="Resources granted in each mechanism's units.")
+    vcluster: VClusterStatus | None = Field(default=None, description="The virtual cluster's release and endpoint.")
+    kubeconfigs: list[KubeconfigStatus] = Field(
+        default_factory=list,
+        max_length=2,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["role"]},
+        description="Issued kubeconfig Secrets and expiry.",
+    )
