@@ -160,5 +160,5 @@ def test_operator_config_uses_the_local_chart_and_bad_configs_name_the_field(tmp
     assert OperatorConfig.model_validate(document).pools == EXAMPLE_CONFIG.pools
     broken = tmp_path / "config.yaml"
     broken.write_text("pools:\n  - name: p\n    mode: Magic\n    gpuModel: L4\n    gpuMemoryMiB: 1\n")
-    with pytest.raises(DevError, match=r"(?s)--config .*config\.yaml: .*pools.0.mode"):
+    with pytest.raises(DevError, match=r"(?s)--config .*config\.yaml: .*pools\[0\]\.mode"):
         local_operator_config(broken)

@@ -25,6 +25,7 @@ import yaml
 from pydantic import ValidationError
 
 from gputenant import GROUP, KIND, PLURAL, VERSION
+from gputenant.api.fieldpath import validation_problems
 from gputenant.api.v1alpha1 import GpuTenant, SubjectKind
 from gputenant.config.models import OperatorConfig
 from kubeplane import PlaneError, wait_for
@@ -78,7 +79,7 @@ def load_tenant_manifests(path: Path) -> list[dict]:
             try:
                 GpuTenant.from_body(document)
             except ValidationError as error:
-                raise DevError(f"{file}: invalid GpuTenant: {error}") from None
+                raise DevError(f"{file}: invalid GpuTenant: {'; '.join(validation_problems(error))}") from None
             manifests.append(document)
     if not manifests:
         raise DevError(f"--tenants {path}: found no object of kind {KIND}")
@@ -90,7 +91,9 @@ def local_operator_config(config_path: Path) -> dict:
     reachable here, and the real chart's pod could not run anyway."""
     try:
         OperatorConfig.load(config_path)
-    except (OSError, ValidationError, ValueError) as error:
+    except ValidationError as error:
+        raise DevError(f"--config {config_path}: {'; '.join(validation_problems(error))}") from None
+    except (OSError, ValueError) as error:
         raise DevError(f"--config {config_path}: {error}") from None
     document = yaml.safe_load(config_path.read_text()) or {}
     chart_version = yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"]
