@@ -1,5 +1,6 @@
-"""`make dev` (`python -m kubeplane.demo up`) as a user runs it: a subprocess on a fresh directory with its own control
-plane (not the session's `plane` fixture), the real operator and the example tenants.
+"""`make dev` (`python -m kubeplane.demo up`) as a user runs it: a subprocess on a fresh directory
+with its own control plane (not the session's `plane` fixture), the real operator and the example
+tenants.
 
 Simulated, as the command itself says: the vCluster pod (kubeplane.vcluster_sim starts a second
 real kube-apiserver per tenant and writes vc-<release>), since no container can run here.

@@ -1,5 +1,5 @@
-"""The pure parts of the local demo (`make dev`, `kubeplane.demo`): fake GPU nodes per pool, the status table and its verdict,
-and the checks on its inputs. The whole command runs in e2e/tests/test_dev_up.py."""
+"""The pure parts of the local demo (`make dev`, `kubeplane.demo`): fake GPU nodes per pool, the
+status table and its verdict, and the checks on its inputs. The whole command runs in e2e/tests/test_dev_up.py."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""`python -m kubeplane.demo up`: the local demo (what `make dev` runs). See docs/local-demo.md.
-
-It lives beside the harness it drives, not in the shipped `gputenant` package: an installed
-operator never carries the test control plane.
-"""
+"""`python -m kubeplane.demo up`: the local demo's command line (what `make dev` runs). See docs/local-demo.md."""
 
 from __future__ import annotations
 
