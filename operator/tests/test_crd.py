@@ -17,7 +17,7 @@ from gputenant.api.crd import PRINTER_COLUMNS, build_crd, render_crd_yaml
 from gputenant.api.examples import INVALID_CASES, VALID_CASES, InvalidCase
 from gputenant.api.reference import render_reference_markdown
 from gputenant.api.rules import CEL_KEY, duration_between, is_https_url, is_positive_quantity
-from gputenant.api.v1alpha1 import GpuTenant
+from gputenant.api.v1alpha1 import GpuTenant, SharingMode, Trust
 from gputenant.cli import main
 from gputenant.quantities import parse_quantity
 from gputenant.timefmt import parse_duration
@@ -141,6 +141,21 @@ def test_pydantic_rejects_invalid_tenant_at_the_field(case: InvalidCase):
     assert case.pydantic_path in errors, f"expected an error at {case.pydantic_path}, got {errors}"
     if case.message:
         assert case.message in errors[case.pydantic_path]
+
+
+def test_admission_table_covers_the_trust_matrix():
+    """Every trust level with every sharing mode is a valid or an invalid case, so the CEL rule
+    generated from api/trust.py meets the API server on the whole matrix, not on a sample."""
+
+    def trust_and_mode(tenant: dict[str, Any]) -> tuple[str, str]:
+        spec = tenant["spec"]
+        return spec["trust"], spec.get("sharing", {}).get("mode", "Auto")
+
+    covered = {trust_and_mode(case.tenant) for case in VALID_CASES}
+    refused = {trust_and_mode(case.tenant) for case in INVALID_CASES if case.path == "spec.sharing.mode"}
+    matrix = {(trust.value, mode.value) for trust in Trust for mode in SharingMode}
+    assert matrix <= covered | refused
+    assert refused & matrix == {("Internal", "TimeSlicing"), ("Untrusted", "TimeSlicing"), ("Untrusted", "HAMi")}
 
 
 def test_admission_table_is_broad():

@@ -216,4 +216,13 @@ VALID_CASES: list[ValidCase] = [
         quotas={"cpu": "8", "memory": "32Gi", "limitRange": {"defaultCpu": "500m", "defaultRequestCpu": "500m"}},
         deletionPolicy="Retain", preventDeletion=True,
     )),
+    # The rest of the trust matrix (README, docs/trust-levels.md): a trust level may use its weakest
+    # allowed mechanism and every stronger one, and Auto always.
+    ValidCase("trusted-hami", minimal_tenant("trusted-hami", sharing={"mode": "HAMi"})),
+    ValidCase("trusted-mig", minimal_tenant("trusted-mig", sharing={"mode": "MIG"})),
+    ValidCase("trusted-exclusive", minimal_tenant("trusted-exclusive", sharing={"mode": "Exclusive"})),
+    ValidCase("internal-auto", minimal_tenant("internal-auto", trust="Internal", sharing={"mode": "Auto"})),
+    ValidCase("internal-mig", minimal_tenant("internal-mig", trust="Internal", sharing={"mode": "MIG"})),
+    ValidCase("internal-exclusive", minimal_tenant("internal-exclusive", trust="Internal", sharing={"mode": "Exclusive"})),
+    ValidCase("untrusted-auto", minimal_tenant("untrusted-auto", trust="Untrusted", sharing={"mode": "Auto"})),
 ]
