@@ -3,7 +3,8 @@
 These models are the single source of the API: ``crds/tenant.yaml`` is generated from them
 (``make generate``), descriptions included, so ``kubectl explain`` and the pydantic validation
 cannot drift apart. This module is the version's public surface: the spec is defined here, its
-building blocks in ``types``, the status in ``status``, trust and sharing modes in ``trust``.
+building blocks in ``types``, owners and members in ``subjects``, the status in ``status``, trust
+and sharing modes in ``trust``.
 """
 
 from __future__ import annotations
@@ -13,12 +14,10 @@ from collections.abc import Callable
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-from pydantic.json_schema import JsonDict
 from pydantic_core import PydanticCustomError
 
 from gputenant.api.rules import (
     DNS_LABEL,
-    DNS_SUBDOMAIN,
     Rule,
     quantity_at_most,
     unique,
@@ -33,6 +32,7 @@ from gputenant.api.status import (
     SharingStatus,
     VClusterStatus,
 )
+from gputenant.api.subjects import SUBJECT_LIST, Member, Subject, subject_key
 from gputenant.api.trust import TRUST_RULES, SharingMode, Trust
 from gputenant.api.types import (
     MAX_TOKEN_LIFETIME,
@@ -62,46 +62,6 @@ TENANT_NAME_RULE = Rule(
 """Checked at the CRD's root (CEL may read metadata.name only there) and on ObjectMeta.name."""
 MAX_GPUS = 10000
 """Upper bound of quota and limit; keeps the CEL whole-number check within int range."""
-
-
-class Subject(ApiModel):
-    """A principal of the host cluster, as in an RBAC subject."""
-
-    kind: SubjectKind = Field(description="User, Group or ServiceAccount.")
-    name: str = Field(min_length=1, max_length=253, description="Name of the user, group or service account.")
-    namespace: DnsLabel | None = Field(
-        default=None,
-        description="Namespace of the service account; required for kind ServiceAccount, forbidden otherwise.",
-    )
-
-    rules: ClassVar[tuple[Rule, ...]] = (
-        Rule(
-            "self.kind != 'ServiceAccount' || has(self.namespace)",
-            "a ServiceAccount subject needs its namespace: set namespace",
-            lambda subject: subject.kind != SubjectKind.SERVICE_ACCOUNT or subject.namespace is not None,
-            field_path=".namespace",
-            reason="FieldValueRequired",
-        ),
-        Rule(
-            "self.kind == 'ServiceAccount' || !has(self.namespace)",
-            "only ServiceAccount subjects have a namespace: remove namespace",
-            lambda subject: subject.kind == SubjectKind.SERVICE_ACCOUNT or subject.namespace is None,
-            field_path=".namespace",
-            reason="FieldValueForbidden",
-        ),
-        Rule(
-            f"self.kind != 'ServiceAccount' || self.name.matches(r'{DNS_SUBDOMAIN}')",
-            "a ServiceAccount name is a DNS subdomain: lower-case letters, digits, '-' and '.'",
-            lambda subject: subject.kind != SubjectKind.SERVICE_ACCOUNT or re.match(DNS_SUBDOMAIN, subject.name) is not None,
-            field_path=".name",
-        ),
-    )
-
-
-class Member(Subject):
-    """A principal that gets a role in the tenant's host namespace."""
-
-    role: MemberRole = Field(default=MemberRole.VIEW, description="admin, edit or view.")
 
 
 class GpuSpec(ApiModel):
@@ -346,13 +306,6 @@ class ArgoCDSpec(ApiModel):
     project: DnsSubdomain = Field(default="default", description="Argo CD project the cluster belongs to.")
 
 
-def _subject_key(subject: Subject) -> str:
-    return f"{subject.kind.value}/{subject.name}"
-
-
-_SUBJECT_LIST: JsonDict = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["kind", "name"]}
-
-
 def _is_whole(number: float | None) -> bool:
     return number is None or float(number).is_integer()
 
@@ -362,14 +315,14 @@ class GpuTenantSpec(ApiModel):
 
     trust: Trust = Field(description="Trusted (same team), Internal (other internal teams) or Untrusted (external customers).")
     display_name: str | None = Field(default=None, max_length=128, description="Human-readable name of the team.")
-    owners: Annotated[list[Subject], unique(_subject_key, "owners must be unique by kind and name")] = Field(
+    owners: Annotated[list[Subject], unique(subject_key, "owners must be unique by kind and name")] = Field(
         min_length=1,
         max_length=32,
-        json_schema_extra=_SUBJECT_LIST,
+        json_schema_extra=SUBJECT_LIST,
         description="Who owns the tenant: may read its kubeconfigs and administer its namespace.",
     )
-    members: Annotated[list[Member], unique(_subject_key, "members must be unique by kind and name")] = Field(
-        default_factory=list, max_length=256, json_schema_extra=_SUBJECT_LIST, description="Other principals and their roles."
+    members: Annotated[list[Member], unique(subject_key, "members must be unique by kind and name")] = Field(
+        default_factory=list, max_length=256, json_schema_extra=SUBJECT_LIST, description="Other principals and their roles."
     )
     gpu: GpuSpec = Field(default_factory=GpuSpec, description="GPU quota, limit and queue placement.")
     sharing: SharingSpec = Field(default_factory=SharingSpec, description="GPU-sharing mechanism and its parameters.")
