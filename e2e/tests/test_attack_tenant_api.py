@@ -231,10 +231,10 @@ def test_status_writes_that_leave_identity_keys_alone_pass(plane, core, tenant_n
 
 # -- class 7: the GpuTenant webhook's checks with the real API ------------------------------------
 
-def problems(plane: ControlPlane, name: str, body: dict, old: dict | None, tenant_names: list[str]) -> list[str]:
+def problems(plane: ControlPlane, name: str, body: dict, old: dict | None) -> list[str]:
     async def review() -> list[str]:
         async with KubeClient.from_kubeconfig(str(plane.kubeconfig_path), "attack-test") as client:
-            return await tenant_api_problems(client, CONFIG, name, body, old, tenant_names)
+            return await tenant_api_problems(client, CONFIG, name, body, old)
     return asyncio.run(review())
 
 
@@ -242,7 +242,7 @@ def test_a_new_tenant_cannot_adopt_a_namespace_the_operator_did_not_create(plane
     name = f"adopt-{short_id()}"
     plane.create_namespace(naming.host_namespace(name, CONFIG), labels={"team": "payments"})
     try:
-        [problem] = problems(plane, name, tenant_body(name), None, [])
+        [problem] = problems(plane, name, tenant_body(name), None)
     finally:
         core.delete_namespace(naming.host_namespace(name, CONFIG))
     assert problem.startswith(f"[not-created-by-operator] metadata.name: tenant {name} would take over "
@@ -255,7 +255,7 @@ def test_a_new_tenant_cannot_take_over_a_kai_queue_and_delete_it_on_offboarding(
         "apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name},
         "spec": {"resources": {"gpu": {"quota": 4, "limit": 4, "overQuotaWeight": 1}}}})
     try:
-        [problem] = problems(plane, name, tenant_body(name), None, [])
+        [problem] = problems(plane, name, tenant_body(name), None)
     finally:
         custom.delete_cluster_custom_object("scheduling.run.ai", "v2", "queues", name)
     assert f"would take over KAI Queue {name}, which the operator did not create for it" in problem
@@ -265,27 +265,9 @@ def test_a_tenants_own_objects_are_not_foreign(plane, core, crds):
     name = f"own-{short_id()}"
     plane.create_namespace(naming.host_namespace(name, CONFIG), labels=naming.tenant_labels(name, "namespace"))
     try:
-        assert problems(plane, name, tenant_body(name), None, []) == []
+        assert problems(plane, name, tenant_body(name), None) == []
     finally:
         core.delete_namespace(naming.host_namespace(name, CONFIG))
-
-
-@pytest.mark.parametrize("parent,why", [("victim", "is the queue of tenant victim"),
-                                        ("self", "is the tenant's own queue"),
-                                        ("sales", "is not one of the platform's parent queues")])
-def test_parent_queue_must_be_a_platform_queue(plane, custom, crds, parent, why):
-    name = f"child-{short_id()}"
-    victim = f"victim-{short_id()}"
-    custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, tenant_body(victim))
-    try:
-        tenants = [t["metadata"]["name"] for t in custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]]
-        parent_queue = {"victim": naming.queue_name(victim), "self": naming.queue_name(name)}.get(parent, parent)
-        body = tenant_body(name, gpu={"quota": 1, "parentQueue": parent_queue})
-        found = problems(plane, name, body, None, tenants)
-    finally:
-        custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, victim)
-    why = why.replace("tenant victim", f"tenant {victim}")
-    assert found == [f"[parent-queue] spec.gpu.parentQueue {parent_queue} {why}; name research, or leave gpu.parentQueue unset"]
 
 
 @pytest.fixture
@@ -304,7 +286,7 @@ def running_tenant(plane, core, crds):
 @pytest.mark.parametrize("before,after", [("Untrusted", "Trusted"), ("Untrusted", "Internal"), ("Internal", "Trusted")])
 def test_weakening_trust_while_pods_run_is_refused(plane, running_tenant, before, after):
     name, namespace = running_tenant
-    [problem] = problems(plane, name, tenant_body(name, after), tenant_body(name, before), [name])
+    [problem] = problems(plane, name, tenant_body(name, after), tenant_body(name, before))
     assert problem == (f"[trust-weakened] spec.trust {before} -> {after} weakens the isolation of tenant {name} while 1 of "
                        f"its pods run in {namespace} (notebook); stop them first, or the platform team annotates the "
                        f"GpuTenant {ALLOW_TRUST_CHANGE_ANNOTATION}: \"{after}\" (docs/trust-levels.md)")
@@ -314,9 +296,9 @@ def test_the_platform_team_can_allow_a_weaker_trust_explicitly(plane, running_te
     name, _ = running_tenant
     body = tenant_body(name, "Trusted")
     body["metadata"]["annotations"] = {ALLOW_TRUST_CHANGE_ANNOTATION: "Trusted"}
-    assert problems(plane, name, body, tenant_body(name, "Untrusted"), [name]) == []
+    assert problems(plane, name, body, tenant_body(name, "Untrusted")) == []
     body["metadata"]["annotations"] = {ALLOW_TRUST_CHANGE_ANNOTATION: "Internal"}
-    assert problems(plane, name, body, tenant_body(name, "Untrusted"), [name]), "the annotation names one trust"
+    assert problems(plane, name, body, tenant_body(name, "Untrusted")), "the annotation names one trust"
 
 
 def test_trust_may_weaken_once_only_the_control_plane_runs(plane, core, running_tenant):
@@ -324,7 +306,7 @@ def test_trust_may_weaken_once_only_the_control_plane_runs(plane, core, running_
     core.delete_namespaced_pod("notebook", namespace, grace_period_seconds=0)
     wait_for(lambda: not [p for p in core.list_namespaced_pod(namespace).items if p.metadata.name == "notebook"],
              timeout=10, what="the notebook pod to be gone")
-    assert problems(plane, name, tenant_body(name, "Trusted"), tenant_body(name, "Untrusted"), [name]) == []
+    assert problems(plane, name, tenant_body(name, "Trusted"), tenant_body(name, "Untrusted")) == []
 
 
 # -- class 6: tenant pods cannot reach the operator's namespace -----------------------------------
@@ -364,3 +346,38 @@ def test_no_egress_rule_of_a_tenant_namespace_selects_the_operators_namespace(pl
         assert not selects(selector, operator_labels), f"{peer} lets tenant pods reach {OPERATOR_NAMESPACE}"
     [ip_block] = [peer["ip_block"] for peer in peers if peer.get("ip_block")]
     assert ip_block == {"cidr": "0.0.0.0/0", "_except": [str(n) for n in CONFIG.cluster_networks]}
+
+
+# -- class 7: parentQueue, refused by the operator's own GpuTenant webhook --------------------------
+# Last in the module: once the operator runs, its pod guard judges pods in tenant-labelled
+# namespaces, which the tests above create without it.
+
+VICTIM = "pq-victim"
+
+
+@pytest.fixture(scope="module")
+def victim_tenant(plane, operator, tenants_api):
+    tenants_api.apply(tenants_api.manifest(VICTIM, "Internal", "victim-owner", gpus=1))
+    return VICTIM
+
+
+@pytest.mark.parametrize("parent,why", [(VICTIM, f"is the queue of tenant {VICTIM}"),
+                                        ("pq-attacker", "is the tenant's own queue"),
+                                        ("sales", "is not one of the platform's parent queues")])
+def test_a_parent_queue_must_be_a_platform_queue(operator, custom, victim_tenant, parent, why):
+    body = tenant_body("pq-attacker", "Internal", gpu={"quota": 1, "parentQueue": parent})
+
+    def refused() -> ApiException | None:
+        try:
+            custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body, dry_run="All")
+        except ApiException as error:
+            return error
+        return None
+    try:
+        error = wait_for(refused, timeout=60, interval=0.5, what="the operator's GpuTenant webhook to refuse")
+    except TimeoutError:
+        raise AssertionError(f"accepted; operator log:\n{operator.log_tail()}") from None
+    message = json.loads(error.body)["message"]
+    assert error.status == 403, message
+    assert (f"[parent-queue] spec.gpu.parentQueue {parent} {why}; name research, or leave gpu.parentQueue unset"
+            in message)

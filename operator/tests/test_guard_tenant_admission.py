@@ -115,3 +115,14 @@ def test_the_charts_pod_status_policy_protects_the_same_keys_as_the_code():
     variables = {variable["name"]: variable["expression"] for variable in policy["spec"]["variables"]}
     assert yaml.safe_load(variables["exact"]) == list(PROTECTED_POD_KEYS)
     assert yaml.safe_load(variables["prefixes"]) == list(PROTECTED_POD_KEY_PREFIXES)
+
+
+def test_the_gputenant_webhook_refuses_another_tenants_queue_as_parent():
+    from gputenant.guard.tenant_checks import check_tenant_change
+    from gputenant.policy.choose import decide
+
+    config = OperatorConfig()
+    victim = spec()
+    problems, _ = check_tenant_change(config, "a", spec(parentQueue="b"), None, [("b", victim, decide("b", victim, config))], [])
+    assert problems == ["[parent-queue] spec.gpu.parentQueue b is the queue of tenant b; name a department queue of "
+                        "the platform team, or leave gpu.parentQueue unset"]

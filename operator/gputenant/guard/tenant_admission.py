@@ -5,7 +5,8 @@ its queue under another tenant's, and may not weaken its trust while its pods ru
 The checks the API server can make alone live in the chart's ValidatingAdmissionPolicies
 (charts/gpu-tenant-operator/templates/admission-policies.yaml): refusing the DELETE of a tenant with
 spec.preventDeletion, system namespaces as host namespace, and identity keys rewritten through
-pods/status. ``tenant_api_problems`` is what the GpuTenant webhook adds to them.
+pods/status. ``tenant_api_problems`` is what the GpuTenant webhook adds to them, besides
+``parent_queue_problem`` (called from ``tenant_checks``).
 """
 
 from __future__ import annotations
@@ -97,17 +98,16 @@ def trust_change_problem(name: str, before: Trust, after: Trust, annotations: di
 
 
 async def tenant_api_problems(client: KubeClient, config: OperatorConfig, name: str, body: dict,
-                              old: Optional[dict], tenant_names: Iterable[str]) -> list[str]:
-    """Refusals for a GpuTenant CREATE (``old`` None) or UPDATE; ``tenant_names`` are the tenants
-    the guard knows (the tenant itself may be among them)."""
+                              old: Optional[dict]) -> list[str]:
+    """Refusals for a GpuTenant CREATE (``old`` None) or UPDATE that need the API (namespaces,
+    Queues, pods). The parent queue is checked by ``tenant_checks.check_tenant_change``, which
+    has the other tenants from the guard's index."""
     problems = [host_namespace_problem(name, config)]
     namespace = naming.host_namespace(name, config)
     if old is None and problems[0] is None:
         problems.append(adoption_problem(name, config, await client.get("v1", "Namespace", namespace),
                                          await _queue(client, naming.queue_name(name))))
     spec = _spec(body)
-    if spec is not None:
-        problems.append(parent_queue_problem(name, spec, [other for other in tenant_names if other != name], config))
     before = _spec(old) if old is not None else None
     if spec is not None and before is not None and weakens_isolation(before.trust, spec.trust):
         annotations = (body.get("metadata") or {}).get("annotations") or {}
