@@ -102,15 +102,29 @@ def test_the_allow_annotation_names_exactly_the_new_trust():
     assert trust_change_problem("a", UNTRUSTED, TRUSTED, {ALLOW_TRUST_CHANGE_ANNOTATION: "Internal"}, ["job"], "tenant-a")
 
 
-def test_the_charts_pod_status_policy_protects_the_same_keys_as_the_code():
+def render_chart(template: str, *args: str) -> list[dict]:
     from kubeplane.tools import tools_bin_dir
 
     helm = tools_bin_dir() / "helm"
     if not helm.is_file():
         pytest.skip(f"no pinned helm at {helm}; run `make tools`")
-    rendered = subprocess.run([str(helm), "template", "gto", str(CHART), "--show-only", "templates/admission-policies.yaml"],
+    rendered = subprocess.run([str(helm), "template", "gto", str(CHART), *args, "--show-only", f"templates/{template}"],
                               capture_output=True, text=True, check=True).stdout
-    [policy] = [doc for doc in yaml.safe_load_all(rendered)
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]
+
+
+def test_the_operators_pods_admit_no_tenant_namespace_and_no_cluster_network():
+    [policy] = render_chart("networkpolicy.yaml", "--set", "config.clusterNetworks={10.244.0.0/16,10.96.0.0/12}")
+    assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/instance"] == "gto"
+    [rule] = policy["spec"]["ingress"]
+    assert rule["from"] == [
+        {"namespaceSelector": {"matchExpressions": [{"key": "gputenant.io/tenant", "operator": "DoesNotExist"}]}},
+        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16", "10.96.0.0/12"]}}]
+    assert "ports" not in rule, "liveness and guard alike: the sources are what is limited"
+
+
+def test_the_charts_pod_status_policy_protects_the_same_keys_as_the_code():
+    [policy] = [doc for doc in render_chart("admission-policies.yaml")
                 if doc["kind"] == "ValidatingAdmissionPolicy" and doc["metadata"]["name"].endswith("pod-status-identity")]
     variables = {variable["name"]: variable["expression"] for variable in policy["spec"]["variables"]}
     assert yaml.safe_load(variables["exact"]) == list(PROTECTED_POD_KEYS)
