@@ -348,6 +348,40 @@ def test_no_egress_rule_of_a_tenant_namespace_selects_the_operators_namespace(pl
     assert ip_block == {"cidr": "0.0.0.0/0", "_except": [str(n) for n in CONFIG.cluster_networks]}
 
 
+# -- class 8: host-side readers of a tenant namespace do not get its service-account tokens ---------
+
+@pytest.fixture(scope="module")
+def token_namespace(plane, core, crds):
+    """A host namespace with the tenant's rendered Roles and RoleBindings (owner, and a view and an
+    edit member), and a Secret where vCluster keeps a synced pod's token with useSecretsForSATokens."""
+    name = f"tok-{short_id()}"
+    body = tenant_body(name, "Internal", gpu={"quota": 1}, members=[
+        {"kind": "User", "name": f"{name}-viewer", "role": "view"}, {"kind": "User", "name": f"{name}-editor", "role": "edit"}])
+    tenant = GpuTenant.model_validate(body)
+    rendered = render_tenant(tenant, decide(name, tenant.spec, CONFIG), CONFIG)
+    assert rendered.vcluster_values["sync"]["toHost"]["pods"]["useSecretsForSATokens"] is True
+    namespace = naming.host_namespace(name, CONFIG)
+    plane.create_namespace(namespace, labels=naming.tenant_labels(name, "namespace"))
+    rbac = [o for o in rendered.objects if o["kind"] in ("Role", "RoleBinding")]
+    plane.kubectl("apply", "--server-side", "--field-manager=attack-test", "-f", "-", input=yaml.safe_dump_all(rbac))
+    core.create_namespaced_secret(namespace, {"metadata": {"name": "train-0-sa-token"},
+                                              "stringData": {"token": "eyJ-the-synced-pods-token"}})
+    yield name, namespace
+    core.delete_namespace(namespace)
+
+
+@pytest.mark.parametrize("who", ["viewer", "editor", "owner"])
+def test_no_host_side_reader_of_the_tenant_namespace_gets_a_service_account_token(plane, token_namespace, who):
+    name, namespace = token_namespace
+    user = "owner" if who == "owner" else f"{name}-{who}"
+    api = kubernetes.client.CoreV1Api(plane.api_client(plane.user(user)))
+    assert isinstance(api.list_namespaced_pod(namespace).items, list), f"{who} reads the pods (and their annotations)"
+    for attempt in (lambda: api.read_namespaced_secret("train-0-sa-token", namespace),
+                    lambda: api.list_namespaced_secret(namespace)):
+        status, message = refusal(attempt)
+        assert status == 403 and f'User "{user}" cannot' in message
+
+
 # -- class 7: parentQueue, refused by the operator's own GpuTenant webhook --------------------------
 # Last in the module: once the operator runs, its pod guard judges pods in tenant-labelled
 # namespaces, which the tests above create without it.
