@@ -69,6 +69,8 @@ GRANT_ON = {
 """What quota 1 / limit 2 GPU equivalents are on each pool of examples/config.yaml."""
 
 FIRST_POOL_OF = {TS: "a100-timeslice", HAMI: "l4-hami", MIG: "h100-mig-small", EXCL: "h100-exclusive"}
+NOT_SERVING = {"h100-mig-small": {TRUSTED}}
+"""Pools of examples/config.yaml whose trustLevels leave a trust level out."""
 AUTO_MODE = {TRUSTED: TS, INTERNAL: HAMI, UNTRUSTED: MIG}
 POOL_MODES_FOR_AUTO = {TRUSTED: {TS, HAMI, MIG, EXCL}, INTERNAL: {HAMI, MIG, EXCL}, UNTRUSTED: {MIG, EXCL}}
 REFUSED_MODES = {(INTERNAL, TS), (UNTRUSTED, TS), (UNTRUSTED, HAMI)}
@@ -79,13 +81,21 @@ def expected(trust: Trust, mode: SharingMode, pool_name: str | None) -> tuple[st
     if (trust, mode) in REFUSED_MODES:
         return "ModeNotAllowedForTrust", None
     if pool_name is None:
-        return ("ChosenFromTrust", FIRST_POOL_OF[AUTO_MODE[trust]]) if mode is AUTO else ("ExplicitMode", FIRST_POOL_OF[mode])
+        if mode is AUTO:
+            return "ChosenFromTrust", FIRST_POOL_OF[AUTO_MODE[trust]]
+        serving = [name for name, (pool_mode, *_) in GRANT_ON.items()
+                   if pool_mode is mode and trust not in NOT_SERVING.get(name, ())]
+        return "ExplicitMode", serving[0]
     pool_mode = GRANT_ON[pool_name][0]
     if mode is AUTO:
         if pool_mode not in POOL_MODES_FOR_AUTO[trust]:
             return "PoolModeMismatch", None
+        if trust in NOT_SERVING.get(pool_name, ()):
+            return "PoolTrustMismatch", None
         return ("ChosenFromTrust" if pool_mode is AUTO_MODE[trust] else "FallbackToStrongerMode"), pool_name
-    return ("ExplicitMode", pool_name) if pool_mode is mode else ("PoolModeMismatch", None)
+    if pool_mode is not mode:
+        return "PoolModeMismatch", None
+    return ("PoolTrustMismatch", None) if trust in NOT_SERVING.get(pool_name, ()) else ("ExplicitMode", pool_name)
 
 
 MATRIX = list(itertools.product(Trust, SharingMode, [None, *GRANT_ON]))
@@ -117,7 +127,8 @@ def test_matrix(trust, mode, pool_name):
 
 def test_matrix_covers_every_outcome():
     reasons = {expected(*combination)[0] for combination in MATRIX}
-    assert reasons == {"ChosenFromTrust", "FallbackToStrongerMode", "ExplicitMode", "PoolModeMismatch", "ModeNotAllowedForTrust"}
+    assert reasons == {"ChosenFromTrust", "FallbackToStrongerMode", "ExplicitMode", "PoolModeMismatch",
+                       "ModeNotAllowedForTrust", "PoolTrustMismatch"}
 
 
 # -- the example tenants get what their comments say ----------------------------------------------
@@ -186,10 +197,61 @@ def test_auto_falls_back_to_the_next_stronger_mechanism_with_a_pool(pools, mode,
     assert "no TimeSlicing pool" in decision.message and mode.value in decision.message
 
 
-def test_fallback_follows_the_gpu_model():
+def test_fallback_follows_the_gpu_model_to_a_pool_that_serves_the_trust():
     decision = decide("x", spec(TRUSTED, quota=1, model="H100-80GB"), EXAMPLE)
-    assert (decision.reason, decision.mode, decision.pool.name) == ("FallbackToStrongerMode", MIG, "h100-mig-small")
+    assert (decision.reason, decision.mode, decision.pool.name) == ("FallbackToStrongerMode", MIG, "h100-mig-balanced")
     assert "gpu.model H100-80GB" in decision.message
+
+
+# -- pools serve the trust levels they declare ----------------------------------------------------
+
+MIG_SMALL = {"config": "all-1g.10gb", "profiles": ["1g.10gb"]}
+
+
+def test_a_trusted_tenant_never_lands_on_a_customers_mig_pool():
+    """The attack of issue 12 (class 5): a Trusted tenant asks for the model only the customers' pool has."""
+    customers = config(pool("a100", "TimeSlicing", "A100-80GB", 81920, timeSlicing={"replicas": 4}),
+                       pool("customers", "MIG", mig=MIG_SMALL, trustLevels=["Untrusted"]))
+    decision = decide("x", spec(TRUSTED, quota=1, model="H100-80GB"), customers)
+    assert (decision.possible, decision.reason) == (False, "PoolTrustMismatch")
+    assert "customers (MIG, H100-80GB)" in decision.message and "trustLevels" in decision.message
+
+
+def test_auto_passes_over_pools_of_another_trust_to_a_stronger_one_that_serves_it():
+    pools = config(pool("customers", "MIG", mig=MIG_SMALL, trustLevels=["Untrusted"]), pool("whole", "Exclusive"))
+    decision = decide("x", spec(INTERNAL, quota=1), pools)
+    assert (decision.reason, decision.mode, decision.pool.name) == ("FallbackToStrongerMode", EXCL, "whole")
+
+
+@pytest.mark.parametrize("trust", [TRUSTED, INTERNAL])
+def test_naming_a_pool_of_another_trust_is_refused_naming_the_field(trust):
+    pools = config(pool("customers", "MIG", mig=MIG_SMALL, trustLevels=["Untrusted"]),
+                   pool("internal-mig", "MIG", mig=MIG_SMALL))
+    decision = decide("x", spec(trust, MIG, quota=1, pool="customers"), pools)
+    assert (decision.possible, decision.reason) == (False, "PoolTrustMismatch")
+    assert decision.message.startswith("gpu.pool customers serves Untrusted tenants")
+    assert "internal-mig (MIG, H100-80GB)" in decision.message
+
+
+def test_an_unset_trust_levels_serves_every_trust_the_mode_allows():
+    pools = config(pool("m", "MIG", mig=MIG_SMALL), pool("t", "TimeSlicing", "A100-80GB", 81920, timeSlicing={"replicas": 2}))
+    assert pools.pool("m").serves == (TRUSTED, INTERNAL, UNTRUSTED)
+    assert pools.pool("t").serves == (TRUSTED,)
+
+
+def test_a_pool_may_not_declare_a_trust_its_mode_isolates_too_weakly():
+    with pytest.raises(ValueError, match=r"pool 't': trustLevels has Untrusted, but TimeSlicing isolates Untrusted tenants too weakly"):
+        config(pool("t", "TimeSlicing", "A100-80GB", 81920, timeSlicing={"replicas": 2}, trustLevels=["Untrusted"]))
+
+
+# -- parent queues --------------------------------------------------------------------------------
+
+def test_a_parent_queue_outside_the_platforms_list_is_refused():
+    platform = config(pool("e", "Exclusive"), parentQueues=["research", "training"])
+    decision = decide("x", spec(INTERNAL, quota=1, parentQueue="team-b"), platform)
+    assert (decision.possible, decision.reason) == (False, "ParentQueueNotAllowed")
+    assert decision.message.startswith("gpu.parentQueue team-b is not one of the platform's parent queues (research, training")
+    assert decide("x", spec(INTERNAL, quota=1, parentQueue="training"), platform).queue.parent == "training"
 
 
 def test_fallback_never_goes_weaker():

@@ -148,12 +148,26 @@ def test_network_policies_shut_out_other_namespaces_and_open_the_vcluster_api():
                     "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]
     egress_peers = [peer for rule in isolation["spec"]["egress"] for peer in rule["to"]]
     assert {"namespaceSelector": {"matchExpressions": [
-        {"key": naming.TENANT_LABEL, "operator": "DoesNotExist"}]}} in egress_peers
+        {"key": naming.TENANT_LABEL, "operator": "DoesNotExist"},
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gpu-ops"]}]}} in egress_peers
+    assert {"ipBlock": {"cidr": "0.0.0.0/0"}} in egress_peers
     assert api["spec"]["podSelector"] == {"matchLabels": {"app": "vcluster", "release": "team-a"}}
     assert api["spec"]["ingress"] == [{
         "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gpu-ops"}}},
                  {"podSelector": {}}],
         "ports": [{"protocol": "TCP", "port": 8443}]}]
+
+
+def test_tenant_pods_cannot_reach_the_operator_namespace_by_namespace_or_by_cluster_ip():
+    config = CONFIG.model_copy(update={"cluster_networks": OperatorConfig.model_validate(
+        {"clusterNetworks": ["10.244.0.0/16", "10.96.0.0/12"]}).cluster_networks})
+    isolation, _ = by_kind(render_tenant(tenant(), decision(SharingMode.MIG), config).objects, "NetworkPolicy")
+    egress_peers = [peer for rule in isolation["spec"]["egress"] for peer in rule["to"]]
+    namespace_peers = [peer["namespaceSelector"] for peer in egress_peers if "namespaceSelector" in peer]
+    assert all(selector.get("matchLabels") == {"kubernetes.io/metadata.name": "kube-system"} or
+               {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gpu-ops"]}
+               in selector["matchExpressions"] for selector in namespace_peers)
+    assert {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16", "10.96.0.0/12"]}} in egress_peers
 
 
 # -- RBAC --------------------------------------------------------------------------------------
@@ -251,6 +265,15 @@ def test_values_validate_against_the_upstream_schema(mode, upstream_schema):
                                     "coreDNSReplicas": 2}}}
     trust = TRUST_OF_MODE[mode]
     values = render_tenant(tenant(trust=trust, **spec), decision(mode), CONFIG).vcluster_values
+    jsonschema.validate(values, upstream_schema)
+
+
+def test_service_account_tokens_stay_out_of_pod_annotations(upstream_schema):
+    """vCluster keeps synced pods' tokens in a pod annotation unless useSecretsForSATokens is set."""
+    values = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG).vcluster_values
+    assert values["sync"]["toHost"]["pods"]["useSecretsForSATokens"] is True
+    pods_schema = upstream_schema["$defs"]["SyncPods"]["properties"]
+    assert pods_schema["useSecretsForSATokens"]["type"] == "boolean"
     jsonschema.validate(values, upstream_schema)
 
 

@@ -334,7 +334,13 @@ class GpuTenantSpec(ApiModel):
         default=DeletionPolicy.DELETE,
         description="Delete removes the host namespace and its data with the tenant; Retain keeps the namespace (unlabelled).",
     )
-    prevent_deletion: bool = Field(default=False, description="While true, deleting the tenant is blocked and reported.")
+    prevent_deletion: bool = Field(
+        default=False,
+        description=(
+            "While true, a DELETE of the tenant is refused (the chart's ValidatingAdmissionPolicy); where that policy "
+            "is not installed, the deletion is blocked by the operator's finalizer and reported."
+        ),
+    )
 
     rules: ClassVar[tuple[Rule, ...]] = (
         *TRUST_RULES,

@@ -8,6 +8,7 @@ comes from here, so the policy stays a pure function.
 from __future__ import annotations
 
 from enum import Enum
+from ipaddress import IPv4Network
 from pathlib import Path
 
 import yaml
@@ -87,6 +88,32 @@ class Pool(ConfigModel):
     time_slicing: TimeSlicingPool | None = None
     mig: MigPool | None = None
     hami: HamiPool | None = None
+    trust_levels: list[Trust] | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "Trust levels whose tenants the pool serves; the policy never places a tenant on a pool outside its trust. "
+            "Unset: every trust level that may use the pool's mode (docs/trust-levels.md, \"Pools and trust\")."
+        ),
+    )
+
+    @property
+    def serves(self) -> tuple[Trust, ...]:
+        """The trust levels the pool serves: its trustLevels, or every trust its mode is allowed for."""
+        if self.trust_levels is not None:
+            return tuple(self.trust_levels)
+        return tuple(trust for trust in Trust if SharingMode(self.mode.value) in allowed_modes(trust))
+
+    @model_validator(mode="after")
+    def _trust_levels_allow_the_mode(self) -> Pool:
+        """A pool may not declare a trust level its mode isolates too weakly (e.g. Untrusted on TimeSlicing)."""
+        for trust in self.trust_levels or ():
+            if SharingMode(self.mode.value) not in allowed_modes(trust):
+                raise ValueError(
+                    f"pool {self.name!r}: trustLevels has {trust.value}, but {self.mode.value} isolates {trust.value} "
+                    f"tenants too weakly; remove {trust.value} or use a pool of {names(allowed_modes(trust))}"
+                )
+        return self
 
     @model_validator(mode="after")
     def _mode_blocks_match_mode(self) -> Pool:
@@ -198,11 +225,25 @@ class OperatorConfig(ConfigModel):
             "identity in the local demo)."
         ),
     )
+    cluster_networks: list[IPv4Network] = Field(
+        default_factory=list,
+        description=(
+            "The host cluster's IPv4 pod and service CIDRs. Tenant NetworkPolicies allow egress to addresses outside the "
+            "cluster except these, so that rule cannot reach the operator's pods (CNIs apply ipBlock to pod IPs too)."
+        ),
+    )
     trust_modes: dict[Trust, SharingMode] = Field(
         default_factory=lambda: {trust: weakest_allowed(trust) for trust in Trust},
         description="Mechanism for tenants whose sharing mode is Auto; a trust left out gets its weakest allowed mechanism.",
     )
     pools: list[Pool] = Field(default_factory=list)
+    parent_queues: list[str] = Field(
+        default_factory=list,
+        description=(
+            "KAI Queues (departments) a tenant may name as gpu.parentQueue. Empty: any queue that is not another "
+            "tenant's (the admission webhook refuses those)."
+        ),
+    )
     vcluster: VClusterChart = Field(default_factory=VClusterChart)
     device_plugin_config_map: DevicePluginConfigMap = Field(default_factory=DevicePluginConfigMap)
 

@@ -1,5 +1,6 @@
 """Checks on GpuTenant changes that need the state of the cluster: what other tenants already hold
-in the pool, and which GPU resources the tenant's running pods use."""
+in the pool, which GPU resources the tenant's running pods use, and whose queues are tenants'
+(a tenant's parentQueue may not be one)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pydantic import ValidationError
 from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenantSpec
 from gputenant.config.models import OperatorConfig
+from gputenant.guard.tenant_admission import parent_queue_problem
 from gputenant.policy.choose import decide
 from gputenant.policy.decision import Decision
 
@@ -60,7 +62,9 @@ def check_tenant_change(config: OperatorConfig, name: str, spec: GpuTenantSpec, 
     """(refusals, warnings) for a GpuTenant create/update. `other_tenants` are (name, spec, decision)
     of every other tenant; `gpu_pods` are (pod name, GPU resources) in the tenant's host namespace."""
     decision = decide(name, spec, config)
-    problems = []
+    other_tenants = list(other_tenants)
+    parent_queue = parent_queue_problem(name, spec, [other for other, _, _ in other_tenants if other != name], config)
+    problems = [parent_queue] if parent_queue else []
     others = [(other, other_spec.gpu.quota, _pool_name(d)) for other, other_spec, d in other_tenants if other != name]
     before: Optional[tuple[GpuTenantSpec, Decision]] = None
     if old_spec is not None:

@@ -43,6 +43,12 @@ def _decide(name: str, spec: GpuTenantSpec, config: OperatorConfig) -> Decision:
             "LimitBelowQuota",
             f"gpu.limit {show(limit)} is below gpu.quota {show(quota)}; raise gpu.limit to at least {show(quota)} or leave it unset",
         )
+    if spec.gpu.parent_queue is not None and config.parent_queues and spec.gpu.parent_queue not in config.parent_queues:
+        raise Refused(
+            "ParentQueueNotAllowed",
+            f"gpu.parentQueue {spec.gpu.parent_queue} is not one of the platform's parent queues "
+            f"({', '.join(config.parent_queues)}, operator config parentQueues); name one of them or leave gpu.parentQueue unset",
+        )
     if limit == 0:
         return _no_gpus(name, spec)
 
@@ -138,16 +144,33 @@ def _choose_pool(spec: GpuTenantSpec, mode: SharingMode, auto: bool, config: Ope
                 f"gpu.pool {pool.name} is a {pool_mode.value} pool, but this tenant needs {names(candidates)}; "
                 f"pick a pool of {names(candidates)} ({_list_pools(_pools_of(config, candidates))})",
             )
+        if spec.trust not in pool.serves:
+            raise Refused(
+                "PoolTrustMismatch",
+                f"gpu.pool {pool.name} serves {_trusts(pool.serves)} tenants, not {spec.trust.value} ones "
+                f"(operator config pools[{pool.name}].trustLevels); pick a pool that serves {spec.trust.value} "
+                f"tenants ({_list_pools(_pools_serving(config, spec.trust, candidates))}) or leave gpu.pool unset",
+            )
         refusal = _misfit(spec, pool_mode, pool)
         if refusal:
             raise refusal
         return pool_mode, pool
 
+    kept_out: list[Pool] = []
     for candidate in candidates:
-        pools = [p for p in _pools_of(config, (candidate,)) if spec.gpu.model in (None, p.gpu_model)]
+        fitting = [p for p in _pools_of(config, (candidate,)) if spec.gpu.model in (None, p.gpu_model)]
+        pools = [p for p in fitting if spec.trust in p.serves]
+        kept_out += [p for p in fitting if spec.trust not in p.serves]
         if pools:
             break
     else:
+        if kept_out:
+            raise Refused(
+                "PoolTrustMismatch",
+                f"the {names(candidates)} pools{_model_clause(spec)} ({_list_pools(kept_out)}) do not serve "
+                f"{spec.trust.value} tenants (operator config pools[].trustLevels); "
+                f"{'change gpu.model or ' if spec.gpu.model else ''}ask the platform team for a pool that serves them",
+            )
         raise Refused(
             "NoPoolForMode",
             f"no {names(candidates)} pool{_model_clause(spec)} in the operator config (pools: {_list_pools(config.pools)}); "
@@ -224,6 +247,14 @@ def _kai_number(value: Fraction) -> float | int:
 
 def _pools_of(config: OperatorConfig, modes: tuple[SharingMode, ...]) -> list[Pool]:
     return [pool for pool in config.pools if SharingMode(pool.mode.value) in modes]
+
+
+def _pools_serving(config: OperatorConfig, trust: Trust, modes: tuple[SharingMode, ...]) -> list[Pool]:
+    return [pool for pool in _pools_of(config, modes) if trust in pool.serves]
+
+
+def _trusts(trusts: tuple[Trust, ...]) -> str:
+    return "/".join(trust.value for trust in trusts)
 
 
 def _list_pools(pools: list[Pool]) -> str:

@@ -70,6 +70,7 @@ def render_tenant(tenant: GpuTenant, decision: Decision, config: OperatorConfig)
         objects += render_documents(
             "networkpolicy.yaml", **context, tenant_label=naming.TENANT_LABEL,
             operator_namespace=config.operator_namespace,
+            cluster_networks=[str(network) for network in config.cluster_networks],
             vcluster_pod_labels=naming.vcluster_pod_labels(name))
     roles, bindings = rbac(tenant)
     objects += render_documents("rbac.yaml", **context, roles=roles, bindings=bindings)
