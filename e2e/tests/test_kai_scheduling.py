@@ -240,7 +240,10 @@ def test_reclaim_gives_a_queue_back_its_deserved_quota(kai_cluster: KaiCluster, 
     with kai_cluster.plane.api_client() as client:
         events = kubernetes.client.CoreV1Api(client).list_namespaced_event(
             early.namespace, field_selector="reason=Evict").items
-    assert len(events) >= EXCLUSIVE_POOL_GPUS - deserved, [e.message for e in events]
+    # Evicted for a workload of the other queue: reclaim (preemption stays within one queue).
+    evictions = [event.message for event in events]
+    assert len(evictions) >= EXCLUSIVE_POOL_GPUS - deserved, evictions
+    assert all(f"by workload {late.namespace}/" in message for message in evictions), evictions
 
 
 def test_queue_without_parent_is_never_scheduled_by_kai_v0_12(kai_cluster: KaiCluster, tenants: Tenants):
