@@ -34,7 +34,6 @@ BINDREQUESTS = ("scheduling.run.ai", "v1alpha2", "bindrequests")
 PARENT_QUEUE = "research"
 """The department queue the tenants name as spec.gpu.parentQueue. The operator does not create it;
 the platform engineer does, as this fixture does."""
-GPU = "nvidia.com/gpu"
 TIMEOUT = 60
 
 
@@ -63,8 +62,10 @@ class Tenant:
         return self.queue["metadata"]["name"]
 
     def pod(self, name: str, gpus: int = 1) -> dict:
-        """A pod as the tenant writes it (Pod Security "restricted"), then as the admission guard
+        """A pod as the tenant writes it (Pod Security "restricted"), asking for `gpus` of the
+        resource its grant names (nvidia.com/gpu, a MIG profile, ...), then as the admission guard
         mutates it."""
+        resource = self.decision.pod_rules.gpu_resources[0]
         pod = {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": self.namespace},
             "spec": {
@@ -72,7 +73,7 @@ class Tenant:
                                     "seccompProfile": {"type": "RuntimeDefault"}},
                 "containers": [{
                     "name": "train", "image": "registry.example/train:1",
-                    "resources": {"limits": {GPU: str(gpus)}},
+                    "resources": {"limits": {resource: str(gpus)}},
                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                 }],
             },
@@ -171,10 +172,14 @@ def test_kai_binds_each_tenants_gpu_pod_to_a_node_of_its_pool(kai_cluster: KaiCl
         "trust": "Trusted", "owners": [{"kind": "User", "name": "bob@example.com"}],
         "gpu": {"quota": 1, "parentQueue": PARENT_QUEUE}})
     training = tenants.apply("training", exclusive(quota=1, limit=1))
+    external = tenants.apply("external", {
+        "trust": "Untrusted", "owners": [{"kind": "User", "name": "carol@example.com"}],
+        "gpu": {"quota": 1, "parentQueue": PARENT_QUEUE}})
     assert notebooks.decision.pool.name == "a100-timeslice"
     assert training.decision.pool.name == EXCLUSIVE_POOL
+    assert external.decision.pool.name == "h100-mig-small"
 
-    for tenant in (notebooks, training):
+    for tenant in (notebooks, training, external):
         [name] = tenants.create_pods(tenant, 1)
         [pod] = wait_for(lambda: tenants.running(tenant), timeout=TIMEOUT, what=f"{name} Running")
         pool = tenant.decision.pool.name
