@@ -16,9 +16,11 @@ export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 KUBE_VERSION=v1.35.4
 ETCD_VERSION=v3.6.16
 HELM_VERSION=v3.22.0
+KWOK_VERSION=v0.7.0
+KAI_VERSION=v0.12.0
 
 if [[ ${1:-} == --versions ]]; then
-  echo "kube=$KUBE_VERSION etcd=$ETCD_VERSION helm=$HELM_VERSION"
+  echo "kube=$KUBE_VERSION etcd=$ETCD_VERSION helm=$HELM_VERSION kwok=$KWOK_VERSION kai=$KAI_VERSION"
   exit 0
 fi
 
@@ -49,4 +51,15 @@ build kube-controller-manager "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-co
 build kubectl "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kubectl "$(kube_ldflags)"
 build helm "$HELM_VERSION" helm helm.sh/helm/v3/cmd/helm \
   "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+
+# Simulated GPU nodes (kwok) and the real KAI-Scheduler components that enforce queues. KAI v0.12.0
+# is the newest version the module proxy serves in full; its CRDs are read from the module cache
+# (`go env GOMODCACHE`) by e2e/kubeplane/kai.py, never copied into the repository.
+build kwok "$KWOK_VERSION" kwok sigs.k8s.io/kwok/cmd/kwok
+kai_version="-X github.com/NVIDIA/KAI-scheduler/pkg/scheduler/version.gitVersion=$KAI_VERSION"
+for component in scheduler binder podgrouper queuecontroller; do
+  build "kai-$component" "$KAI_VERSION" kai "github.com/NVIDIA/KAI-scheduler/cmd/$component" "$kai_version"
+done
+# tools/kai/podgroupcontroller: upstream's main plus a flag for its metrics address (see there)
+build kai-podgroupcontroller "$KAI_VERSION" kai ./podgroupcontroller
 echo "tools: ready in $bin_dir"

@@ -11,7 +11,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "tools" / "build.sh"
 # binary -> the key of its pin in `build.sh --versions`
 PINS = {"etcd": "etcd", "kube-apiserver": "kube", "kube-controller-manager": "kube",
-        "kubectl": "kube", "helm": "helm"}
+        "kubectl": "kube", "helm": "helm", "kwok": "kwok",
+        **{f"kai-{component}": "kai" for component in (
+            "scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller")}}
 
 
 def tools_bin_dir() -> Path:
@@ -21,11 +23,16 @@ def tools_bin_dir() -> Path:
     return Path(root).resolve() / "bin"
 
 
-def _up_to_date(bin_dir: Path) -> bool:
-    """Every binary is there and stamped with the version build.sh pins today."""
+def pinned_versions() -> dict[str, str]:
+    """The versions build.sh pins, by key (kube, etcd, helm, kwok, kai)."""
     output = subprocess.run(["bash", str(BUILD_SCRIPT), "--versions"], check=True,
                             capture_output=True, text=True).stdout
-    pinned = dict(item.split("=", 1) for item in output.split())
+    return dict(item.split("=", 1) for item in output.split())
+
+
+def _up_to_date(bin_dir: Path) -> bool:
+    """Every binary is there and stamped with the version build.sh pins today."""
+    pinned = pinned_versions()
     for name, pin in PINS.items():
         stamp = bin_dir / f".{name}.version"
         if not (bin_dir / name).is_file() or not stamp.is_file() \
