@@ -6,6 +6,8 @@ import pytest
 
 from kubeplane.pytest_plugin import plane, pytest_runtest_makereport  # noqa: F401 (fixture, hook)
 
+pytest_plugins = ["kubeplane.kai_fixtures"]
+
 E2E_TESTS = Path(__file__).parent / "tests"
 
 

@@ -3,8 +3,8 @@ own client identity, its log next to the plane's, loopback-only ports and a read
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from .plane import ControlPlane, _http_ok, _wait_until_serving
 from .process import Process

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import kubernetes
 
+from gputenant.api.gpus import MIG_PROFILES, mig_layout
 from gputenant.config.models import MigStrategy, OperatorConfig, Pool, PoolMode, Toleration
-from gputenant.policy.gpus import MIG_PROFILES, mig_layout
 
 from .plane import wait_for
 

@@ -8,8 +8,8 @@ fixture into a test module: `from kubeplane.kai_fixtures import kai_cluster`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pytest
 import yaml

@@ -8,7 +8,8 @@ import pytest
 
 from gputenant.config.models import OperatorConfig
 from gputenant.pools.plan import node_gpus, pool_nodes
-from kubeplane.gpu_nodes import GpuNodeError, KWOK_NODE_ANNOTATION, pool_nodes as simulated_nodes
+from kubeplane.gpu_nodes import KWOK_NODE_ANNOTATION, GpuNodeError
+from kubeplane.gpu_nodes import pool_nodes as simulated_nodes
 from kubeplane.tools import REPO_ROOT
 
 EXAMPLE_CONFIG = OperatorConfig.load(REPO_ROOT / "examples" / "config.yaml")

@@ -11,7 +11,7 @@ scheduler ever sees it; these tests are about what the scheduler enforces.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import jsonpatch
 import kubernetes
@@ -25,7 +25,7 @@ from gputenant.policy.decision import Decision
 from gputenant.render.tenant import render_tenant
 from kubeplane import wait_for
 from kubeplane.kai import QUEUE_LABEL, SCHEDULER_NAME
-from kubeplane.kai_fixtures import EXCLUSIVE_POOL, EXCLUSIVE_POOL_GPUS, KaiCluster, kai_cluster  # noqa: F401
+from kubeplane.kai_fixtures import EXCLUSIVE_POOL, EXCLUSIVE_POOL_GPUS, KaiCluster
 
 pytestmark = pytest.mark.plane
 
@@ -181,7 +181,7 @@ def test_kai_binds_each_tenants_gpu_pod_to_a_node_of_its_pool(kai_cluster: KaiCl
 
     for tenant in (notebooks, training, external):
         [name] = tenants.create_pods(tenant, 1)
-        [pod] = wait_for(lambda: tenants.running(tenant), timeout=TIMEOUT, what=f"{name} Running")
+        [pod] = wait_for(lambda tenant=tenant: tenants.running(tenant), timeout=TIMEOUT, what=f"{name} Running")
         pool = tenant.decision.pool.name
         assert pod.spec.scheduler_name == SCHEDULER_NAME
         assert pod.metadata.labels[QUEUE_LABEL] == tenant.queue_name
