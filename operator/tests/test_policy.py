@@ -254,6 +254,31 @@ def test_a_parent_queue_outside_the_platforms_list_is_refused():
     assert decide("x", spec(INTERNAL, quota=1, parentQueue="training"), platform).queue.parent == "training"
 
 
+def test_every_queue_gets_a_parent_the_default_when_the_tenant_names_none():
+    """KAI v0.12 schedules nothing from a top-level queue, so no tenant Queue is one."""
+    platform = config(pool("e", "Exclusive"), defaultParentQueue="tenants")
+    assert decide("x", spec(INTERNAL, quota=1), platform).queue.parent == "tenants"
+    assert decide("x", spec(INTERNAL, quota=1, parentQueue="research"), platform).queue.parent == "research"
+    assert decide("x", spec(INTERNAL, quota=0), platform).queue.parent == "tenants"
+    assert decide("x", spec(INTERNAL, quota=1), config(pool("e", "Exclusive"))).queue.parent == "gpu-tenants"
+
+
+def test_the_default_parent_queue_is_allowed_beside_the_declared_ones():
+    platform = config(pool("e", "Exclusive"), parentQueues=["research"], defaultParentQueue="tenants")
+    assert decide("x", spec(INTERNAL, quota=1, parentQueue="tenants"), platform).queue.parent == "tenants"
+    refused = decide("x", spec(INTERNAL, quota=1, parentQueue="sales"), platform)
+    assert refused.message.startswith("gpu.parentQueue sales is not one of the platform's parent queues (research, tenants,")
+
+
+@pytest.mark.parametrize("tenant", ["research", "gpu-tenants"])
+def test_a_tenant_whose_queue_would_be_a_parent_queue_is_refused(tenant):
+    """Its Queue would overwrite the department (same name, same field manager) and be its own parent."""
+    decision = decide(tenant, spec(INTERNAL, quota=1), config(pool("e", "Exclusive"), parentQueues=["research"]))
+    assert (decision.possible, decision.reason) == (False, "QueueNameIsParentQueue")
+    assert decision.message == (f"the tenant's KAI Queue {tenant} would be the platform's parent queue of that name "
+                                "(operator config parentQueues, defaultParentQueue); choose another tenant name")
+
+
 def test_fallback_never_goes_weaker():
     decision = decide("x", spec(UNTRUSTED, quota=1), config(pool("h", "HAMi", "L4", 23034), pool("t", "TimeSlicing", timeSlicing={"replicas": 4})))
     assert (decision.possible, decision.reason) == (False, "NoPoolForMode")

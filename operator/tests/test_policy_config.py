@@ -138,3 +138,38 @@ def test_trust_modes_left_out_get_the_weakest_allowed():
         Trust.INTERNAL: SharingMode.HAMI,
         Trust.UNTRUSTED: SharingMode.EXCLUSIVE,
     }
+
+
+# -- parent queues (KAI v0.12 docs/queues/README.md: quota and limit -1 are unlimited) -------------
+
+
+def test_parent_queues_by_name_get_kai_unlimited_defaults_and_the_default_queue_joins_them():
+    config = load(parentQueues=["research", {"name": "training", "resources": {"gpu": {"quota": 8, "limit": 16}}}])
+    research, training, default = config.platform_parent_queues()
+    assert (research.name, training.name, default.name) == ("research", "training", "gpu-tenants")
+    assert research.priority == 100 and research.resources.gpu.model_dump(by_alias=True) == {
+        "quota": -1, "limit": -1, "overQuotaWeight": 1}
+    assert (training.resources.gpu.quota, training.resources.gpu.limit) == (8, 16)
+    assert config.parent_queue_names == ["research", "training", "gpu-tenants"]
+    assert load().parent_queue_names == ["gpu-tenants"] and load().parent_queues == []
+
+
+@pytest.mark.parametrize("queues,message", [
+    ([{"name": "a", "resources": {"gpu": {"quota": 8, "limit": 4}}}],
+     "parentQueues.0.resources.gpu\n  Value error, limit 4 is below quota 8; raise limit, or -1 for no limit"),
+    ([{"name": "a", "resources": {"cpu": {"quota": -2}}}],
+     "parentQueues.0.resources.cpu\n  Value error, quota -2 is negative; use -1 for unlimited, or 0 or more"),
+    ([{"name": "a", "resources": {"memory": {"limit": -0.5}}}],
+     "parentQueues.0.resources.memory\n  Value error, limit -0.5 is negative; use -1 for unlimited, or 0 or more"),
+    (["a", "a"], "parentQueues: 'a' is declared more than once; declare each parent queue once"),
+    (["Research"], "parentQueues.0.name\n  String should match pattern"),
+])
+def test_parent_queue_mistakes_name_the_field(queues, message):
+    with pytest.raises(ValidationError) as error:
+        load(parentQueues=queues)
+    assert message in str(error.value)
+
+
+def test_an_unlimited_limit_may_sit_above_any_quota():
+    [queue, _] = load(parentQueues=[{"name": "a", "resources": {"gpu": {"quota": 64, "limit": -1}}}]).platform_parent_queues()
+    assert (queue.resources.gpu.quota, queue.resources.gpu.limit) == (64, -1)

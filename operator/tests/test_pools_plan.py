@@ -15,6 +15,7 @@ from gputenant.pools import (
     plan_pools,
     pool_reports,
 )
+from gputenant.pools.plan import parent_queue_conflict
 from gputenant.pools.report import grants_from_tenants
 
 CONFIG = OperatorConfig.model_validate({"pools": [
@@ -83,6 +84,25 @@ def test_node_in_two_pools_is_reported_not_labelled_twice():
     plan = plan_pools(config, [node("n1", **{"gpu-node": "yes"})], {})
     assert [p.pool for p in plan.nodes] == ["a"]
     assert plan.problems == ["node n1 matches pools a and b; make the pools' nodeSelectors disjoint"]
+
+
+def test_the_plan_holds_every_parent_queue_even_without_pools():
+    """Tenants need a parent queue whether or not the operator labels any node."""
+    plan = plan_pools(OperatorConfig.model_validate({"parentQueues": ["research"]}), [], {})
+    assert [(q["kind"], q["metadata"]["name"]) for q in plan.parent_queues] == [("Queue", "research"), ("Queue", "gpu-tenants")]
+    assert all("parentQueue" not in q["spec"] for q in plan.parent_queues)
+    assert [q["metadata"]["name"] for q in plan_pools(CONFIG, [], {}).parent_queues] == ["gpu-tenants"]
+
+
+def test_a_parent_queue_is_never_applied_over_a_tenants_queue():
+    [queue] = plan_pools(CONFIG, [], {}).parent_queues
+    tenants_queue = {"metadata": {"name": "gpu-tenants", "labels": {"gputenant.io/tenant": "gpu-tenants"}}}
+    assert parent_queue_conflict(queue, tenants_queue) == (
+        "parent queue gpu-tenants is not applied: KAI Queue gpu-tenants is the queue of tenant gpu-tenants; rename the "
+        "parent queue (operator config parentQueues or defaultParentQueue) or offboard tenant gpu-tenants")
+    assert parent_queue_conflict(queue, None) is None
+    assert parent_queue_conflict(queue, {"metadata": {"name": "gpu-tenants", "labels": queue["metadata"]["labels"]}}) is None
+    assert parent_queue_conflict(queue, {"metadata": {"name": "gpu-tenants"}}) is None
 
 
 def test_report_counts_nodes_gpus_grants_and_overcommit():

@@ -7,17 +7,19 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import yaml
 
 from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant, SharingMode, Trust
 from gputenant.config.models import OperatorConfig, Pool, Toleration
 from gputenant.policy.decision import Decision, PodRules, QueueGrant
-from gputenant.render import RenderError, render_tenant
+from gputenant.render import RenderError, render_parent_queues, render_tenant
 from gputenant.render.quantities import cpu_millicores, memory_megabytes
 from gputenant.render.vcluster import enforce_toleration
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM_VALUES_SCHEMA = REPO_ROOT / ".." / "shared" / "third_party" / "vcluster-0.36.1" / "values.schema.json"
+UPSTREAM_QUEUE_CRD = REPO_ROOT / ".." / "shared" / "third_party" / "kai-scheduler-v0.12.17" / "scheduling.run.ai_queues.yaml"
 
 CONFIG = OperatorConfig(operator_namespace="gpu-ops")
 POOLS = {
@@ -233,11 +235,47 @@ def test_queue_uses_kai_units_and_explicit_limits():
         }}
 
 
-def test_queue_without_parent_has_no_parent_field():
+def test_a_tenant_queue_without_parent_is_a_policy_bug():
+    """KAI v0.12 never schedules from a top-level queue: the policy always names a parent."""
     grant = QueueGrant(name="team-a", quota=1, limit=1, over_quota_weight=1, priority=100)
-    queue = one(render_tenant(tenant(), decision(SharingMode.MIG, queue=grant), CONFIG).objects, "Queue")
-    assert "parentQueue" not in queue["spec"]
-    assert queue["spec"]["displayName"] == "team-a"
+    with pytest.raises(RenderError, match="without a queue grant or its parent queue"):
+        render_tenant(tenant(), decision(SharingMode.MIG, queue=grant), CONFIG)
+
+
+def test_parent_queues_are_top_level_unlimited_by_default_and_labelled_without_a_tenant():
+    config = OperatorConfig.model_validate({"defaultParentQueue": "tenants", "parentQueues": [
+        "research",
+        {"name": "training", "displayName": "Training", "priority": 200,
+         "resources": {"gpu": {"quota": 8, "limit": 16.5, "overQuotaWeight": 2}, "memory": {"quota": 0}}}]})
+    queues = render_parent_queues(config)
+    assert [q["metadata"]["name"] for q in queues] == ["research", "training", "tenants"]
+    unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    for queue in queues:
+        assert queue["apiVersion"] == "scheduling.run.ai/v2" and queue["kind"] == "Queue"
+        assert queue["metadata"]["labels"] == {naming.MANAGED_BY_LABEL: naming.MANAGED_BY,
+                                               naming.COMPONENT_LABEL: "parent-queue"}
+        assert "parentQueue" not in queue["spec"]
+    assert queues[0]["spec"] == {"displayName": "research", "priority": 100,
+                                 "resources": {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}}
+    assert queues[1]["spec"] == {"displayName": "Training", "priority": 200, "resources": {
+        "gpu": {"quota": 8, "limit": 16.5, "overQuotaWeight": 2}, "cpu": unlimited,
+        "memory": {"quota": 0, "limit": -1, "overQuotaWeight": 1}}}
+
+
+def test_a_declared_default_parent_queue_is_rendered_once_as_declared():
+    config = OperatorConfig.model_validate({"defaultParentQueue": "research", "parentQueues": [
+        {"name": "research", "resources": {"gpu": {"quota": 4}}}]})
+    [queue] = render_parent_queues(config)
+    assert queue["spec"]["resources"]["gpu"] == {"quota": 4, "limit": -1, "overQuotaWeight": 1}
+
+
+def test_parent_queues_match_the_upstream_queue_crd():
+    crd = yaml.safe_load(UPSTREAM_QUEUE_CRD.read_text())
+    [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v2"]
+    config = OperatorConfig.model_validate({"parentQueues": [
+        {"name": "training", "resources": {"gpu": {"quota": 0.5, "limit": 2}}}]})
+    for queue in render_parent_queues(config):
+        jsonschema.validate(queue, version["schema"]["openAPIV3Schema"])
 
 
 @pytest.mark.parametrize("value, millicores", [("16", 16000), ("500m", 500), ("0.25", 250), ("2.5", 2500)])

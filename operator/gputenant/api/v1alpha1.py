@@ -89,7 +89,8 @@ class GpuSpec(ApiModel):
         default=100, ge=0, le=10000, description="KAI Queue priority: higher is served first above quota and reclaimed last."
     )
     parent_queue: DnsLabel | None = Field(
-        default=None, description="Parent (department) KAI Queue; it must exist. Unset: a top-level queue."
+        default=None,
+        description="Parent (department) KAI Queue, one of the operator config's parentQueues when it lists any. Unset: its defaultParentQueue."
     )
     pool: DnsLabel | None = Field(
         default=None, description="GPU pool from the operator configuration. Unset: the operator picks one."

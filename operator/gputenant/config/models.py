@@ -10,13 +10,15 @@ from __future__ import annotations
 from enum import Enum
 from ipaddress import IPv4Network
 from pathlib import Path
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from gputenant.api.gpus import MIG_PROFILES, mig_layout
 from gputenant.api.trust import allowed_modes, names, weakest_allowed
+from gputenant.api.types import DnsLabel
 from gputenant.api.v1alpha1 import SharingMode, Trust
 
 
@@ -196,6 +198,66 @@ class VClusterChart(ConfigModel):
     local_path: str | None = Field(default=None, description="Local chart directory (air-gapped clusters, tests); wins over repository.")
 
 
+KAI_UNLIMITED = -1
+"""KAI's value for an unlimited queue quota or limit (`UnlimitedResourceQuantity`)."""
+DEFAULT_PARENT_QUEUE = "gpu-tenants"
+"""Not KAI's own names (`default`, `default-parent-queue`), so the operator never fights KAI's
+installation over one Queue."""
+
+
+class QueueResource(ConfigModel):
+    """One resource of a parent KAI Queue, in KAI's units; -1 is KAI's "unlimited"."""
+
+    quota: float = Field(
+        default=KAI_UNLIMITED,
+        description=(
+            "Deserved by the department, shared by its tenants' queues: their quotas are only guaranteed within it. "
+            "-1: whatever its queues request (KAI's own default parent queue); 0: no guarantee, only idle resources."
+        ),
+    )
+    limit: float = Field(default=KAI_UNLIMITED, description="Most the department's queues may use together; -1: no limit.")
+    over_quota_weight: float = Field(
+        default=1, ge=0, description="Share of idle resources above quota, against departments of the same priority."
+    )
+
+    @model_validator(mode="after")
+    def _kai_values(self) -> QueueResource:
+        for field, value in (("quota", self.quota), ("limit", self.limit)):
+            if value != KAI_UNLIMITED and value < 0:
+                raise ValueError(f"{field} {value:g} is negative; use -1 for unlimited, or 0 or more")
+        if KAI_UNLIMITED not in (self.quota, self.limit) and self.limit < self.quota:
+            raise ValueError(f"limit {self.limit:g} is below quota {self.quota:g}; raise limit, or -1 for no limit")
+        return self
+
+
+class ParentQueueResources(ConfigModel):
+    gpu: QueueResource = Field(
+        default_factory=QueueResource,
+        description="GPUs in KAI units: a whole GPU is 1, a MIG instance its compute slices (docs/units.md).",
+    )
+    cpu: QueueResource = Field(default_factory=QueueResource, description="CPU in millicores.")
+    memory: QueueResource = Field(default_factory=QueueResource, description="Memory in megabytes (10^6 bytes).")
+
+
+class ParentQueue(ConfigModel):
+    """A department KAI Queue that the operator creates and keeps, the parent of tenants' Queues.
+    KAI v0.12 schedules only from queues that have a parent, and drops a queue whose parent is
+    missing."""
+
+    name: DnsLabel
+    display_name: str | None = Field(default=None, description="Shown by KAI's tools. Unset: the name.")
+    priority: int = Field(
+        default=100,
+        description="Idle resources go first to departments of higher priority, which are reclaimed last (KAI's default: 100).",
+    )
+    resources: ParentQueueResources = Field(default_factory=ParentQueueResources)
+
+
+def _parent_queue_by_name(value: Any) -> Any:
+    """`research` is short for `{name: research}`: a department with KAI's defaults."""
+    return {"name": value} if isinstance(value, str) else value
+
+
 class DevicePluginConfigMap(ConfigModel):
     """The NVIDIA device-plugin config ConfigMap the operator keeps (one key per time-slicing pool)."""
 
@@ -237,11 +299,21 @@ class OperatorConfig(ConfigModel):
         description="Mechanism for tenants whose sharing mode is Auto; a trust left out gets its weakest allowed mechanism.",
     )
     pools: list[Pool] = Field(default_factory=list)
-    parent_queues: list[str] = Field(
+    parent_queues: list[
+        Annotated[ParentQueue, BeforeValidator(_parent_queue_by_name, json_schema_input_type=ParentQueue | DnsLabel)]
+    ] = Field(
         default_factory=list,
         description=(
-            "KAI Queues (departments) a tenant may name as gpu.parentQueue. Empty: any queue that is not another "
-            "tenant's (the admission webhook refuses those)."
+            "KAI Queues (departments) the operator creates and keeps, and that a tenant may name as gpu.parentQueue "
+            "(a name alone: unlimited quota and limit). Empty: a tenant may name any queue that is not another "
+            "tenant's (the admission webhook refuses those); then it must exist."
+        ),
+    )
+    default_parent_queue: DnsLabel = Field(
+        default=DEFAULT_PARENT_QUEUE,
+        description=(
+            "Parent of the Queue of every tenant without gpu.parentQueue. The operator creates it as parentQueues "
+            "declares it, else with unlimited quota and limit (its tenants' quotas and limits decide)."
         ),
     )
     vcluster: VClusterChart = Field(default_factory=VClusterChart)
@@ -264,12 +336,33 @@ class OperatorConfig(ConfigModel):
         return self
 
     @model_validator(mode="after")
+    def _parent_queue_names_are_unique(self) -> OperatorConfig:
+        seen: set[str] = set()
+        for queue in self.parent_queues:
+            if queue.name in seen:
+                raise ValueError(f"parentQueues: {queue.name!r} is declared more than once; declare each parent queue once")
+            seen.add(queue.name)
+        return self
+
+    @model_validator(mode="after")
     def _tenant_namespace_role_has_a_subject(self) -> OperatorConfig:
         """The operator binds operatorServiceAccount to tenantNamespaceClusterRole: one needs the other."""
         if self.tenant_namespace_cluster_role and not self.operator_service_account:
             raise ValueError("tenantNamespaceClusterRole is set but operatorServiceAccount is not: set "
                              "operatorServiceAccount to the ServiceAccount the operator runs as (the Helm chart sets both)")
         return self
+
+    def platform_parent_queues(self) -> list[ParentQueue]:
+        """The parent Queues the operator keeps: parentQueues, and defaultParentQueue (with KAI's
+        unlimited defaults) unless parentQueues declares it."""
+        declared = [queue.name for queue in self.parent_queues]
+        default = [] if self.default_parent_queue in declared else [ParentQueue(name=self.default_parent_queue)]
+        return [*self.parent_queues, *default]
+
+    @property
+    def parent_queue_names(self) -> list[str]:
+        """What a tenant may name as gpu.parentQueue when parentQueues is not empty."""
+        return [queue.name for queue in self.platform_parent_queues()]
 
     def pool(self, name: str) -> Pool | None:
         return next((p for p in self.pools if p.name == name), None)

@@ -71,11 +71,11 @@ def parent_queue_problem(name: str, spec: GpuTenantSpec, tenant_names: Iterable[
         why = "is the tenant's own queue"
     elif parent in tenant_queues:
         why = f"is the queue of tenant {tenant_queues[parent]}"
-    elif config.parent_queues and parent not in config.parent_queues:
+    elif config.parent_queues and parent not in config.parent_queue_names:
         why = "is not one of the platform's parent queues"
     else:
         return None
-    allowed = ", ".join(config.parent_queues) or "a department queue of the platform team"
+    allowed = ", ".join(config.parent_queue_names) if config.parent_queues else "a department queue of the platform team"
     return f"[parent-queue] spec.gpu.parentQueue {parent} {why}; name {allowed}, or leave gpu.parentQueue unset"
 
 

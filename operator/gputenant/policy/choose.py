@@ -43,14 +43,21 @@ def _decide(name: str, spec: GpuTenantSpec, config: OperatorConfig) -> Decision:
             "LimitBelowQuota",
             f"gpu.limit {show(limit)} is below gpu.quota {show(quota)}; raise gpu.limit to at least {show(quota)} or leave it unset",
         )
-    if spec.gpu.parent_queue is not None and config.parent_queues and spec.gpu.parent_queue not in config.parent_queues:
+    if spec.gpu.parent_queue is not None and config.parent_queues and spec.gpu.parent_queue not in config.parent_queue_names:
         raise Refused(
             "ParentQueueNotAllowed",
             f"gpu.parentQueue {spec.gpu.parent_queue} is not one of the platform's parent queues "
-            f"({', '.join(config.parent_queues)}, operator config parentQueues); name one of them or leave gpu.parentQueue unset",
+            f"({', '.join(config.parent_queue_names)}, operator config parentQueues); name one of them or leave gpu.parentQueue unset",
         )
+    if naming.queue_name(name) in config.parent_queue_names:
+        raise Refused(
+            "QueueNameIsParentQueue",
+            f"the tenant's KAI Queue {naming.queue_name(name)} would be the platform's parent queue of that name "
+            "(operator config parentQueues, defaultParentQueue); choose another tenant name",
+        )
+    parent = spec.gpu.parent_queue or config.default_parent_queue
     if limit == 0:
-        return _no_gpus(name, spec)
+        return _no_gpus(name, spec, parent)
 
     effective_mode, pool = _choose_pool(spec, mode, auto, config)
     if pool.gpus is not None and limit > pool.gpus:
@@ -85,7 +92,7 @@ def _decide(name: str, spec: GpuTenantSpec, config: OperatorConfig) -> Decision:
         mode=effective_mode,
         pool=pool,
         quota=grant.quota,
-        queue=_queue(name, spec, grant.queue_quota, grant.queue_limit),
+        queue=_queue(name, spec, parent, grant.queue_quota, grant.queue_limit),
         pod_rules=grant.pod_rules,
         warnings=grant.warnings + ignored,
     )
@@ -114,7 +121,7 @@ def _requested_mode(spec: GpuTenantSpec, config: OperatorConfig) -> SharingMode:
     return mode
 
 
-def _no_gpus(name: str, spec: GpuTenantSpec) -> Decision:
+def _no_gpus(name: str, spec: GpuTenantSpec, parent: str) -> Decision:
     """gpu.limit 0: no pool needed; the quota and the guard keep every GPU resource out."""
     return Decision(
         trust=spec.trust,
@@ -122,7 +129,7 @@ def _no_gpus(name: str, spec: GpuTenantSpec) -> Decision:
         reason="NoGpuRequested",
         message="gpu.quota and gpu.limit are 0: the tenant's pods may not use GPUs; raise gpu.quota to grant some",
         quota={f"requests.{WHOLE_GPU}": "0"},
-        queue=_queue(name, spec, Fraction(0), Fraction(0)),
+        queue=_queue(name, spec, parent, Fraction(0), Fraction(0)),
         pod_rules=PodRules(gpu_resources=(), forbid_isolation_overrides=spec.trust is not Trust.TRUSTED),
     )
 
@@ -228,15 +235,16 @@ def _pools_refusal(spec: GpuTenantSpec, mode: SharingMode, pools: list[Pool], re
     return Refused("NoPoolForMode", f"no {mode.value} pool{_model_clause(spec)} fits: {listed}")
 
 
-def _queue(name: str, spec: GpuTenantSpec, quota: Fraction, limit: Fraction) -> QueueGrant:
-    """Always with an explicit limit: KAI reads an unset limit as zero."""
+def _queue(name: str, spec: GpuTenantSpec, parent: str, quota: Fraction, limit: Fraction) -> QueueGrant:
+    """Always with an explicit limit (KAI reads an unset limit as zero) and a parent (KAI v0.12 schedules
+    nothing from a top-level queue)."""
     return QueueGrant(
         name=naming.queue_name(name),
         quota=_kai_number(quota),
         limit=_kai_number(limit),
         over_quota_weight=spec.gpu.over_quota_weight,
         priority=spec.gpu.priority,
-        parent=spec.gpu.parent_queue,
+        parent=parent,
     )
 
 

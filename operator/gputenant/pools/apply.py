@@ -1,5 +1,7 @@
-"""Apply the GPU pools' node labels and device-plugin ConfigMap: server-side apply, no write when
-the cluster already holds them, MIG relabelling held back (and reported) on nodes running GPU pods."""
+"""Apply the GPU pools' node labels and device-plugin ConfigMap, and the platform's parent KAI
+Queues: server-side apply, no write when the cluster already holds them, MIG relabelling held back
+(and reported) on nodes running GPU pods. Parent queues are never deleted here: a tenant's Queue
+under one that vanished would never be scheduled again."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from gputenant import GROUP, KIND, VERSION, naming
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.rules import requests_gpus
 from gputenant.kube import ApiError, KubeClient, holds
-from gputenant.pools.plan import BlockedChange, PoolsPlan, plan_pools
+from gputenant.pools.plan import BlockedChange, PoolsPlan, parent_queue_conflict, plan_pools
 from gputenant.pools.report import PoolReport, grants_from_tenants, pool_reports
 from gputenant.timefmt import rfc3339
 
@@ -21,7 +23,8 @@ FINISHED_PHASES = ("Succeeded", "Failed")
 class PoolsApplyResult:
     plan: PoolsPlan
     written: list[str] = field(default_factory=list)
-    """Objects written, e.g. "Node/gpu-1" or "ConfigMap/gpu-operator/gputenant-device-plugin-config"."""
+    """Objects written, e.g. "Node/gpu-1", "Queue/gpu-tenants" or
+    "ConfigMap/gpu-operator/gputenant-device-plugin-config"."""
 
     @property
     def blocked(self) -> list[BlockedChange]:
@@ -52,7 +55,8 @@ def device_plugin_config_map(config: OperatorConfig, data: dict[str, str]) -> di
 
 
 async def apply_pools(client: KubeClient, config: OperatorConfig) -> PoolsApplyResult:
-    """Bring nodes and the device-plugin ConfigMap in line with ``config.pools``; idempotent."""
+    """Bring nodes, the device-plugin ConfigMap and the parent queues in line with the config;
+    idempotent."""
     nodes = await client.list("v1", "Node")
     pods = await client.list("v1", "Pod")
     plan = plan_pools(config, nodes, gpu_pods_by_node(pods))
@@ -66,6 +70,8 @@ async def apply_pools(client: KubeClient, config: OperatorConfig) -> PoolsApplyR
             await client.apply(desired)
             result.written.append(f"ConfigMap/{metadata['namespace']}/{metadata['name']}")
 
+    await _apply_parent_queues(client, result)
+
     for node_plan in plan.nodes:
         if node_plan.changed:
             await client.apply({"apiVersion": "v1", "kind": "Node",
@@ -76,6 +82,26 @@ async def apply_pools(client: KubeClient, config: OperatorConfig) -> PoolsApplyR
     for blocked in plan.blocked:
         await _report_blocked(client, nodes_by_name[blocked.node], blocked)
     return result
+
+
+async def _apply_parent_queues(client: KubeClient, result: PoolsApplyResult) -> None:
+    """Each parent Queue that differs from the live one; without KAI's Queue CRD, a problem instead
+    (the nodes are still labelled)."""
+    for queue in result.plan.parent_queues:
+        name = queue["metadata"]["name"]
+        try:
+            live = await client.get(queue["apiVersion"], queue["kind"], name)
+        except ApiError as error:
+            if not error.not_found:
+                raise
+            result.plan.problems.append(f"parent queues are not applied: {error.message}; install KAI-Scheduler")
+            return
+        conflict = parent_queue_conflict(queue, live)
+        if conflict:
+            result.plan.problems.append(conflict)
+        elif not holds(queue, live):
+            await client.apply(queue)
+            result.written.append(f"Queue/{name}")
 
 
 async def _report_blocked(client: KubeClient, node: dict, blocked: BlockedChange) -> None:

@@ -1,8 +1,9 @@
 """What the GPU pools of the operator config need from the cluster, as pure functions.
 
 Pools are prepared by NVIDIA's GPU Operator and HAMi from node labels and one device-plugin
-ConfigMap; this module computes those labels and that ConfigMap from ``OperatorConfig.pools`` so
-``apply.py`` only has to compare and write.
+ConfigMap; this module computes those labels and that ConfigMap from ``OperatorConfig.pools``, and
+the platform's parent KAI Queues that every tenant Queue hangs under, so ``apply.py`` only has to
+compare and write.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from gputenant import naming
 from gputenant.config.models import OperatorConfig, Pool, PoolMode
+from gputenant.render import render_parent_queues
 
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
@@ -119,6 +122,8 @@ class BlockedChange:
 @dataclass
 class PoolsPlan:
     config_map_data: dict[str, str]
+    parent_queues: list[dict] = field(default_factory=list)
+    """The platform's parent KAI Queues, whole, for server-side apply."""
     nodes: list[NodeLabelPlan] = field(default_factory=list)
     blocked: list[BlockedChange] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -127,7 +132,7 @@ class PoolsPlan:
 def plan_pools(config: OperatorConfig, nodes: list[dict], gpu_pods_by_node: dict[str, list[str]]) -> PoolsPlan:
     """Labels per node and the ConfigMap data. A MIG layout change on a node with GPU pods bound is
     held back: mig-manager would stop those workloads, and it needs a drained node."""
-    plan = PoolsPlan(config_map_data=device_plugin_config_data(config))
+    plan = PoolsPlan(config_map_data=device_plugin_config_data(config), parent_queues=render_parent_queues(config))
     owner: dict[str, str] = {}
     for pool in config.pools:
         if not pool.node_selector:
@@ -161,3 +166,15 @@ def plan_pools(config: OperatorConfig, nodes: list[dict], gpu_pods_by_node: dict
             changed = any(live.get(k) != v for k, v in labels.items())
             plan.nodes.append(NodeLabelPlan(node=name, pool=pool.name, labels=labels, changed=changed))
     return plan
+
+
+def parent_queue_conflict(queue: dict, live: dict | None) -> str | None:
+    """Why the parent queue must not be applied over the live Queue of its name: that Queue is a
+    tenant's (applying would take its parent and labels, and the tenant's next reconcile would
+    take them back). None when it is free, absent, or already a parent queue."""
+    tenant = ((live or {}).get("metadata", {}).get("labels") or {}).get(naming.TENANT_LABEL)
+    if tenant is None:
+        return None
+    name = queue["metadata"]["name"]
+    return (f"parent queue {name} is not applied: KAI Queue {name} is the queue of tenant {tenant}; rename the "
+            f"parent queue (operator config parentQueues or defaultParentQueue) or offboard tenant {tenant}")

@@ -150,11 +150,11 @@ def rbac(tenant: GpuTenant) -> tuple[list[dict], list[dict]]:
 
 
 def _queue(tenant: GpuTenant, decision: Decision) -> dict:
-    """The Queue's spec values. GPUs from the decision (KAI units); CPU and memory deserve and are
-    capped at the namespace quota, weighted like the GPUs."""
+    """The Queue's spec values. GPUs and the parent queue from the decision (KAI units); CPU and
+    memory deserve and are capped at the namespace quota, weighted like the GPUs."""
     grant = decision.queue
-    if grant is None:
-        raise RenderError(f"decision for {tenant.name}: possible but without a queue grant (policy bug)")
+    if grant is None or grant.parent is None:
+        raise RenderError(f"decision for {tenant.name}: possible but without a queue grant or its parent queue (policy bug)")
     quotas = tenant.spec.quotas
     cpu = cpu_millicores(quotas.cpu, "spec.quotas.cpu")
     memory = memory_megabytes(quotas.memory, "spec.quotas.memory")
