@@ -15,6 +15,8 @@ import pytest
 import yaml
 from kubernetes import client
 
+from gputenant.config.models import OperatorConfig
+from gputenant.render import render_parent_queues
 from kubeplane.fixtures import (
     MINIMAL_QUEUE_CRD, THIRD_PARTY_DIR, UPSTREAM_CLUSTERPOLICY_CRD, UPSTREAM_PODGROUP_CRD,
     UPSTREAM_QUEUE_CRD, install_crds, install_kai_queue_crd,
@@ -75,6 +77,19 @@ def test_upstream_queue_crd_accepts_a_team_queue(plane, custom, restore_queue_cr
     assert install_crds(plane, UPSTREAM_QUEUE_CRD) == ["queues.scheduling.run.ai"]
     stored = create_and_read_back(custom, "scheduling.run.ai", "v2", "queues", queue("upstream-team-a"))
     assert stored["spec"] == QUEUE_SPEC
+
+
+@needs_upstream
+@pytest.mark.parametrize("crd", ["upstream", "minimal"])
+def test_queue_crds_keep_every_field_of_a_parent_queue(plane, custom, restore_queue_crd, crd):
+    """The operator's department queue (top-level, -1 for unlimited) is stored unpruned."""
+    install_crds(plane, UPSTREAM_QUEUE_CRD if crd == "upstream" else MINIMAL_QUEUE_CRD)
+    config = OperatorConfig.model_validate({"defaultParentQueue": f"{crd}-tenants", "parentQueues": [
+        {"name": f"{crd}-research", "displayName": "Research", "priority": 200,
+         "resources": {"gpu": {"quota": 8, "limit": 12.5, "overQuotaWeight": 2}}}]})
+    for parent in render_parent_queues(config):
+        stored = create_and_read_back(custom, "scheduling.run.ai", "v2", "queues", parent)
+        assert stored["spec"] == parent["spec"]
 
 
 def test_minimal_queue_crd_accepts_a_team_queue(plane, custom, restore_queue_crd):

@@ -4,13 +4,16 @@ components, kubeplane.kai) places GPU pods on SIMULATED GPU nodes (kwok, kubepla
 Each tenant goes through the operator's own pure steps: `decide` picks its pool and queue grant,
 `render_tenant` renders the objects the operator applies (the Queue among them), and the admission
 guard's `mutate_pod` steers its pods (queue label, schedulerName, the pool's nodeSelector and
-tolerations) exactly as the webhook would. The host ResourceQuota is left out on purpose: it caps
+tolerations) exactly as the webhook would. The parent queues (the configured department `research`
+and the default parent queue) are applied by the operator's own GPU pools code, `apply_pools`, as
+`gputenant run` does at startup. The host ResourceQuota is left out on purpose: it caps
 the namespace's GPU requests at the same limit and would refuse pod N+1 at admission, before the
 scheduler ever sees it; these tests are about what the scheduler enforces.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import jsonpatch
@@ -20,8 +23,10 @@ import yaml
 
 from gputenant.api.v1alpha1 import GpuTenant
 from gputenant.guard.rules import mutate_pod
+from gputenant.kube import KubeClient
 from gputenant.policy.choose import decide
 from gputenant.policy.decision import Decision
+from gputenant.pools.apply import apply_pools
 from gputenant.render.tenant import render_tenant
 from kubeplane import wait_for
 from kubeplane.kai import QUEUE_LABEL, SCHEDULER_NAME
@@ -32,17 +37,8 @@ pytestmark = pytest.mark.plane
 PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
 BINDREQUESTS = ("scheduling.run.ai", "v1alpha2", "bindrequests")
 PARENT_QUEUE = "research"
-"""The department queue the tenants name as spec.gpu.parentQueue. The operator does not create it;
-the platform engineer does, as this fixture does."""
+"""The department queue the tenants name as spec.gpu.parentQueue (examples/config.yaml parentQueues)."""
 TIMEOUT = 60
-
-
-def parent_queue(name: str) -> dict:
-    """Shaped like KAI's default parent queue (docs/quickstart/default-queues.yaml): no guarantee
-    of its own, no limit, so its children's quotas and limits decide."""
-    unbounded = {"quota": 0, "limit": -1, "overQuotaWeight": 1}
-    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name},
-            "spec": {"resources": {"gpu": unbounded, "cpu": unbounded, "memory": unbounded}}}
 
 
 class Tenant:
@@ -131,15 +127,24 @@ class Tenants:
 
 
 @pytest.fixture(scope="module")
-def department(kai_cluster: KaiCluster) -> Iterator[str]:
-    kai_cluster.plane.kubectl("apply", "--server-side", "-f", "-",
-                              input=yaml.safe_dump(parent_queue(PARENT_QUEUE)))
-    yield PARENT_QUEUE
-    kai_cluster.plane.kubectl("delete", "queue", PARENT_QUEUE)
+def parent_queues(kai_cluster: KaiCluster) -> list[str]:
+    """The parent queues of the configuration, applied by the operator's GPU pools loop (which also
+    writes the device-plugin ConfigMap, hence its namespace)."""
+    config = kai_cluster.config
+    kai_cluster.plane.create_namespace(config.device_plugin_config_map.namespace)
+
+    async def apply():
+        async with KubeClient.from_kubeconfig(str(kai_cluster.plane.kubeconfig_path), config.field_manager) as client:
+            return await apply_pools(client, config)
+    result = asyncio.run(apply())
+    assert not result.plan.problems, result.plan.problems
+    names = [queue.name for queue in config.platform_parent_queues()]
+    assert {f"Queue/{name}" for name in names} <= set(result.written), result.written
+    return names
 
 
 @pytest.fixture
-def tenants(kai_cluster: KaiCluster, department: str) -> Iterator[Tenants]:
+def tenants(kai_cluster: KaiCluster, parent_queues: list[str]) -> Iterator[Tenants]:
     created = Tenants(kai_cluster)
     yield created
     created.delete_all()
@@ -251,20 +256,28 @@ def test_reclaim_gives_a_queue_back_its_deserved_quota(kai_cluster: KaiCluster, 
     assert all(f"by workload {late.namespace}/" in message for message in evictions), evictions
 
 
-def test_queue_without_parent_is_never_scheduled_by_kai_v0_12(kai_cluster: KaiCluster, tenants: Tenants):
-    """KAI v0.12.0 schedules only from queues under a parent (pkg/scheduler/actions/utils/
-    job_order_by_queue.go skips a queue whose department is missing). The operator renders a
-    top-level queue for a tenant without spec.gpu.parentQueue: its pods wait forever."""
+def test_a_tenant_without_parent_queue_runs_under_the_default_parent_queue(kai_cluster: KaiCluster,
+                                                                          tenants: Tenants):
+    """KAI v0.12 schedules only from queues under a parent (pkg/scheduler/actions/utils/
+    job_order_by_queue.go skips a queue whose department is missing, cluster_info/queue.go drops a
+    queue whose parent does not exist). A tenant without spec.gpu.parentQueue gets the operator
+    config's defaultParentQueue, which the pools loop created: its pod runs."""
     spec = exclusive(quota=1, limit=1)
     del spec["gpu"]["parentQueue"]
-    orphan = tenants.apply("orphan", spec)
-    assert "parentQueue" not in orphan.queue["spec"]
-    [name] = tenants.create_pods(orphan, 1)
+    tenant = tenants.apply("no-department", spec)
+    default = kai_cluster.config.default_parent_queue
+    assert tenant.queue["spec"]["parentQueue"] == default
+    with kai_cluster.plane.api_client() as client:
+        parent = kubernetes.client.CustomObjectsApi(client).get_cluster_custom_object(
+            "scheduling.run.ai", "v2", "queues", default)
+    assert "parentQueue" not in parent["spec"]
+    assert parent["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpu-tenant-operator",
+                                            "gputenant.io/component": "parent-queue"}
+    applied_by = {entry["manager"] for entry in parent["metadata"]["managedFields"] if entry["operation"] == "Apply"}
+    assert applied_by == {kai_cluster.config.field_manager}
 
-    def unschedulable():
-        [pod] = tenants.pods(orphan)
-        condition = scheduled_condition(pod)
-        return condition if condition and condition.reason == "Unschedulable" else None
-    condition = wait_for(unschedulable, timeout=TIMEOUT, what=f"KAI to report {name} unschedulable")
-    assert condition.message == "Unable to schedule pod"
-    assert not tenants.running(orphan)
+    [name] = tenants.create_pods(tenant, 1)
+    [pod] = wait_for(lambda: tenants.running(tenant), timeout=TIMEOUT, what=f"{name} Running")
+    assert pod.spec.node_name in kai_cluster.node_names(EXCLUSIVE_POOL)
+    group = podgroup_of(kai_cluster.plane, tenant.namespace, name)
+    assert group and group["spec"]["queue"] == tenant.queue_name

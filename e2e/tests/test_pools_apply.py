@@ -1,6 +1,7 @@
 """GPU pool configuration applied to fake GPU nodes (kubeplane fixtures: Nodes labelled and sized
 as the GPU Operator leaves them; no kubelet, so a pod "bound" to a node is one created with its
-nodeName) through the real apiserver, counted in the audit log."""
+nodeName) and the platform's parent KAI Queues (upstream Queue CRD), through the real apiserver,
+counted in the audit log."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ import yaml
 from gputenant.config.models import OperatorConfig
 from gputenant.kube import KubeClient
 from gputenant.pools.apply import apply_pools
-from kubeplane.fixtures import create_gpu_node
+from kubeplane.fixtures import create_gpu_node, install_kai_queue_crd
 
+QUEUES = ("scheduling.run.ai", "v2", "queues")
 CONFIG = OperatorConfig.model_validate({
     "fieldManager": "gputenant-pools-test",
+    "defaultParentQueue": "pools-test-tenants",
+    "parentQueues": [{"name": "pools-test-research", "displayName": "Research", "priority": 200,
+                      "resources": {"gpu": {"quota": 8, "limit": 12.5, "overQuotaWeight": 2}}}],
     "devicePluginConfigMap": {"name": "gputenant-device-plugin-config", "namespace": "gpu-operator-pools"},
     "pools": [
         {"name": "pool-ts", "mode": "TimeSlicing", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920,
@@ -28,12 +33,17 @@ CONFIG = OperatorConfig.model_validate({
     ]})
 
 
-def run_apply(plane):
+def run_apply(plane, config: OperatorConfig = CONFIG):
     async def main():
-        async with KubeClient.from_kubeconfig(str(plane.kubeconfig_path), CONFIG.field_manager,
+        async with KubeClient.from_kubeconfig(str(plane.kubeconfig_path), config.field_manager,
                                               user_agent="gputenant-pools-test") as client:
-            return await apply_pools(client, CONFIG)
+            return await apply_pools(client, config)
     return asyncio.run(main())
+
+
+def queue(plane, name: str) -> dict:
+    with plane.api_client() as client:
+        return kubernetes.client.CustomObjectsApi(client).get_cluster_custom_object(*QUEUES, name)
 
 
 def labels(plane, node: str) -> dict:
@@ -43,6 +53,7 @@ def labels(plane, node: str) -> dict:
 
 @pytest.fixture(scope="module")
 def gpu_nodes(plane):
+    install_kai_queue_crd(plane)
     create_gpu_node(plane, "pools-ts-1", labels={"pools-test": "ts"})
     create_gpu_node(plane, "pools-mig-free", labels={"pools-test": "mig"})
     create_gpu_node(plane, "pools-mig-busy", mig_profiles={"1g.10gb": 16}, mig_config="all-balanced",
@@ -64,12 +75,23 @@ def gpu_nodes(plane):
             core.delete_node(node)
         core.delete_namespace("pools-workloads")
         core.delete_namespace("gpu-operator-pools")
+    for name in ("pools-test-research", "pools-test-tenants", "pools-test-taken"):
+        plane.kubectl("delete", "queue", name, "--ignore-not-found")
 
 
 def test_pools_are_applied_then_idempotent_and_mig_nodes_with_gpu_pods_are_left_alone(plane, gpu_nodes):
     first = run_apply(plane)
     assert sorted(first.written) == ["ConfigMap/gpu-operator-pools/gputenant-device-plugin-config",
-                                     "Node/pools-hami-1", "Node/pools-mig-free", "Node/pools-ts-1"]
+                                     "Node/pools-hami-1", "Node/pools-mig-free", "Node/pools-ts-1",
+                                     "Queue/pools-test-research", "Queue/pools-test-tenants"]
+    unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    research, default = queue(plane, "pools-test-research"), queue(plane, "pools-test-tenants")
+    assert research["spec"] == {"displayName": "Research", "priority": 200, "resources": {
+        "gpu": {"quota": 8, "limit": 12.5, "overQuotaWeight": 2}, "cpu": unlimited, "memory": unlimited}}
+    assert default["spec"] == {"displayName": "pools-test-tenants", "priority": 100,
+                               "resources": {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}}
+    assert default["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpu-tenant-operator",
+                                             "gputenant.io/component": "parent-queue"}
     assert labels(plane, "pools-ts-1")["nvidia.com/device-plugin.config"] == "pool-ts"
     assert labels(plane, "pools-mig-free")["nvidia.com/mig.config"] == "all-1g.10gb"
     assert labels(plane, "pools-mig-busy")["nvidia.com/mig.config"] == "all-balanced"
@@ -120,3 +142,29 @@ def test_pools_command_prints_the_report(plane, gpu_nodes, tmp_path, capsys):
     ]
     assert main(["pools", "--config", str(config_path), "--kubeconfig", str(plane.kubeconfig_path), "--metrics"]) == 0
     assert 'gputenant_pool_gpus{pool="pool-mig",mode="MIG"} 16' in capsys.readouterr().out.splitlines()
+
+
+def test_a_parent_queue_changed_by_hand_is_restored(plane, gpu_nodes):
+    plane.kubectl("patch", "queue", "pools-test-research", "--type=merge",
+                  "-p", '{"spec": {"resources": {"gpu": {"quota": 100}}}}')
+    result = run_apply(plane)
+    assert result.written == ["Queue/pools-test-research"]
+    assert queue(plane, "pools-test-research")["spec"]["resources"]["gpu"]["quota"] == 8
+
+
+def test_a_tenants_queue_is_never_taken_for_a_parent_queue(plane, gpu_nodes):
+    """A tenant named like the default parent queue (before the webhook could refuse it): its
+    Queue is reported and left as it is, not overwritten."""
+    tenant_queue = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {
+        "name": "pools-test-taken", "labels": {"gputenant.io/tenant": "pools-test-taken"}},
+        "spec": {"parentQueue": "pools-test-tenants", "resources": {"gpu": {"quota": 1, "limit": 1}}}}
+    plane.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(tenant_queue))
+    config = CONFIG.model_copy(update={"default_parent_queue": "pools-test-taken"})
+    offset = plane.audit_offset()
+    result = run_apply(plane, config)
+    assert "Queue/pools-test-taken" not in result.written
+    assert ("parent queue pools-test-taken is not applied: KAI Queue pools-test-taken is the queue of tenant "
+            "pools-test-taken; rename the parent queue (operator config parentQueues or defaultParentQueue) or "
+            "offboard tenant pools-test-taken") in result.plan.problems
+    assert queue(plane, "pools-test-taken")["spec"]["parentQueue"] == "pools-test-tenants"
+    assert plane.count_requests(offset, user_agent="gputenant-pools-test") == 0

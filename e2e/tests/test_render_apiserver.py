@@ -25,7 +25,7 @@ from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant, Trust
 from gputenant.config.models import OperatorConfig
 from gputenant.policy.choose import decide
-from gputenant.render import render_tenant
+from gputenant.render import render_parent_queues, render_tenant
 from kubeplane import CommandError, wait_for
 from kubeplane.fixtures import install_kai_queue_crd
 
@@ -87,6 +87,16 @@ def test_dry_run_catches_an_unknown_queue_field(plane, queue_crd):
     queue["spec"]["resources"]["gpu"]["guaranteed"] = 1
     with pytest.raises(CommandError, match=r"\.spec\.resources\.gpu\.guaranteed: field not declared in schema"):
         apply(plane, [queue], dry_run=True)
+
+
+def test_parent_queues_pass_server_side_dry_run_and_every_tenant_queue_names_one(plane, queue_crd):
+    parents = render_parent_queues(CONFIG)
+    output = apply(plane, parents, dry_run=True)
+    assert [f"queue.scheduling.run.ai/{q['metadata']['name']} serverside-applied (server dry run)" for q in parents] \
+        == output.strip().splitlines(), f"checked against {queue_crd}"
+    tenant_queue = rendered(tenant_named("dry-default-parent", Trust.TRUSTED)).objects[-1]
+    assert tenant_queue["spec"]["parentQueue"] == CONFIG.default_parent_queue
+    assert CONFIG.default_parent_queue in [q["metadata"]["name"] for q in parents]
 
 
 # -- admission proof ---------------------------------------------------------------------------
