@@ -267,7 +267,7 @@ def test_the_default_parent_queue_is_allowed_beside_the_declared_ones():
     platform = config(pool("e", "Exclusive"), parentQueues=["research"], defaultParentQueue="tenants")
     assert decide("x", spec(INTERNAL, quota=1, parentQueue="tenants"), platform).queue.parent == "tenants"
     refused = decide("x", spec(INTERNAL, quota=1, parentQueue="sales"), platform)
-    assert refused.message.startswith("gpu.parentQueue sales is not one of the platform's parent queues (research, tenants,")
+    assert refused.message.startswith("gpu.parentQueue sales is not one of the platform's parent queues (research, operator")
 
 
 @pytest.mark.parametrize("tenant", ["research", "gpu-tenants"])

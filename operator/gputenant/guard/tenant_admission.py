@@ -75,7 +75,7 @@ def parent_queue_problem(name: str, spec: GpuTenantSpec, tenant_names: Iterable[
         why = "is not one of the platform's parent queues"
     else:
         return None
-    allowed = ", ".join(config.parent_queue_names) if config.parent_queues else "a department queue of the platform team"
+    allowed = ", ".join(queue.name for queue in config.parent_queues) or "a department queue of the platform team"
     return f"[parent-queue] spec.gpu.parentQueue {parent} {why}; name {allowed}, or leave gpu.parentQueue unset"
 
 

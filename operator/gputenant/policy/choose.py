@@ -47,7 +47,7 @@ def _decide(name: str, spec: GpuTenantSpec, config: OperatorConfig) -> Decision:
         raise Refused(
             "ParentQueueNotAllowed",
             f"gpu.parentQueue {spec.gpu.parent_queue} is not one of the platform's parent queues "
-            f"({', '.join(config.parent_queue_names)}, operator config parentQueues); name one of them or leave gpu.parentQueue unset",
+            f"({', '.join(queue.name for queue in config.parent_queues)}, operator config parentQueues); name one of them or leave gpu.parentQueue unset",
         )
     if naming.queue_name(name) in config.parent_queue_names:
         raise Refused(
