@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import GpuTenantSpec
 from gputenant.config.models import OperatorConfig
 from gputenant.policy.choose import decide
@@ -73,7 +74,7 @@ def test_worked_example_matches_decide(row):
 def test_trust_levels_doc_lists_every_refusal_reason():
     """docs/trust-levels.md's reason table names exactly the reasons decide() can refuse with."""
     source = (ROOT / "operator" / "gputenant" / "policy" / "choose.py").read_text()
-    in_code = set(re.findall(r'_Refused\(\s*"(\w+)"', source))
+    in_code = {getattr(reasons, constant) for constant in re.findall(r"_Refused\(\s*reasons\.(\w+)", source)}
     doc = (ROOT / "docs" / "trust-levels.md").read_text()
     table = doc[doc.index("| Reason | Meaning | Fix |"):]
     in_doc = {name for line in table.splitlines()[2:] if line.startswith("|") for name in re.findall(r"`(\w+)`", line.split("|")[1])}

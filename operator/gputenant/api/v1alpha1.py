@@ -382,6 +382,23 @@ class VClusterResources(ApiModel):
         description="Limits of the vCluster control-plane container (needed to pass the namespace quota).",
     )
 
+    rules: ClassVar[tuple[Rule, ...]] = tuple(
+        Rule(
+            # has(self.requests): the CRD's `default: {}` is checked before its fields are filled in.
+            f"!has(self.requests) || !has(self.limits) || !has(self.requests.{resource}) "
+            f"|| !has(self.limits.{resource}) || !isQuantity(self.requests.{resource}) "
+            f"|| !isQuantity(self.limits.{resource}) "
+            f"|| quantity(self.requests.{resource}).compareTo(quantity(self.limits.{resource})) <= 0",
+            f"requests.{resource} must not exceed limits.{resource}: the control-plane pod would be refused; "
+            f"lower requests.{resource} or raise limits.{resource}",
+            lambda resources, resource=resource: getattr(resources.requests, resource) is None
+            or getattr(resources.limits, resource) is None
+            or quantity_at_most(getattr(resources.requests, resource), getattr(resources.limits, resource)),
+            field_path=f".requests.{resource}",
+        )
+        for resource in ("cpu", "memory")
+    )
+
 
 class VClusterOverrides(ApiModel):
     """The few vCluster values a tenant may change; everything else is the operator's."""

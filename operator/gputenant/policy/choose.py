@@ -10,11 +10,13 @@ from fractions import Fraction
 from typing import Optional
 
 from gputenant import naming
+from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import GpuTenantSpec, HamiSpec, SharingMode, Trust
 from gputenant.config.models import MigStrategy, OperatorConfig, Pool
 from gputenant.policy.decision import Decision, PodRules, QueueGrant
 from gputenant.policy.gpus import MIG_PROFILES, mig_layout, mig_profile
 from gputenant.policy.trust import allowed_modes, names, stronger_or_equal
+from gputenant.quantities import parse_quantity
 
 WHOLE_GPU = "nvidia.com/gpu"
 HAMI_MEMORY = "nvidia.com/gpumem"
@@ -65,26 +67,27 @@ def _decide(name: str, spec: GpuTenantSpec, config: OperatorConfig) -> Decision:
     quota, limit = _exact(quota_gpus), _exact(limit_gpus)
     if limit < quota:
         raise _Refused(
-            "LimitBelowQuota",
+            reasons.LIMIT_BELOW_QUOTA,
             f"gpu.limit {_show(limit)} is below gpu.quota {_show(quota)}; raise gpu.limit to at least {_show(quota)} or leave it unset",
         )
+    _check_control_plane_fits(spec)
     if limit == 0:
         return _no_gpus(name, spec)
 
     effective_mode, pool = _choose_pool(spec, mode, auto, config)
     if pool.gpus is not None and limit > pool.gpus:
         raise _Refused(
-            "QuotaAbovePoolCapacity",
+            reasons.QUOTA_ABOVE_POOL_CAPACITY,
             f"gpu.limit {_show(limit)} is above the {pool.gpus} GPUs of pool {pool.name}; lower gpu.limit to at most {pool.gpus}",
         )
     grant = _GRANTERS[effective_mode](spec, pool, quota_gpus, limit_gpus)
 
     if not auto:
-        reason, why = "ExplicitMode", f"sharing.mode {mode.value}"
+        reason, why = reasons.EXPLICIT_MODE, f"sharing.mode {mode.value}"
     elif effective_mode is mode:
-        reason, why = "ChosenFromTrust", f"{trust.value} tenants get {mode.value} (operator config trustModes.{trust.value})"
+        reason, why = reasons.CHOSEN_FROM_TRUST, f"{trust.value} tenants get {mode.value} (operator config trustModes.{trust.value})"
     else:
-        reason = "FallbackToStrongerMode"
+        reason = reasons.FALLBACK_TO_STRONGER_MODE
         instead = (
             f"gpu.pool names {spec.gpu.pool}, a {effective_mode.value} pool, which isolates more"
             if spec.gpu.pool
@@ -110,6 +113,22 @@ def _decide(name: str, spec: GpuTenantSpec, config: OperatorConfig) -> Decision:
     )
 
 
+def _check_control_plane_fits(spec: GpuTenantSpec) -> None:
+    """The host namespace's CPU and memory quota must hold the tenant's own vCluster control plane
+    (its limits count against the quota), or its pod is refused and the tenant never comes up."""
+    limits = spec.vcluster.resources.limits
+    for resource, quota_text, limit_text in (("cpu", spec.quotas.cpu, limits.cpu),
+                                              ("memory", spec.quotas.memory, limits.memory)):
+        quota, needed = parse_quantity(quota_text), parse_quantity(limit_text)
+        if quota is not None and needed is not None and quota < needed:
+            raise _Refused(
+                reasons.QUOTA_BELOW_CONTROL_PLANE,
+                f"quotas.{resource} {quota_text} is below the tenant's own vCluster control plane, limited to "
+                f"{limit_text} (vcluster.resources.limits.{resource}); raise quotas.{resource} to at least "
+                f"{limit_text} (plus what the tenant's pods need) or lower vcluster.resources.limits.{resource}",
+            )
+
+
 def _requested_mode(spec: GpuTenantSpec, config: OperatorConfig) -> SharingMode:
     """The mode to aim for: explicit, or the operator's mapping for Auto; weaker than trust allows is refused."""
     trust = spec.trust
@@ -117,7 +136,7 @@ def _requested_mode(spec: GpuTenantSpec, config: OperatorConfig) -> SharingMode:
     if spec.sharing.mode is not SharingMode.AUTO:
         if spec.sharing.mode not in allowed:
             raise _Refused(
-                "ModeNotAllowedForTrust",
+                reasons.MODE_NOT_ALLOWED_FOR_TRUST,
                 f"sharing.mode {spec.sharing.mode.value} isolates {trust.value} tenants too weakly; "
                 f"set sharing.mode to {names(allowed)} or Auto",
             )
@@ -126,7 +145,7 @@ def _requested_mode(spec: GpuTenantSpec, config: OperatorConfig) -> SharingMode:
     if mode not in allowed:
         shown = mode.value if mode else "nothing"
         raise _Refused(
-            "ModeNotAllowedForTrust",
+            reasons.MODE_NOT_ALLOWED_FOR_TRUST,
             f"the operator config maps Auto for {trust.value} tenants to {shown}, which {trust.value} tenants may not use; "
             f"the platform team must set trustModes.{trust.value} to {names(allowed)} (or set sharing.mode explicitly)",
         )
@@ -138,7 +157,7 @@ def _no_gpus(name: str, spec: GpuTenantSpec) -> Decision:
     return Decision(
         trust=spec.trust,
         possible=True,
-        reason="NoGpuRequested",
+        reason=reasons.NO_GPU_REQUESTED,
         message="gpu.quota and gpu.limit are 0: the tenant's pods may not use GPUs; raise gpu.quota to grant some",
         quota={f"requests.{WHOLE_GPU}": "0"},
         queue=_queue(name, spec, Fraction(0), Fraction(0)),
@@ -153,13 +172,13 @@ def _choose_pool(spec: GpuTenantSpec, mode: SharingMode, auto: bool, config: Ope
         pool = config.pool(spec.gpu.pool)
         if pool is None:
             raise _Refused(
-                "PoolNotFound",
+                reasons.POOL_NOT_FOUND,
                 f"gpu.pool {spec.gpu.pool} is not in the operator config; use one of: {_list_pools(config.pools)}, or leave gpu.pool unset",
             )
         pool_mode = SharingMode(pool.mode.value)
         if pool_mode not in candidates:
             raise _Refused(
-                "PoolModeMismatch",
+                reasons.POOL_MODE_MISMATCH,
                 f"gpu.pool {pool.name} is a {pool_mode.value} pool, but this tenant needs {names(candidates)}; "
                 f"pick a pool of {names(candidates)} ({_list_pools(_pools_of(config, candidates))})",
             )
@@ -174,7 +193,7 @@ def _choose_pool(spec: GpuTenantSpec, mode: SharingMode, auto: bool, config: Ope
             break
     else:
         raise _Refused(
-            "NoPoolForMode",
+            reasons.NO_POOL_FOR_MODE,
             f"no {names(candidates)} pool{_model_clause(spec)} in the operator config (pools: {_list_pools(config.pools)}); "
             f"{'change gpu.model or ' if spec.gpu.model else ''}ask the platform team for such a pool",
         )
@@ -191,13 +210,13 @@ def _misfit(spec: GpuTenantSpec, mode: SharingMode, pool: Pool) -> Optional[_Ref
     """Why the pool cannot serve the tenant's model, replicas or MIG profile; None when it can."""
     if spec.gpu.model is not None and pool.gpu_model != spec.gpu.model:
         return _Refused(
-            "PoolModelMismatch",
+            reasons.POOL_MODEL_MISMATCH,
             f"gpu.pool {pool.name} has {pool.gpu_model} GPUs, not gpu.model {spec.gpu.model}; change or unset one of them",
         )
     wanted_replicas = spec.sharing.time_slicing.replicas if spec.sharing.time_slicing else None
     if mode is SharingMode.TIME_SLICING and wanted_replicas is not None and pool.time_slicing.replicas != wanted_replicas:
         return _Refused(
-            "NoPoolForMode",
+            reasons.NO_POOL_FOR_MODE,
             f"pool {pool.name} slices each GPU {pool.time_slicing.replicas} ways, not sharing.timeSlicing.replicas "
             f"{wanted_replicas}; set replicas to {pool.time_slicing.replicas} or leave it unset",
         )
@@ -206,12 +225,12 @@ def _misfit(spec: GpuTenantSpec, mode: SharingMode, pool: Pool) -> Optional[_Ref
         if mig_profile(pool.gpu_model, wanted_profile) is None:
             offered = ", ".join(p.name for p in MIG_PROFILES.get(pool.gpu_model, ()))
             return _Refused(
-                "ProfileNotOnGPU",
+                reasons.PROFILE_NOT_ON_GPU,
                 f"sharing.mig.profile {wanted_profile} does not exist on {pool.gpu_model}; {pool.gpu_model} offers {offered}",
             )
         if wanted_profile not in pool.mig.profiles:
             return _Refused(
-                "ProfileNotInPool",
+                reasons.PROFILE_NOT_IN_POOL,
                 f"pool {pool.name} (mig.config {pool.mig.config}) offers {', '.join(pool.mig.profiles)}, not "
                 f"sharing.mig.profile {wanted_profile}; pick one of those or leave the profile unset",
             )
@@ -221,10 +240,10 @@ def _misfit(spec: GpuTenantSpec, mode: SharingMode, pool: Pool) -> Optional[_Ref
 def _pools_refusal(spec: GpuTenantSpec, mode: SharingMode, pools: list[Pool], refusals: list[_Refused]) -> _Refused:
     """No pool of the mode fits: a profile some GPU has beats one no GPU has, which beats the rest."""
     listed = "; ".join(dict.fromkeys(refusal.message for refusal in refusals))
-    for reason in ("ProfileNotInPool", "ProfileNotOnGPU"):
+    for reason in (reasons.PROFILE_NOT_IN_POOL, reasons.PROFILE_NOT_ON_GPU):
         if any(refusal.reason == reason for refusal in refusals):
             return _Refused(reason, f"no {mode.value} pool fits: {listed}")
-    return _Refused("NoPoolForMode", f"no {mode.value} pool{_model_clause(spec)} fits: {listed}")
+    return _Refused(reasons.NO_POOL_FOR_MODE, f"no {mode.value} pool{_model_clause(spec)} fits: {listed}")
 
 
 def _grant_exclusive(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: float) -> _Grant:
@@ -269,14 +288,14 @@ def _grant_hami(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: 
     shares_per_gpu = Fraction(100, cores)
     if shares_per_gpu > pool.hami.split_count:
         raise _Refused(
-            "HamiShareTooSmall",
+            reasons.HAMI_SHARE_TOO_SMALL,
             f"sharing.hami.corePercent {cores} makes {_show(shares_per_gpu)} shares per GPU, but pool {pool.name} splits a GPU "
             f"into at most {pool.hami.split_count} (hami.splitCount); raise corePercent to at least {math.ceil(100 / pool.hami.split_count)}",
         )
     memory = hami.memory_mi_b if hami.memory_mi_b is not None else pool.gpu_memory_mi_b * cores // 100
     if memory > pool.gpu_memory_mi_b:
         raise _Refused(
-            "MemoryAboveGpu",
+            reasons.MEMORY_ABOVE_GPU,
             f"sharing.hami.memoryMiB {memory} is more than one GPU of pool {pool.name} has ({pool.gpu_memory_mi_b} MiB); "
             f"lower memoryMiB to at most {pool.gpu_memory_mi_b}",
         )
@@ -320,7 +339,7 @@ def _grant_mig(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: f
     layout = mig_layout(pool.gpu_model, mig.config)
     if pool.gpus is not None and layout is not None and instances_limit > pool.gpus * layout[profile.name]:
         raise _Refused(
-            "QuotaAbovePoolCapacity",
+            reasons.QUOTA_ABOVE_POOL_CAPACITY,
             f"gpu.limit {limit_gpus} is {instances_limit} {unit}, but pool {pool.name} ({pool.gpus} GPUs, mig.config "
             f"{mig.config}) has only {pool.gpus * layout[profile.name]}; lower gpu.limit or pick another profile",
         )
@@ -381,7 +400,7 @@ def _whole_units(value: float, units_per_gpu: Fraction | int, field_name: str, m
         return nearest
     below = math.floor(scaled)
     raise _Refused(
-        "FractionNotGrantable",
+        reasons.FRACTION_NOT_GRANTABLE,
         f"{field_name} {value} is {_show(scaled)} {unit}; {mechanism} grants only whole {unit} "
         f"({_show(Fraction(units_per_gpu))} per GPU): set {field_name} to {_gpus_for(below, units_per_gpu)} "
         f"({below} {unit}) or {_gpus_for(below + 1, units_per_gpu)} ({below + 1} {unit})",
