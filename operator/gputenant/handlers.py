@@ -25,10 +25,15 @@ from gputenant.guard.webhook import register as register_guard
 from gputenant.kube import ApiError, KubeClient
 from gputenant.pools import PoolReport, device_plugin_config_data
 from gputenant.pools.apply import apply_pools, collect_pool_reports
+from gputenant.api import conditions as reasons
 from gputenant.reconcile import conditions as cond
+from gputenant.reconcile.events import API_VERSION, post_event
+from gputenant.reconcile.memory import RETRY_ANNOTATION
 from gputenant.reconcile.offboard import offboard
-from gputenant.reconcile.pipeline import API_VERSION, Reconciler, argocd_namespaces, now_rfc3339
+from gputenant.reconcile.pipeline import Reconciler
 from gputenant.reconcile.ports import StepError
+from gputenant.reconcile.steps.argocd import argocd_namespaces
+from gputenant.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +68,15 @@ class Runtime:
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
         return self.locks.setdefault(name, asyncio.Lock())
+
+    def forget(self, name: str, uid: Optional[str]) -> None:
+        """Drop what is kept for a tenant that is gone: its lock (unless a handler still holds it)
+        and the reconciler's memory of it."""
+        lock = self.locks.get(name)
+        if lock is not None and not lock.locked():
+            del self.locks[name]
+        if uid:
+            self.reconciler.forget(uid)
 
     async def reconcile(self, body: kopf.Body, retry: int = 0):
         """One pipeline run for the tenant, once it holds the tenant's lock and a reconcile slot."""
@@ -216,6 +230,7 @@ async def _reconcile(body: kopf.Body, retry: int) -> None:
 @kopf.on.create(*RESOURCE)
 @kopf.on.update(*RESOURCE, field="spec")
 @kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.ROTATE_ANNOTATION))
+@kopf.on.field(*RESOURCE, field=("metadata", "annotations", RETRY_ANNOTATION))
 async def reconcile(body: kopf.Body, retry: int, **_) -> None:
     await _reconcile(body, retry)
 
@@ -239,22 +254,30 @@ async def delete(body: kopf.Body, **_) -> None:
     try:
         async with rt.lock(tenant):
             await offboard(rt.client, rt.reconciler.releases, rt.config, tenant,
-                           retain=spec.get("deletionPolicy") == "Retain", argocd_namespaces=argocd_namespaces(body))
+                           retain=spec.get("deletionPolicy") == "Retain", argocd_namespaces=argocd_namespaces(dict(body)),
+                           uid=body["metadata"].get("uid"))
     except StepError as error:
         raise kopf.TemporaryError(f"{error.reason}: {error.message}", delay=10) from None
     except ApiError as error:
         raise kopf.TemporaryError(str(error), delay=10) from None
+    rt.forget(tenant, body["metadata"].get("uid"))
 
 
 async def _report_prevented(rt: Runtime, body: kopf.Body) -> None:
+    """DeletionPrevented=True in status and one Event, once; a failed write is retried with the
+    deletion (the caller raises TemporaryError either way)."""
     status = dict(body.get("status") or {})
-    now = now_rfc3339(datetime.now(timezone.utc))
+    now = datetime.now(timezone.utc)
     conditions = cond.set_condition(
-        list(status.get("conditions") or []), cond.DELETION_PREVENTED, "True", "PreventDeletionSet",
-        "deletion is blocked while spec.preventDeletion is true", body["metadata"].get("generation"), now)
-    if conditions != list(status.get("conditions") or []):
+        list(status.get("conditions") or []), reasons.DELETION_PREVENTED, "True", reasons.PREVENT_DELETION_SET,
+        "deletion is blocked while spec.preventDeletion is true", body["metadata"].get("generation"), rfc3339(now))
+    if conditions == list(status.get("conditions") or []):
+        return
+    try:
         await rt.client.patch_status(API_VERSION, KIND, body["metadata"]["name"],
                                      {"conditions": cond.ordered(conditions)})
-        await rt.client.post_event({**body, "apiVersion": API_VERSION, "kind": KIND}, "Warning",
-                                   "DeletionPrevented",
-                                   "deletion blocked by spec.preventDeletion; set it to false to proceed", now)
+    except ApiError as error:
+        log.warning("tenant %s: could not report DeletionPrevented: %s", body["metadata"]["name"], error)
+        return
+    await post_event(rt.client, dict(body), "Warning", reasons.DELETION_PREVENTED,
+                     "deletion blocked by spec.preventDeletion; set it to false to proceed", now)

@@ -47,5 +47,10 @@ def cluster_secret(tenant: str, namespace: str, server_url: str, ca: bytes | str
     }
 
 
+def bearer_token_of(secret: dict) -> str:
+    """The bearer token in a live cluster Secret written by `cluster_secret`."""
+    return json.loads(base64.b64decode(secret["data"]["config"]))["bearerToken"]
+
+
 def health_lua() -> str:
     return HEALTH_LUA_PATH.read_text()

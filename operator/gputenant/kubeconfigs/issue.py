@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Iterable, Optional
 
 import yaml
@@ -17,6 +17,7 @@ import yaml
 from gputenant import naming
 from gputenant.api.v1alpha1 import KubeconfigRole
 from gputenant.kube import ApiError, KubeClient
+from gputenant.timefmt import parse_rfc3339, rfc3339
 
 ARGOCD_ROLE = "argocd"
 """Argo CD's own ServiceAccount in the virtual cluster, cluster-admin like the ``argocd-manager``
@@ -71,7 +72,7 @@ def kubeconfig_secret(tenant: str, role: str, namespace: str, issued: IssuedKube
             "name": naming.kubeconfig_secret_name(tenant, role),
             "namespace": namespace,
             "labels": naming.tenant_labels(tenant, "kubeconfig"),
-            "annotations": {naming.KUBECONFIG_EXPIRES_ANNOTATION: _rfc3339(issued.expires_at)},
+            "annotations": {naming.KUBECONFIG_EXPIRES_ANNOTATION: rfc3339(issued.expires_at)},
         },
         "data": {"config": base64.b64encode(issued.kubeconfig_yaml.encode()).decode()},
     }
@@ -161,12 +162,8 @@ async def _issue_role(client: KubeClient, role: str, token_seconds: int, server:
         "contexts": [{"name": user, "context": {"cluster": context_name, "user": user}}],
         "current-context": user,
     }
-    expires_at = datetime.fromisoformat(granted["expirationTimestamp"].replace("Z", "+00:00"))
+    expires_at = parse_rfc3339(granted["expirationTimestamp"])
+    if expires_at is None:
+        raise KubeconfigIssueError(f"the virtual cluster granted a token with an unreadable expiry "
+                                   f"{granted['expirationTimestamp']!r}", transient=False)
     return IssuedKubeconfig(role, yaml.safe_dump(config, sort_keys=False), expires_at)
-
-
-def _rfc3339(moment: datetime) -> str:
-    """UTC, second precision, as Kubernetes writes timestamps; a naive datetime is taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-READY = "Ready"
-PART_CONDITIONS = (
-    "NamespaceReady", "QuotaReady", "RBACReady", "NetworkReady", "QueueReady", "SharingReady",
-    "VClusterReady", "KubeconfigReady", "ArgoCDReady",
-)
-DELETION_PREVENTED = "DeletionPrevented"
+from gputenant.api.conditions import DELETION_PREVENTED, PART_CONDITIONS, PROGRESSING, READY, TENANT_READY
+
+__all__ = ["DELETION_PREVENTED", "PART_CONDITIONS", "READY", "find", "ordered", "remove_condition",
+           "set_condition", "summarise_ready"]
 
 
 def find(conditions: list[dict], condition_type: str) -> Optional[dict]:
@@ -48,11 +46,11 @@ def summarise_ready(conditions: list[dict]) -> tuple[str, str, str]:
         return "False", failed["reason"], f"{failed['type']}: {failed['message']}"
     pending = next((t for t, c in zip(PART_CONDITIONS, parts) if not c or c["status"] != "True"), None)
     if pending:
-        return "Unknown", "Progressing", f"waiting for {pending}"
-    return "True", "TenantReady", "all parts of the tenant are in place"
+        return "Unknown", PROGRESSING, f"waiting for {pending}"
+    return "True", TENANT_READY, "all parts of the tenant are in place"
 
 
 def ordered(conditions: list[dict]) -> list[dict]:
     """Ready first, then the parts in pipeline order, then anything else."""
     order = {t: i for i, t in enumerate((READY, *PART_CONDITIONS))}
-    return sorted(conditions, key=lambda c: order.get(c.get("type"), len(order)))
+    return sorted(conditions, key=lambda c: order.get(str(c.get("type")), len(order)))
