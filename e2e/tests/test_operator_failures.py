@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import kubernetes
 import pytest
-
 from kubeplane import wait_for
 
 STEADY = "steady-t"

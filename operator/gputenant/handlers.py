@@ -13,19 +13,18 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Optional
+from datetime import UTC, datetime
 
 import kopf
 
 from gputenant import GROUP, KIND, PLURAL, VERSION, naming
+from gputenant.api import conditions as reasons
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.server import GuardServer, server_from_args
 from gputenant.guard.webhook import register as register_guard
 from gputenant.kube import ApiError, KubeClient
 from gputenant.pools import PoolReport, device_plugin_config_data
 from gputenant.pools.apply import apply_pools, collect_pool_reports
-from gputenant.api import conditions as reasons
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.events import API_VERSION, post_event
 from gputenant.reconcile.memory import RETRY_ANNOTATION
@@ -58,10 +57,10 @@ class Runtime:
     deletion_retry_seconds: float
     pools_interval_seconds: float = 0.0
     """How often the GPU pools are applied; 0: never (no pools, or turned off)."""
-    guard_server: Optional[GuardServer] = None
+    guard_server: GuardServer | None = None
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     pool_reports: list[PoolReport] = field(default_factory=list)
-    pools_task: Optional[asyncio.Task] = None
+    pools_task: asyncio.Task | None = None
     reconcile_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(default_reconcile_concurrency()))
     """Pipeline runs in flight across all tenants (`gputenant run --reconcile-concurrency`)."""
 
@@ -69,7 +68,7 @@ class Runtime:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
         return self.locks.setdefault(name, asyncio.Lock())
 
-    def forget(self, name: str, uid: Optional[str]) -> None:
+    def forget(self, name: str, uid: str | None) -> None:
         """Drop what is kept for a tenant that is gone: its lock (unless a handler still holds it)
         and the reconciler's memory of it."""
         lock = self.locks.get(name)
@@ -84,7 +83,7 @@ class Runtime:
             return await self.reconciler.reconcile(dict(body), retry=retry)
 
 
-_runtime: Optional[Runtime] = None
+_runtime: Runtime | None = None
 
 
 def runtime() -> Runtime:
@@ -93,8 +92,8 @@ def runtime() -> Runtime:
     return _runtime
 
 
-def build_runtime(config: OperatorConfig, kubeconfig: Optional[str], *, helm_concurrency: Optional[int] = None,
-                  reconcile_concurrency: Optional[int] = None) -> Runtime:
+def build_runtime(config: OperatorConfig, kubeconfig: str | None, *, helm_concurrency: int | None = None,
+                  reconcile_concurrency: int | None = None) -> Runtime:
     """The operator's shared parts; a concurrency left None is the default (helm: twice the cores,
     reconciles: eight times the cores)."""
     from gputenant.helm import ChartRef, VClusterReleases
@@ -111,9 +110,9 @@ def build_runtime(config: OperatorConfig, kubeconfig: Optional[str], *, helm_con
         reconcile_slots=asyncio.Semaphore(reconcile_concurrency or default_reconcile_concurrency()))
 
 
-def prepare(config: OperatorConfig, kubeconfig: Optional[str], *, pools_interval_seconds: float = 0.0,
-            webhook_args: Optional[argparse.Namespace] = None, helm_concurrency: Optional[int] = None,
-            reconcile_concurrency: Optional[int] = None) -> Runtime:
+def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_seconds: float = 0.0,
+            webhook_args: argparse.Namespace | None = None, helm_concurrency: int | None = None,
+            reconcile_concurrency: int | None = None) -> Runtime:
     """Build the runtime and, when the webhook flags ask for it, register the admission guard.
     Must run before kopf starts: kopf creates its index watchers from the registry at start, so a
     guard registered from a startup handler would never see a namespace or tenant. Raises
@@ -267,7 +266,7 @@ async def _report_prevented(rt: Runtime, body: kopf.Body) -> None:
     """DeletionPrevented=True in status and one Event, once; a failed write is retried with the
     deletion (the caller raises TemporaryError either way)."""
     status = dict(body.get("status") or {})
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     conditions = cond.set_condition(
         list(status.get("conditions") or []), reasons.DELETION_PREVENTED, "True", reasons.PREVENT_DELETION_SET,
         "deletion is blocked while spec.preventDeletion is true", body["metadata"].get("generation"), rfc3339(now))

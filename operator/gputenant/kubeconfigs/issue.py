@@ -8,9 +8,9 @@ operator re-issues at 80% of its lifetime (or when ``gputenant.io/rotate-kubecon
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterable, Optional
 
 import yaml
 
@@ -53,7 +53,7 @@ def service_account_name(role: str) -> str:
     return f"gputenant-{role}"
 
 
-def needs_rotation(expires_at: Optional[datetime], now: datetime, lifetime: timedelta) -> bool:
+def needs_rotation(expires_at: datetime | None, now: datetime, lifetime: timedelta) -> bool:
     """True once 80% of the token's lifetime has passed (or there is no expiry on record), so a
     new kubeconfig is in place well before the old one stops working."""
     if expires_at is None:
@@ -79,7 +79,7 @@ def kubeconfig_secret(tenant: str, role: str, namespace: str, issued: IssuedKube
 
 
 async def issue_kubeconfigs(admin_kubeconfig: dict, roles: Iterable[str | KubeconfigRole], token_seconds: int,
-                            server_url: Optional[str], *, context_name: str = "vcluster",
+                            server_url: str | None, *, context_name: str = "vcluster",
                             field_manager: str = "gpu-tenant-operator") -> list[IssuedKubeconfig]:
     """One token kubeconfig per role, issued inside the virtual cluster ``admin_kubeconfig`` reaches.
 

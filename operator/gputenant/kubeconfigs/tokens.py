@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import datetime, timedelta
-from typing import Optional
 
 import yaml
 
@@ -30,7 +29,7 @@ def token_lifetime(text: str, field_name: str = "spec.kubeconfig.tokenLifetime")
     return lifetime
 
 
-def admin_kubeconfig(secret: Optional[dict]) -> Optional[dict]:
+def admin_kubeconfig(secret: dict | None) -> dict | None:
     """The admin kubeconfig vCluster wrote to its ``vc-<release>`` Secret (key ``config``), or None
     while the control plane has not written it yet. ValueError when it is no kubeconfig."""
     encoded = ((secret or {}).get("data") or {}).get("config")
@@ -45,7 +44,7 @@ def admin_kubeconfig(secret: Optional[dict]) -> Optional[dict]:
     return kubeconfig
 
 
-def server_of(kubeconfig: dict) -> Optional[str]:
+def server_of(kubeconfig: dict) -> str | None:
     """The server URL of a kubeconfig's first cluster."""
     clusters = kubeconfig.get("clusters") or []
     return clusters[0]["cluster"]["server"] if clusters else None
@@ -61,7 +60,7 @@ def token_of(kubeconfig_yaml: str) -> str:
     return yaml.safe_load(kubeconfig_yaml)["users"][0]["user"]["token"]
 
 
-def token_annotations(expires_at: datetime, rotation: str, server: Optional[str]) -> dict[str, str]:
+def token_annotations(expires_at: datetime, rotation: str, server: str | None) -> dict[str, str]:
     """What a token Secret records about its issue, read back by `issue_reason`."""
     return {naming.KUBECONFIG_EXPIRES_ANNOTATION: rfc3339(expires_at), ROTATION_ANNOTATION: rotation,
             SERVER_ANNOTATION: server or ""}
@@ -73,8 +72,8 @@ def recorded_annotations(live: dict) -> dict[str, str]:
     return {key: annotations.get(key, "") for key in TOKEN_ANNOTATIONS}
 
 
-def issue_reason(live: Optional[dict], lifetime: timedelta, now: datetime, rotation: str,
-                 server: Optional[str]) -> Optional[str]:
+def issue_reason(live: dict | None, lifetime: timedelta, now: datetime, rotation: str,
+                 server: str | None) -> str | None:
     """Why the token Secret `live` must be issued again, or None while it is still good:
     missing, requested (the rotate annotation changed), server changed, or due (80% of the
     lifetime passed, `needs_rotation`; an unreadable expiry counts as due)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Optional
+from typing import Any
 
 from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant
@@ -27,9 +27,9 @@ class Outcome:
     """What the caller (kopf) should do next."""
 
     ready: bool = False
-    retry_after: Optional[float] = None
+    retry_after: float | None = None
     """Seconds until the next attempt; None: nothing pending (done, or stopped until an input changes)."""
-    permanent_failure: Optional[str] = None
+    permanent_failure: str | None = None
     applied: list = field(default_factory=list)
     status_written: bool = False
     helm_calls: int = 0
@@ -53,7 +53,7 @@ class Pass:
     lifetime: timedelta
     decision: Decision
     vcluster_values: dict
-    admin_kubeconfig: Optional[dict] = None
+    admin_kubeconfig: dict | None = None
     """Set by the vCluster step once the control plane wrote it; the steps after it need it."""
 
     def __init__(self, services: Services, body: dict, retry: int, now: datetime):
@@ -66,7 +66,7 @@ class Pass:
         metadata = body["metadata"]
         self.name: str = metadata["name"]
         self.uid: str = metadata.get("uid") or ""
-        self.generation: Optional[int] = metadata.get("generation")
+        self.generation: int | None = metadata.get("generation")
         self.annotations: dict[str, str] = metadata.get("annotations") or {}
         self.old_status: dict[str, Any] = dict(body.get("status") or {})
         self.status = carried_status(self.old_status)
@@ -79,6 +79,7 @@ class Pass:
         self.rotated: list[tuple[str, str, str, str]] = []
         """Token Secrets re-issued on schedule or request: applied, but not drift."""
         self.outcome = Outcome()
+        self._events_failed = False
 
     @property
     def rotation_request(self) -> str:
@@ -88,17 +89,21 @@ class Pass:
     def retry_request(self) -> str:
         return self.annotations.get(RETRY_ANNOTATION, "")
 
-    def set(self, condition_type: str, ok: Optional[bool], reason: str, message: str) -> None:
+    def set(self, condition_type: str, ok: bool | None, reason: str, message: str) -> None:
         status = {True: "True", False: "False", None: "Unknown"}[ok]
         self.conditions = cond.set_condition(self.conditions, condition_type, status, reason, message,
                                              self.generation, rfc3339(self.now))
 
-    def retry_later(self, seconds: Optional[float] = None) -> None:
+    def retry_later(self, seconds: float | None = None) -> None:
         """Ask to run again: after `seconds`, or after the exponential backoff of this retry."""
         self.outcome.retry_after = seconds if seconds is not None else backoff(self.retry)
 
     async def event(self, event_type: str, reason: str, message: str) -> None:
-        await post_event(self.client, self.body, event_type, reason, message, self.now)
+        """Best effort; once one Event could not be posted, the pass posts no more (one warning, not
+        one per condition)."""
+        if self._events_failed:
+            return
+        self._events_failed = not await post_event(self.client, self.body, event_type, reason, message, self.now)
 
 
 def backoff(retry: int) -> float:

@@ -8,7 +8,6 @@ name drops the old one's, so the memory holds at most one entry per live tenant.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from gputenant import GROUP
 
@@ -20,7 +19,7 @@ RETRY_ANNOTATION = f"{GROUP}/retry"
 class HelmAttempt:
     """What a Helm install or upgrade depends on: a permanent failure is retried when any part changes."""
 
-    generation: Optional[int]
+    generation: int | None
     values_hash: str
     """Covers the rendered values (from the spec and the operator configuration) and the chart version."""
     retry_request: str
@@ -41,7 +40,7 @@ class TenantMemory:
         self._helm_stops: dict[str, HelmStop] = {}
         self._uid_of: dict[str, str] = {}
 
-    def helm_stop(self, uid: str, attempt: HelmAttempt) -> Optional[HelmStop]:
+    def helm_stop(self, uid: str, attempt: HelmAttempt) -> HelmStop | None:
         """The failure that holds Helm back for exactly this attempt, or None (then run Helm)."""
         stop = self._helm_stops.get(uid)
         return stop if stop is not None and stop.attempt == attempt else None

@@ -9,7 +9,7 @@ RoleBinding in the host namespace, which is therefore removed last (or by the na
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from gputenant import KIND, naming
 from gputenant.api import conditions as reasons
@@ -35,7 +35,7 @@ OUR_LABELS = (naming.TENANT_LABEL, naming.TRUST_LABEL, naming.COMPONENT_LABEL, n
 
 
 async def offboard(client: KubeClient, releases: Releases, config: OperatorConfig, tenant: str,
-                   *, retain: bool, argocd_namespaces: Iterable[str] = (), uid: Optional[str] = None) -> None:
+                   *, retain: bool, argocd_namespaces: Iterable[str] = (), uid: str | None = None) -> None:
     """Raises StepError(transient) while the namespace is still terminating, so the caller retries.
     `argocd_namespaces`: where the tenant's Argo CD cluster Secret may be (`steps.argocd.argocd_namespaces`).
     `uid`: the tenant's; a cluster-scoped object owned by another GpuTenant is never deleted."""
@@ -55,10 +55,7 @@ async def offboard(client: KubeClient, releases: Releases, config: OperatorConfi
     for argocd_namespace in argocd_namespaces:
         for secret in await _argocd_secrets(client, selector, argocd_namespace):
             await client.delete("v1", "Secret", secret["metadata"]["name"], argocd_namespace)
-    for api_version, kind in CLUSTER_SWEPT_KINDS:
-        for obj in await _labelled(client, api_version, kind, selector):
-            if uid is None or tenant_owner_uid(obj) in (None, uid):
-                await client.delete(api_version, kind, obj["metadata"]["name"])
+    await _sweep_cluster_scoped(client, selector, uid)
     if live is None:
         return
     if retain:
@@ -69,6 +66,14 @@ async def offboard(client: KubeClient, releases: Releases, config: OperatorConfi
         return
     await client.delete("v1", "Namespace", namespace)
     raise _terminating(namespace)
+
+
+async def _sweep_cluster_scoped(client: KubeClient, selector: str, uid: str | None) -> None:
+    """The tenant's labelled cluster-scoped objects, except any another GpuTenant owns."""
+    for api_version, kind in CLUSTER_SWEPT_KINDS:
+        for obj in await _labelled(client, api_version, kind, selector):
+            if uid is None or tenant_owner_uid(obj) in (None, uid):
+                await client.delete(api_version, kind, obj["metadata"]["name"])
 
 
 def _terminating(namespace: str) -> StepError:

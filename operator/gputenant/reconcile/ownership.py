@@ -3,8 +3,6 @@ the check that keeps it from taking over an object someone else made under the s
 
 from __future__ import annotations
 
-from typing import Optional
-
 from gputenant import GROUP, KIND, naming
 from gputenant.reconcile.events import API_VERSION
 
@@ -34,13 +32,13 @@ def adopt(obj: dict, body: dict, host_namespace: str) -> dict:
     return {**obj, "metadata": metadata}
 
 
-def tenant_owner_uid(obj: dict) -> Optional[str]:
+def tenant_owner_uid(obj: dict) -> str | None:
     """The uid of the GpuTenant that owns `obj`, or None when no GpuTenant does."""
     return next((ref.get("uid") for ref in obj["metadata"].get("ownerReferences") or []
                  if ref.get("kind") == KIND and str(ref.get("apiVersion", "")).startswith(f"{GROUP}/")), None)
 
 
-def owned_by(live: Optional[dict], uid: str) -> bool:
+def owned_by(live: dict | None, uid: str) -> bool:
     """Whether the live object is absent (free to create) or was made by the operator for the tenant
     with this uid. An object of the same name made by anyone else, or for an earlier tenant of the
     same name, is not taken over."""

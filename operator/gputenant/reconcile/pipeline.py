@@ -11,8 +11,9 @@ becomes a condition and a backoff, a permanent one a condition that waits for th
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -43,8 +44,8 @@ class Reconciler:
     """Runs the pipeline for one tenant body at a time; safe to call again at any point."""
 
     def __init__(self, client: KubeClient, config: OperatorConfig, releases: Releases,
-                 issuer: KubeconfigIssuer, *, decide: Optional[Callable[..., Decision]] = None,
-                 render: Optional[Callable[..., Any]] = None, clock: Optional[Callable[[], datetime]] = None):
+                 issuer: KubeconfigIssuer, *, decide: Callable[..., Decision] | None = None,
+                 render: Callable[..., Any] | None = None, clock: Callable[[], datetime] | None = None):
         self.client = client
         self.config = config
         self.releases = releases
@@ -52,7 +53,7 @@ class Reconciler:
         self.services = Services(client, config, releases, issuer, self.memory)
         self._decide = decide
         self._render = render
-        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self.clock = clock or (lambda: datetime.now(UTC))
 
     def decide(self, name: str, spec: GpuTenantSpec) -> Decision:
         if self._decide is None:

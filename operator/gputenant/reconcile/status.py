@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -36,7 +36,7 @@ def carried_status(old: dict) -> GpuTenantStatus:
     return GpuTenantStatus.model_validate(kept)
 
 
-def status_body(status: GpuTenantStatus, conditions: list[dict], generation: Optional[int]) -> dict:
+def status_body(status: GpuTenantStatus, conditions: list[dict], generation: int | None) -> dict:
     """The status subresource's body: `status` with the pass's conditions and observedGeneration."""
     typed = status.model_copy(update={
         "observed_generation": generation,

@@ -9,11 +9,11 @@ condition type in ``gputenant.api.conditions.PART_CONDITIONS``.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable
 
 from gputenant.reconcile.context import Pass
-from gputenant.reconcile.steps import argocd, kubeconfigs, namespace, network, quota, queue, rbac, sharing, vcluster
+from gputenant.reconcile.steps import argocd, kubeconfigs, namespace, network, queue, quota, rbac, sharing, vcluster
 from gputenant.reconcile.steps.objects import not_applied
 
 

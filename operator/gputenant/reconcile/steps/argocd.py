@@ -4,7 +4,6 @@ and rotated like the kubeconfigs; removed when registration is disabled or moved
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 from pydantic import ValidationError
 
@@ -15,7 +14,13 @@ from gputenant.argocd import bearer_token_of, cluster_secret
 from gputenant.kube import ApiError
 from gputenant.kube.applier import object_key
 from gputenant.kubeconfigs import (
-    ARGOCD_ROLE, ca_of, issue_reason, recorded_annotations, server_of, token_annotations, token_of,
+    ARGOCD_ROLE,
+    ca_of,
+    issue_reason,
+    recorded_annotations,
+    server_of,
+    token_annotations,
+    token_of,
 )
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.ports import StepError
@@ -83,7 +88,7 @@ def argocd_namespaces(body: dict) -> list[str]:
     return sorted(found)
 
 
-async def remove_secrets(run: Pass, keep: Optional[tuple[str, str]]) -> None:
+async def remove_secrets(run: Pass, keep: tuple[str, str] | None) -> None:
     """Delete the tenant's Argo CD cluster Secrets other than `keep` (namespace, name). A
     namespace the operator may not list Secrets in (other than the wanted one, whose refusal
     is the step's error) cannot hold one: it could not have been written there."""

@@ -3,8 +3,6 @@ the others kept untouched."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import KubeconfigStatus
@@ -17,7 +15,7 @@ CONDITION = reasons.KUBECONFIG_READY
 KINDS: frozenset[str] = frozenset()
 
 
-async def live_secret(run: Pass, name: str, namespace: str) -> Optional[dict]:
+async def live_secret(run: Pass, name: str, namespace: str) -> dict | None:
     return await run.applier.live({"apiVersion": "v1", "kind": "Secret",
                                    "metadata": {"name": name, "namespace": namespace}})
 

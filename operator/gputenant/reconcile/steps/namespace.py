@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.config.models import OperatorConfig
@@ -27,7 +25,7 @@ async def ensure(run: Pass) -> bool:
     return True
 
 
-def operator_access_binding(config: OperatorConfig, host_namespace: str) -> Optional[dict]:
+def operator_access_binding(config: OperatorConfig, host_namespace: str) -> dict | None:
     """The RoleBinding that gives the operator's ServiceAccount `config.tenant_namespace_cluster_role`
     in one host namespace (its only namespaced rights there, with the Helm chart's RBAC); None when
     the config names no such role (an operator with cluster-wide rights)."""

@@ -3,12 +3,10 @@ it is missing; then the admin kubeconfig its control plane writes to ``vc-<relea
 
 from __future__ import annotations
 
-from typing import Optional
-
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import VClusterStatus
-from gputenant.helm import HelmError, condition_reason, is_deployed, is_transient, release_revisions, values_hash
+from gputenant.helm import HelmError, condition_reason, is_deployed, release_revisions, values_hash
 from gputenant.kube import ApiError
 from gputenant.kubeconfigs import admin_kubeconfig, server_of
 from gputenant.reconcile.context import Pass
@@ -85,7 +83,7 @@ async def ensure_release(run: Pass, release: str, chart_version: str, wanted_has
     return installed
 
 
-async def pod_refusal(run: Pass, release: str) -> Optional[str]:
+async def pod_refusal(run: Pass, release: str) -> str | None:
     """Why the API server refuses the vCluster StatefulSet's pod (quota, LimitRange, admission), as
     the StatefulSet controller reported it in its latest FailedCreate Event; None while the pod
     exists or nothing was refused. Where the operator may not read Events, it cannot tell."""
