@@ -5,6 +5,8 @@ is taken over."""
 
 from __future__ import annotations
 
+import time
+
 import kubernetes
 import pytest
 from kubeplane import wait_for
@@ -151,3 +153,26 @@ def test_a_refused_control_plane_pod_carries_the_api_servers_reason(plane, tenan
     plane.kubectl("delete", "quota", "blocker", "-n", namespace)
     tenants_api.wait_ready(name, timeout=240)
     assert_still_ready(tenants_api, steady)
+
+
+def helm_questions(plane, operator, namespace: str, since: int) -> int:
+    """How often the operator asked about the release (its revision Secrets) since an audit offset:
+    the first thing every Helm attempt does, and what a remembered permanent failure skips."""
+    return sum(event["verb"] == "list" and event["requestURI"].startswith(f"/api/v1/namespaces/{namespace}/secrets?")
+               and "owner%3Dhelm" in event["requestURI"]
+               for event in plane.audit_events(since) if event.get("user", {}).get("username") == operator.user)
+
+
+def test_a_permanent_helm_failure_waits_for_the_retry_annotation(plane, tenants_api):
+    name, namespace = "retryhelm-t", "tenant-retryhelm-t"
+    operator = tenants_api.operator
+    tenants_api.apply(tenants_api.manifest(name, "Trusted", owner="y-owner", vcluster={"chartVersion": "0.35.0"}))
+    settled(tenants_api, name, "VClusterReady")
+    quiet_from = plane.audit_offset()
+    time.sleep(3 * operator.resync_seconds)  # three drift-timer passes, none of which may ask Helm
+    assert helm_questions(plane, operator, namespace, quiet_from) == 0
+    retried_from = plane.audit_offset()
+    plane.kubectl("annotate", "gputenant", name, "gputenant.io/retry=1")
+    wait_for(lambda: helm_questions(plane, operator, namespace, retried_from) or None,
+             timeout=6 * operator.resync_seconds, interval=1, what="a Helm attempt after gputenant.io/retry")
+    assert tenants_api.condition(tenants_api.get(name), "VClusterReady")["reason"] == "HelmFailed"
