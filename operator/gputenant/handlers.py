@@ -13,12 +13,12 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Optional
+from datetime import UTC, datetime
 
 import kopf
 
 from gputenant import GROUP, KIND, PLURAL, VERSION, naming
+from gputenant.api import conditions as reasons
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.server import GuardServer, server_from_args
 from gputenant.guard.webhook import register as register_guard
@@ -26,9 +26,13 @@ from gputenant.kube import ApiError, KubeClient
 from gputenant.pools import PoolReport, device_plugin_config_data
 from gputenant.pools.apply import apply_pools, collect_pool_reports
 from gputenant.reconcile import conditions as cond
+from gputenant.reconcile.events import API_VERSION, post_event
+from gputenant.reconcile.memory import RETRY_ANNOTATION
 from gputenant.reconcile.offboard import offboard
-from gputenant.reconcile.pipeline import API_VERSION, Reconciler, argocd_namespaces, now_rfc3339
+from gputenant.reconcile.pipeline import Reconciler
 from gputenant.reconcile.ports import StepError
+from gputenant.reconcile.steps.argocd import argocd_namespaces
+from gputenant.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +57,10 @@ class Runtime:
     deletion_retry_seconds: float
     pools_interval_seconds: float = 0.0
     """How often the GPU pools are applied; 0: never (no pools, or turned off)."""
-    guard_server: Optional[GuardServer] = None
+    guard_server: GuardServer | None = None
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     pool_reports: list[PoolReport] = field(default_factory=list)
-    pools_task: Optional[asyncio.Task] = None
+    pools_task: asyncio.Task | None = None
     reconcile_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(default_reconcile_concurrency()))
     """Pipeline runs in flight across all tenants (`gputenant run --reconcile-concurrency`)."""
 
@@ -64,13 +68,22 @@ class Runtime:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
         return self.locks.setdefault(name, asyncio.Lock())
 
+    def forget(self, name: str, uid: str | None) -> None:
+        """Drop what is kept for a tenant that is gone: its lock (unless a handler still holds it)
+        and the reconciler's memory of it."""
+        lock = self.locks.get(name)
+        if lock is not None and not lock.locked():
+            del self.locks[name]
+        if uid:
+            self.reconciler.forget(uid)
+
     async def reconcile(self, body: kopf.Body, retry: int = 0):
         """One pipeline run for the tenant, once it holds the tenant's lock and a reconcile slot."""
         async with self.lock(body["metadata"]["name"]), self.reconcile_slots:
             return await self.reconciler.reconcile(dict(body), retry=retry)
 
 
-_runtime: Optional[Runtime] = None
+_runtime: Runtime | None = None
 
 
 def runtime() -> Runtime:
@@ -79,8 +92,8 @@ def runtime() -> Runtime:
     return _runtime
 
 
-def build_runtime(config: OperatorConfig, kubeconfig: Optional[str], *, helm_concurrency: Optional[int] = None,
-                  reconcile_concurrency: Optional[int] = None) -> Runtime:
+def build_runtime(config: OperatorConfig, kubeconfig: str | None, *, helm_concurrency: int | None = None,
+                  reconcile_concurrency: int | None = None) -> Runtime:
     """The operator's shared parts; a concurrency left None is the default (helm: twice the cores,
     reconciles: eight times the cores)."""
     from gputenant.helm import ChartRef, VClusterReleases
@@ -97,9 +110,9 @@ def build_runtime(config: OperatorConfig, kubeconfig: Optional[str], *, helm_con
         reconcile_slots=asyncio.Semaphore(reconcile_concurrency or default_reconcile_concurrency()))
 
 
-def prepare(config: OperatorConfig, kubeconfig: Optional[str], *, pools_interval_seconds: float = 0.0,
-            webhook_args: Optional[argparse.Namespace] = None, helm_concurrency: Optional[int] = None,
-            reconcile_concurrency: Optional[int] = None) -> Runtime:
+def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_seconds: float = 0.0,
+            webhook_args: argparse.Namespace | None = None, helm_concurrency: int | None = None,
+            reconcile_concurrency: int | None = None) -> Runtime:
     """Build the runtime and, when the webhook flags ask for it, register the admission guard.
     Must run before kopf starts: kopf creates its index watchers from the registry at start, so a
     guard registered from a startup handler would never see a namespace or tenant. Raises
@@ -216,6 +229,7 @@ async def _reconcile(body: kopf.Body, retry: int) -> None:
 @kopf.on.create(*RESOURCE)
 @kopf.on.update(*RESOURCE, field="spec")
 @kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.ROTATE_ANNOTATION))
+@kopf.on.field(*RESOURCE, field=("metadata", "annotations", RETRY_ANNOTATION))
 async def reconcile(body: kopf.Body, retry: int, **_) -> None:
     await _reconcile(body, retry)
 
@@ -239,22 +253,30 @@ async def delete(body: kopf.Body, **_) -> None:
     try:
         async with rt.lock(tenant):
             await offboard(rt.client, rt.reconciler.releases, rt.config, tenant,
-                           retain=spec.get("deletionPolicy") == "Retain", argocd_namespaces=argocd_namespaces(body))
+                           retain=spec.get("deletionPolicy") == "Retain", argocd_namespaces=argocd_namespaces(dict(body)),
+                           uid=body["metadata"].get("uid"))
     except StepError as error:
         raise kopf.TemporaryError(f"{error.reason}: {error.message}", delay=10) from None
     except ApiError as error:
         raise kopf.TemporaryError(str(error), delay=10) from None
+    rt.forget(tenant, body["metadata"].get("uid"))
 
 
 async def _report_prevented(rt: Runtime, body: kopf.Body) -> None:
+    """DeletionPrevented=True in status and one Event, once; a failed write is retried with the
+    deletion (the caller raises TemporaryError either way)."""
     status = dict(body.get("status") or {})
-    now = now_rfc3339(datetime.now(timezone.utc))
+    now = datetime.now(UTC)
     conditions = cond.set_condition(
-        list(status.get("conditions") or []), cond.DELETION_PREVENTED, "True", "PreventDeletionSet",
-        "deletion is blocked while spec.preventDeletion is true", body["metadata"].get("generation"), now)
-    if conditions != list(status.get("conditions") or []):
+        list(status.get("conditions") or []), reasons.DELETION_PREVENTED, "True", reasons.PREVENT_DELETION_SET,
+        "deletion is blocked while spec.preventDeletion is true", body["metadata"].get("generation"), rfc3339(now))
+    if conditions == list(status.get("conditions") or []):
+        return
+    try:
         await rt.client.patch_status(API_VERSION, KIND, body["metadata"]["name"],
                                      {"conditions": cond.ordered(conditions)})
-        await rt.client.post_event({**body, "apiVersion": API_VERSION, "kind": KIND}, "Warning",
-                                   "DeletionPrevented",
-                                   "deletion blocked by spec.preventDeletion; set it to false to proceed", now)
+    except ApiError as error:
+        log.warning("tenant %s: could not report DeletionPrevented: %s", body["metadata"]["name"], error)
+        return
+    await post_event(rt.client, dict(body), "Warning", reasons.DELETION_PREVENTED,
+                     "deletion blocked by spec.preventDeletion; set it to false to proceed", now)

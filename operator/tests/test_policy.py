@@ -512,3 +512,23 @@ def test_decide_never_raises_and_always_explains(trust):
         assert re.fullmatch(r"(?:[A-Z][a-z]*|GPU)+", decision.reason), decision.reason
         assert decision.message
         assert decision.possible == (decision.queue is not None)
+
+
+@pytest.mark.parametrize("quotas, needed, field", [
+    ({"cpu": "100m"}, "2", "quotas.cpu 100m"),
+    ({"memory": "1Gi"}, "2Gi", "quotas.memory 1Gi"),
+])
+def test_quota_below_the_tenants_own_control_plane_is_refused_with_both_numbers(quotas, needed, field):
+    tenant = spec(TRUSTED, quota=1).model_copy(
+        update={"quotas": GpuTenantSpec.model_validate({"trust": "Trusted", "owners": [{"kind": "Group", "name": "a"}],
+                                                        "quotas": quotas}).quotas})
+    decision = decide("x", tenant, EXAMPLE)
+    assert (decision.possible, decision.reason) == (False, "QuotaBelowControlPlane")
+    assert field in decision.message and f"limited to {needed}" in decision.message
+    assert "vcluster.resources.limits" in decision.message
+
+
+def test_quota_that_holds_the_control_plane_exactly_is_granted():
+    tenant = GpuTenantSpec.model_validate({"trust": "Trusted", "owners": [{"kind": "Group", "name": "a"}],
+                                           "quotas": {"cpu": "2", "memory": "2Gi"}})
+    assert decide("x", tenant, EXAMPLE).possible

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import GpuTenantSpec
 from gputenant.config.models import OperatorConfig
 from gputenant.policy.choose import decide
@@ -74,7 +75,7 @@ def test_trust_levels_doc_lists_every_refusal_reason():
     """docs/trust-levels.md's reason table names exactly the reasons decide() can refuse with."""
     policy = ROOT / "operator" / "gputenant" / "policy"
     source = "".join((policy / module).read_text() for module in ("choose.py", "grants.py"))
-    in_code = set(re.findall(r'Refused\(\s*"(\w+)"', source))
+    in_code = {getattr(reasons, constant) for constant in re.findall(r"Refused\(\s*reasons\.(\w+)", source)}
     assert len(in_code) > 5
     doc = (ROOT / "docs" / "trust-levels.md").read_text()
     table = doc[doc.index("| Reason | Meaning | Fix |"):]

@@ -8,6 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant, SharingMode, Trust
@@ -371,11 +372,12 @@ def test_missing_control_plane_limit_is_refused():
         render_tenant(tenant(**spec), decision(SharingMode.MIG), CONFIG)
 
 
-def test_request_above_limit_is_refused():
+def test_request_above_limit_is_refused_by_the_model_as_by_the_crd():
+    """The CRD's CEL rule and its Python twin refuse it before anything is rendered (issue 17)."""
     spec = {"vcluster": {"resources": {"requests": {"cpu": "4", "memory": "1Gi"},
                                        "limits": {"cpu": "2", "memory": "2Gi"}}}}
-    with pytest.raises(RenderError, match=r"^spec\.vcluster\.resources\.requests\.cpu: 4 is above the limit 2"):
-        render_tenant(tenant(**spec), decision(SharingMode.MIG), CONFIG)
+    with pytest.raises(ValidationError, match=r"requests\.cpu must not exceed limits\.cpu"):
+        tenant(**spec)
 
 
 def test_overrides_and_kubernetes_version_reach_the_values():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -229,6 +230,12 @@ class ResourceAmounts(ApiModel):
     memory: Quantity | None = Field(default=None, description="Memory quantity.")
 
 
+def _requests_within_limits(resources: VClusterResources, resource: str) -> bool:
+    """The Python twin of the requests <= limits CEL rule, for one of cpu and memory."""
+    request, limit = getattr(resources.requests, resource), getattr(resources.limits, resource)
+    return request is None or limit is None or quantity_at_most(request, limit)
+
+
 class VClusterResources(ApiModel):
     """Resources of the vCluster control-plane container."""
 
@@ -239,6 +246,21 @@ class VClusterResources(ApiModel):
     limits: ResourceAmounts = Field(
         default_factory=lambda: ResourceAmounts(cpu="2", memory="2Gi"),
         description="Limits of the vCluster control-plane container (needed to pass the namespace quota).",
+    )
+
+    rules: ClassVar[tuple[Rule, ...]] = tuple(
+        Rule(
+            # has(self.requests): the CRD's `default: {}` is checked before its fields are filled in.
+            f"!has(self.requests) || !has(self.limits) || !has(self.requests.{resource}) "
+            f"|| !has(self.limits.{resource}) || !isQuantity(self.requests.{resource}) "
+            f"|| !isQuantity(self.limits.{resource}) "
+            f"|| quantity(self.requests.{resource}).compareTo(quantity(self.limits.{resource})) <= 0",
+            f"requests.{resource} must not exceed limits.{resource}: the control-plane pod would be refused; "
+            f"lower requests.{resource} or raise limits.{resource}",
+            partial(_requests_within_limits, resource=resource),
+            field_path=f".requests.{resource}",
+        )
+        for resource in ("cpu", "memory")
     )
 
 

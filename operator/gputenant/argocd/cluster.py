@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
-from typing import Optional
 
 from gputenant import naming
 
@@ -21,7 +20,7 @@ def _b64(text: str | bytes) -> str:
 
 
 def cluster_secret(tenant: str, namespace: str, server_url: str, ca: bytes | str, token: str,
-                   *, project: Optional[str] = None) -> dict:
+                   *, project: str | None = None) -> dict:
     """The Argo CD cluster Secret for a tenant's vCluster.
 
     ``namespace`` is Argo CD's namespace, ``ca`` the vCluster CA in PEM, ``token`` a bearer token
@@ -45,6 +44,11 @@ def cluster_secret(tenant: str, namespace: str, server_url: str, ca: bytes | str
         },
         "data": {key: _b64(value) for key, value in data.items()},
     }
+
+
+def bearer_token_of(secret: dict) -> str:
+    """The bearer token in a live cluster Secret written by `cluster_secret`."""
+    return json.loads(base64.b64decode(secret["data"]["config"]))["bearerToken"]
 
 
 def health_lua() -> str:

@@ -18,10 +18,12 @@ from gputenant.helm.releases import (
     VClusterReleases,
     default_helm_path,
 )
+from gputenant.helm.state import condition_reason, is_deployed, is_transient, release_revisions
 from gputenant.helm.versions import check_upgrade_path, values_hash
 
 __all__ = [
     "ChartRef", "ChartVersionMismatchError", "HelmAction", "HelmCounters", "HelmError", "HelmOutcome",
     "InvalidValuesError", "PermanentHelmError", "TransientHelmError", "UpgradePathError",
-    "VClusterReleases", "check_upgrade_path", "classify_helm_failure", "default_helm_path", "values_hash",
+    "VClusterReleases", "check_upgrade_path", "classify_helm_failure", "condition_reason", "default_helm_path",
+    "is_deployed", "is_transient", "release_revisions", "values_hash",
 ]

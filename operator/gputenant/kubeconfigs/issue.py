@@ -8,15 +8,16 @@ operator re-issues at 80% of its lifetime (or when ``gputenant.io/rotate-kubecon
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Iterable, Optional
+from datetime import datetime, timedelta
 
 import yaml
 
 from gputenant import naming
 from gputenant.api.v1alpha1 import KubeconfigRole
 from gputenant.kube import ApiError, KubeClient
+from gputenant.timefmt import parse_rfc3339, rfc3339
 
 ARGOCD_ROLE = "argocd"
 """Argo CD's own ServiceAccount in the virtual cluster, cluster-admin like the ``argocd-manager``
@@ -52,7 +53,7 @@ def service_account_name(role: str) -> str:
     return f"gputenant-{role}"
 
 
-def needs_rotation(expires_at: Optional[datetime], now: datetime, lifetime: timedelta) -> bool:
+def needs_rotation(expires_at: datetime | None, now: datetime, lifetime: timedelta) -> bool:
     """True once 80% of the token's lifetime has passed (or there is no expiry on record), so a
     new kubeconfig is in place well before the old one stops working."""
     if expires_at is None:
@@ -71,14 +72,14 @@ def kubeconfig_secret(tenant: str, role: str, namespace: str, issued: IssuedKube
             "name": naming.kubeconfig_secret_name(tenant, role),
             "namespace": namespace,
             "labels": naming.tenant_labels(tenant, "kubeconfig"),
-            "annotations": {naming.KUBECONFIG_EXPIRES_ANNOTATION: _rfc3339(issued.expires_at)},
+            "annotations": {naming.KUBECONFIG_EXPIRES_ANNOTATION: rfc3339(issued.expires_at)},
         },
         "data": {"config": base64.b64encode(issued.kubeconfig_yaml.encode()).decode()},
     }
 
 
 async def issue_kubeconfigs(admin_kubeconfig: dict, roles: Iterable[str | KubeconfigRole], token_seconds: int,
-                            server_url: Optional[str], *, context_name: str = "vcluster",
+                            server_url: str | None, *, context_name: str = "vcluster",
                             field_manager: str = "gpu-tenant-operator") -> list[IssuedKubeconfig]:
     """One token kubeconfig per role, issued inside the virtual cluster ``admin_kubeconfig`` reaches.
 
@@ -161,12 +162,8 @@ async def _issue_role(client: KubeClient, role: str, token_seconds: int, server:
         "contexts": [{"name": user, "context": {"cluster": context_name, "user": user}}],
         "current-context": user,
     }
-    expires_at = datetime.fromisoformat(granted["expirationTimestamp"].replace("Z", "+00:00"))
+    expires_at = parse_rfc3339(granted["expirationTimestamp"])
+    if expires_at is None:
+        raise KubeconfigIssueError(f"the virtual cluster granted a token with an unreadable expiry "
+                                   f"{granted['expirationTimestamp']!r}", transient=False)
     return IssuedKubeconfig(role, yaml.safe_dump(config, sort_keys=False), expires_at)
-
-
-def _rfc3339(moment: datetime) -> str:
-    """UTC, second precision, as Kubernetes writes timestamps; a naive datetime is taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -8,12 +8,14 @@ from __future__ import annotations
 from fractions import Fraction
 
 from gputenant import naming
+from gputenant.api import conditions as reasons
 from gputenant.api.gpus import MIG_PROFILES, mig_profile
 from gputenant.api.trust import SharingMode, Trust, allowed_modes, names, stronger_or_equal
 from gputenant.api.v1alpha1 import GpuTenantSpec
 from gputenant.config.models import OperatorConfig, Pool
 from gputenant.policy.decision import Decision, PodRules, QueueGrant
 from gputenant.policy.grants import GRANTERS, WHOLE_GPU, Refused, exact, show
+from gputenant.quantities import parse_quantity
 
 SPEC_BLOCKS = {
     SharingMode.TIME_SLICING: ("timeSlicing", "time_slicing"),
@@ -40,39 +42,40 @@ def _decide(name: str, spec: GpuTenantSpec, config: OperatorConfig) -> Decision:
     quota, limit = exact(quota_gpus), exact(limit_gpus)
     if limit < quota:
         raise Refused(
-            "LimitBelowQuota",
+            reasons.LIMIT_BELOW_QUOTA,
             f"gpu.limit {show(limit)} is below gpu.quota {show(quota)}; raise gpu.limit to at least {show(quota)} or leave it unset",
         )
     if spec.gpu.parent_queue is not None and config.parent_queues and spec.gpu.parent_queue not in config.parent_queue_names:
         raise Refused(
-            "ParentQueueNotAllowed",
+            reasons.PARENT_QUEUE_NOT_ALLOWED,
             f"gpu.parentQueue {spec.gpu.parent_queue} is not one of the platform's parent queues "
             f"({', '.join(queue.name for queue in config.parent_queues)}, operator config parentQueues); name one of them or leave gpu.parentQueue unset",
         )
     if naming.queue_name(name) in config.parent_queue_names:
         raise Refused(
-            "QueueNameIsParentQueue",
+            reasons.QUEUE_NAME_IS_PARENT_QUEUE,
             f"the tenant's KAI Queue {naming.queue_name(name)} would be the platform's parent queue of that name "
             "(operator config parentQueues, defaultParentQueue); choose another tenant name",
         )
     parent = spec.gpu.parent_queue or config.default_parent_queue
+    _check_control_plane_fits(spec)
     if limit == 0:
         return _no_gpus(name, spec, parent)
 
     effective_mode, pool = _choose_pool(spec, mode, auto, config)
     if pool.gpus is not None and limit > pool.gpus:
         raise Refused(
-            "QuotaAbovePoolCapacity",
+            reasons.QUOTA_ABOVE_POOL_CAPACITY,
             f"gpu.limit {show(limit)} is above the {pool.gpus} GPUs of pool {pool.name}; lower gpu.limit to at most {pool.gpus}",
         )
     grant = GRANTERS[effective_mode](spec, pool, quota_gpus, limit_gpus)
 
     if not auto:
-        reason, why = "ExplicitMode", f"sharing.mode {mode.value}"
+        reason, why = reasons.EXPLICIT_MODE, f"sharing.mode {mode.value}"
     elif effective_mode is mode:
-        reason, why = "ChosenFromTrust", f"{trust.value} tenants get {mode.value} (operator config trustModes.{trust.value})"
+        reason, why = reasons.CHOSEN_FROM_TRUST, f"{trust.value} tenants get {mode.value} (operator config trustModes.{trust.value})"
     else:
-        reason = "FallbackToStrongerMode"
+        reason = reasons.FALLBACK_TO_STRONGER_MODE
         instead = (
             f"gpu.pool names {spec.gpu.pool}, a {effective_mode.value} pool, which isolates more"
             if spec.gpu.pool
@@ -98,6 +101,22 @@ def _decide(name: str, spec: GpuTenantSpec, config: OperatorConfig) -> Decision:
     )
 
 
+def _check_control_plane_fits(spec: GpuTenantSpec) -> None:
+    """The host namespace's CPU and memory quota must hold the tenant's own vCluster control plane
+    (its limits count against the quota), or its pod is refused and the tenant never comes up."""
+    limits = spec.vcluster.resources.limits
+    for resource, quota_text, limit_text in (("cpu", spec.quotas.cpu, limits.cpu),
+                                              ("memory", spec.quotas.memory, limits.memory)):
+        quota, needed = parse_quantity(quota_text), parse_quantity(limit_text)
+        if quota is not None and needed is not None and quota < needed:
+            raise Refused(
+                reasons.QUOTA_BELOW_CONTROL_PLANE,
+                f"quotas.{resource} {quota_text} is below the tenant's own vCluster control plane, limited to "
+                f"{limit_text} (vcluster.resources.limits.{resource}); raise quotas.{resource} to at least "
+                f"{limit_text} (plus what the tenant's pods need) or lower vcluster.resources.limits.{resource}",
+            )
+
+
 def _requested_mode(spec: GpuTenantSpec, config: OperatorConfig) -> SharingMode:
     """The mode to aim for: explicit, or the operator's mapping for Auto; weaker than trust allows is refused."""
     trust = spec.trust
@@ -105,7 +124,7 @@ def _requested_mode(spec: GpuTenantSpec, config: OperatorConfig) -> SharingMode:
     if spec.sharing.mode is not SharingMode.AUTO:
         if spec.sharing.mode not in allowed:
             raise Refused(
-                "ModeNotAllowedForTrust",
+                reasons.MODE_NOT_ALLOWED_FOR_TRUST,
                 f"sharing.mode {spec.sharing.mode.value} isolates {trust.value} tenants too weakly; "
                 f"set sharing.mode to {names(allowed)} or Auto",
             )
@@ -114,7 +133,7 @@ def _requested_mode(spec: GpuTenantSpec, config: OperatorConfig) -> SharingMode:
     if mode not in allowed:
         shown = mode.value if mode else "nothing"
         raise Refused(
-            "ModeNotAllowedForTrust",
+            reasons.MODE_NOT_ALLOWED_FOR_TRUST,
             f"the operator config maps Auto for {trust.value} tenants to {shown}, which {trust.value} tenants may not use; "
             f"the platform team must set trustModes.{trust.value} to {names(allowed)} (or set sharing.mode explicitly)",
         )
@@ -126,7 +145,7 @@ def _no_gpus(name: str, spec: GpuTenantSpec, parent: str) -> Decision:
     return Decision(
         trust=spec.trust,
         possible=True,
-        reason="NoGpuRequested",
+        reason=reasons.NO_GPU_REQUESTED,
         message="gpu.quota and gpu.limit are 0: the tenant's pods may not use GPUs; raise gpu.quota to grant some",
         quota={f"requests.{WHOLE_GPU}": "0"},
         queue=_queue(name, spec, parent, Fraction(0), Fraction(0)),
@@ -141,19 +160,19 @@ def _choose_pool(spec: GpuTenantSpec, mode: SharingMode, auto: bool, config: Ope
         pool = config.pool(spec.gpu.pool)
         if pool is None:
             raise Refused(
-                "PoolNotFound",
+                reasons.POOL_NOT_FOUND,
                 f"gpu.pool {spec.gpu.pool} is not in the operator config; use one of: {_list_pools(config.pools)}, or leave gpu.pool unset",
             )
         pool_mode = SharingMode(pool.mode.value)
         if pool_mode not in candidates:
             raise Refused(
-                "PoolModeMismatch",
+                reasons.POOL_MODE_MISMATCH,
                 f"gpu.pool {pool.name} is a {pool_mode.value} pool, but this tenant needs {names(candidates)}; "
                 f"pick a pool of {names(candidates)} ({_list_pools(_pools_of(config, candidates))})",
             )
         if spec.trust not in pool.serves:
             raise Refused(
-                "PoolTrustMismatch",
+                reasons.POOL_TRUST_MISMATCH,
                 f"gpu.pool {pool.name} serves {_trusts(pool.serves)} tenants, not {spec.trust.value} ones "
                 f"(operator config pools[{pool.name}].trustLevels); pick a pool that serves {spec.trust.value} "
                 f"tenants ({_list_pools(_pools_serving(config, spec.trust, candidates))}) or leave gpu.pool unset",
@@ -173,13 +192,13 @@ def _choose_pool(spec: GpuTenantSpec, mode: SharingMode, auto: bool, config: Ope
     else:
         if kept_out:
             raise Refused(
-                "PoolTrustMismatch",
+                reasons.POOL_TRUST_MISMATCH,
                 f"the {names(candidates)} pools{_model_clause(spec)} ({_list_pools(kept_out)}) do not serve "
                 f"{spec.trust.value} tenants (operator config pools[].trustLevels); "
                 f"{'change gpu.model or ' if spec.gpu.model else ''}ask the platform team for a pool that serves them",
             )
         raise Refused(
-            "NoPoolForMode",
+            reasons.NO_POOL_FOR_MODE,
             f"no {names(candidates)} pool{_model_clause(spec)} in the operator config (pools: {_list_pools(config.pools)}); "
             f"{'change gpu.model or ' if spec.gpu.model else ''}ask the platform team for such a pool",
         )
@@ -196,7 +215,7 @@ def _misfit(spec: GpuTenantSpec, mode: SharingMode, pool: Pool) -> Refused | Non
     """Why the pool cannot serve the tenant's model, replicas or MIG profile; None when it can."""
     if spec.gpu.model is not None and pool.gpu_model != spec.gpu.model:
         return Refused(
-            "PoolModelMismatch",
+            reasons.POOL_MODEL_MISMATCH,
             f"gpu.pool {pool.name} has {pool.gpu_model} GPUs, not gpu.model {spec.gpu.model}; change or unset one of them",
         )
     wanted_replicas = spec.sharing.time_slicing.replicas if spec.sharing.time_slicing else None
@@ -204,7 +223,7 @@ def _misfit(spec: GpuTenantSpec, mode: SharingMode, pool: Pool) -> Refused | Non
         replicas = pool.time_slicing_settings().replicas
         if replicas != wanted_replicas:
             return Refused(
-                "NoPoolForMode",
+                reasons.NO_POOL_FOR_MODE,
                 f"pool {pool.name} slices each GPU {replicas} ways, not sharing.timeSlicing.replicas "
                 f"{wanted_replicas}; set replicas to {replicas} or leave it unset",
             )
@@ -213,13 +232,13 @@ def _misfit(spec: GpuTenantSpec, mode: SharingMode, pool: Pool) -> Refused | Non
         if mig_profile(pool.gpu_model, wanted_profile) is None:
             offered = ", ".join(p.name for p in MIG_PROFILES.get(pool.gpu_model, ()))
             return Refused(
-                "ProfileNotOnGPU",
+                reasons.PROFILE_NOT_ON_GPU,
                 f"sharing.mig.profile {wanted_profile} does not exist on {pool.gpu_model}; {pool.gpu_model} offers {offered}",
             )
         mig = pool.mig_settings()
         if wanted_profile not in mig.profiles:
             return Refused(
-                "ProfileNotInPool",
+                reasons.PROFILE_NOT_IN_POOL,
                 f"pool {pool.name} (mig.config {mig.config}) offers {', '.join(mig.profiles)}, not "
                 f"sharing.mig.profile {wanted_profile}; pick one of those or leave the profile unset",
             )
@@ -229,10 +248,10 @@ def _misfit(spec: GpuTenantSpec, mode: SharingMode, pool: Pool) -> Refused | Non
 def _pools_refusal(spec: GpuTenantSpec, mode: SharingMode, pools: list[Pool], refusals: list[Refused]) -> Refused:
     """No pool of the mode fits: a profile some GPU has beats one no GPU has, which beats the rest."""
     listed = "; ".join(dict.fromkeys(refusal.message for refusal in refusals))
-    for reason in ("ProfileNotInPool", "ProfileNotOnGPU"):
+    for reason in (reasons.PROFILE_NOT_IN_POOL, reasons.PROFILE_NOT_ON_GPU):
         if any(refusal.reason == reason for refusal in refusals):
             return Refused(reason, f"no {mode.value} pool fits: {listed}")
-    return Refused("NoPoolForMode", f"no {mode.value} pool{_model_clause(spec)} fits: {listed}")
+    return Refused(reasons.NO_POOL_FOR_MODE, f"no {mode.value} pool{_model_clause(spec)} fits: {listed}")
 
 
 def _queue(name: str, spec: GpuTenantSpec, parent: str, quota: Fraction, limit: Fraction) -> QueueGrant:

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from gputenant.api import conditions as reasons
 from gputenant.api.gpus import mig_layout, mig_profile
 from gputenant.api.trust import SharingMode, Trust
 from gputenant.api.v1alpha1 import GpuTenantSpec, HamiSpec
@@ -84,14 +85,14 @@ def _grant_hami(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: 
     split_count = pool.hami_settings().split_count
     if shares_per_gpu > split_count:
         raise Refused(
-            "HamiShareTooSmall",
+            reasons.HAMI_SHARE_TOO_SMALL,
             f"sharing.hami.corePercent {cores} makes {show(shares_per_gpu)} shares per GPU, but pool {pool.name} splits a GPU "
             f"into at most {split_count} (hami.splitCount); raise corePercent to at least {math.ceil(100 / split_count)}",
         )
     memory = hami.memory_mi_b if hami.memory_mi_b is not None else pool.gpu_memory_mi_b * cores // 100
     if memory > pool.gpu_memory_mi_b:
         raise Refused(
-            "MemoryAboveGpu",
+            reasons.MEMORY_ABOVE_GPU,
             f"sharing.hami.memoryMiB {memory} is more than one GPU of pool {pool.name} has ({pool.gpu_memory_mi_b} MiB); "
             f"lower memoryMiB to at most {pool.gpu_memory_mi_b}",
         )
@@ -130,7 +131,7 @@ def _grant_mig(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: f
     profile_name = wanted or mig.default_profile or mig.profiles[0]
     profile = mig_profile(pool.gpu_model, profile_name)
     if profile is None:
-        raise Refused("ProfileNotOnGPU", f"MIG profile {profile_name} does not exist on {pool.gpu_model}")
+        raise Refused(reasons.PROFILE_NOT_ON_GPU, f"MIG profile {profile_name} does not exist on {pool.gpu_model}")
     per_gpu = profile.max_instances
     unit = f"{profile.name} instances"
     instances_quota = whole_units(quota_gpus, per_gpu, "gpu.quota", f"MIG {profile.name} on {pool.gpu_model}", unit)
@@ -138,7 +139,7 @@ def _grant_mig(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: f
     layout = mig_layout(pool.gpu_model, mig.config)
     if pool.gpus is not None and layout is not None and instances_limit > pool.gpus * layout[profile.name]:
         raise Refused(
-            "QuotaAbovePoolCapacity",
+            reasons.QUOTA_ABOVE_POOL_CAPACITY,
             f"gpu.limit {limit_gpus} is {instances_limit} {unit}, but pool {pool.name} ({pool.gpus} GPUs, mig.config "
             f"{mig.config}) has only {pool.gpus * layout[profile.name]}; lower gpu.limit or pick another profile",
         )
@@ -189,7 +190,7 @@ def whole_units(value: float, units_per_gpu: Fraction | int, field_name: str, me
         return nearest
     below = math.floor(scaled)
     raise Refused(
-        "FractionNotGrantable",
+        reasons.FRACTION_NOT_GRANTABLE,
         f"{field_name} {value} is {show(scaled)} {unit}; {mechanism} grants only whole {unit} "
         f"({show(Fraction(units_per_gpu))} per GPU): set {field_name} to {_gpus_for(below, units_per_gpu)} "
         f"({below} {unit}) or {_gpus_for(below + 1, units_per_gpu)} ({below + 1} {unit})",

@@ -3,10 +3,8 @@ to StepError reasons that show up in conditions."""
 
 from __future__ import annotations
 
-from gputenant.helm import (
-    ChartRef, InvalidValuesError, PermanentHelmError, TransientHelmError, UpgradePathError,
-    VClusterReleases,
-)
+from gputenant.api import conditions as reasons
+from gputenant.helm import ChartRef, HelmError, VClusterReleases, condition_reason, is_transient
 from gputenant.kubeconfigs import IssuedKubeconfig, KubeconfigIssueError, issue_kubeconfigs
 from gputenant.reconcile.ports import StepError
 
@@ -18,28 +16,20 @@ class HelmReleases:
         self.releases = releases
         self.chart = chart
 
-    async def ensure(self, release: str, namespace: str, chart_version: str | None, values: dict,
+    async def ensure(self, release: str, namespace: str, chart_version: str, values: dict,
                      known_absent: bool = False) -> str:
         try:
             outcome = await self.releases.ensure(release, namespace, self.chart, chart_version, values,
                                                  known_absent=known_absent)
-        except UpgradePathError as error:
-            raise StepError("UpgradeRefused", str(error), transient=False) from None
-        except InvalidValuesError as error:
-            raise StepError("InvalidValues", str(error), transient=False) from None
-        except PermanentHelmError as error:
-            raise StepError("HelmFailed", str(error), transient=False) from None
-        except TransientHelmError as error:
-            raise StepError("HelmUnavailable", str(error), transient=True) from None
+        except HelmError as error:
+            raise StepError(condition_reason(error), str(error), transient=is_transient(error)) from None
         return outcome.chart_version
 
     async def uninstall(self, release: str, namespace: str) -> None:
         try:
             await self.releases.uninstall(release, namespace)
-        except TransientHelmError as error:
-            raise StepError("HelmUnavailable", str(error), transient=True) from None
-        except PermanentHelmError as error:
-            raise StepError("HelmFailed", str(error), transient=False) from None
+        except HelmError as error:
+            raise StepError(condition_reason(error), str(error), transient=is_transient(error)) from None
 
 
 class TokenKubeconfigs:
@@ -56,7 +46,7 @@ class TokenKubeconfigs:
             return await issue_kubeconfigs(admin_kubeconfig, roles, lifetime_seconds, server_url,
                                            context_name=tenant, field_manager=self.field_manager)
         except KubeconfigIssueError as error:
-            raise StepError("TokenRequestFailed", f"in the virtual cluster of {tenant}: {error.message}",
+            raise StepError(reasons.TOKEN_REQUEST_FAILED, f"in the virtual cluster of {tenant}: {error.message}",
                             transient=error.transient) from None
         except ValueError as error:
-            raise StepError("InvalidKubeconfigInput", str(error), transient=False) from None
+            raise StepError(reasons.INVALID_KUBECONFIG_INPUT, str(error), transient=False) from None

@@ -6,22 +6,18 @@ on an unchanged tenant produces an identical status (and therefore no status wri
 
 from __future__ import annotations
 
-from typing import Optional
+from gputenant.api.conditions import DELETION_PREVENTED, PART_CONDITIONS, PROGRESSING, READY, TENANT_READY
 
-READY = "Ready"
-PART_CONDITIONS = (
-    "NamespaceReady", "QuotaReady", "RBACReady", "NetworkReady", "QueueReady", "SharingReady",
-    "VClusterReady", "KubeconfigReady", "ArgoCDReady",
-)
-DELETION_PREVENTED = "DeletionPrevented"
+__all__ = ["DELETION_PREVENTED", "PART_CONDITIONS", "READY", "find", "ordered", "remove_condition",
+           "set_condition", "summarise_ready"]
 
 
-def find(conditions: list[dict], condition_type: str) -> Optional[dict]:
+def find(conditions: list[dict], condition_type: str) -> dict | None:
     return next((c for c in conditions if c.get("type") == condition_type), None)
 
 
 def set_condition(conditions: list[dict], condition_type: str, status: str, reason: str,
-                  message: str, generation: Optional[int], now: str) -> list[dict]:
+                  message: str, generation: int | None, now: str) -> list[dict]:
     """A copy of `conditions` with one condition set; keeps lastTransitionTime unless the status
     changes."""
     previous = find(conditions, condition_type)
@@ -46,13 +42,13 @@ def summarise_ready(conditions: list[dict]) -> tuple[str, str, str]:
     failed = next((c for c in parts if c and c["status"] == "False"), None)
     if failed:
         return "False", failed["reason"], f"{failed['type']}: {failed['message']}"
-    pending = next((t for t, c in zip(PART_CONDITIONS, parts) if not c or c["status"] != "True"), None)
+    pending = next((t for t, c in zip(PART_CONDITIONS, parts, strict=True) if not c or c["status"] != "True"), None)
     if pending:
-        return "Unknown", "Progressing", f"waiting for {pending}"
-    return "True", "TenantReady", "all parts of the tenant are in place"
+        return "Unknown", PROGRESSING, f"waiting for {pending}"
+    return "True", TENANT_READY, "all parts of the tenant are in place"
 
 
 def ordered(conditions: list[dict]) -> list[dict]:
     """Ready first, then the parts in pipeline order, then anything else."""
     order = {t: i for i, t in enumerate((READY, *PART_CONDITIONS))}
-    return sorted(conditions, key=lambda c: order.get(c.get("type"), len(order)))
+    return sorted(conditions, key=lambda c: order.get(str(c.get("type")), len(order)))

@@ -9,11 +9,13 @@ RoleBinding in the host namespace, which is therefore removed last (or by the na
 
 from __future__ import annotations
 
-from gputenant import KIND, naming
-from gputenant.config.models import OperatorConfig
-from typing import Iterable
+from collections.abc import Iterable
 
+from gputenant import KIND, naming
+from gputenant.api import conditions as reasons
+from gputenant.config.models import OperatorConfig
 from gputenant.kube import ApiError, KubeClient
+from gputenant.reconcile.ownership import tenant_owner_uid
 from gputenant.reconcile.ports import Releases, StepError
 
 CLUSTER_SWEPT_KINDS = (("scheduling.run.ai/v2", "Queue"),)
@@ -33,9 +35,10 @@ OUR_LABELS = (naming.TENANT_LABEL, naming.TRUST_LABEL, naming.COMPONENT_LABEL, n
 
 
 async def offboard(client: KubeClient, releases: Releases, config: OperatorConfig, tenant: str,
-                   *, retain: bool, argocd_namespaces: Iterable[str] = ()) -> None:
+                   *, retain: bool, argocd_namespaces: Iterable[str] = (), uid: str | None = None) -> None:
     """Raises StepError(transient) while the namespace is still terminating, so the caller retries.
-    `argocd_namespaces`: where the tenant's Argo CD cluster Secret may be (`pipeline.argocd_namespaces`)."""
+    `argocd_namespaces`: where the tenant's Argo CD cluster Secret may be (`steps.argocd.argocd_namespaces`).
+    `uid`: the tenant's; a cluster-scoped object owned by another GpuTenant is never deleted."""
     namespace = naming.host_namespace(tenant, config)
     selector = f"{naming.TENANT_LABEL}={tenant}"
     live = await client.get("v1", "Namespace", namespace)
@@ -52,9 +55,7 @@ async def offboard(client: KubeClient, releases: Releases, config: OperatorConfi
     for argocd_namespace in argocd_namespaces:
         for secret in await _argocd_secrets(client, selector, argocd_namespace):
             await client.delete("v1", "Secret", secret["metadata"]["name"], argocd_namespace)
-    for api_version, kind in CLUSTER_SWEPT_KINDS:
-        for obj in await _labelled(client, api_version, kind, selector):
-            await client.delete(api_version, kind, obj["metadata"]["name"])
+    await _sweep_cluster_scoped(client, selector, uid)
     if live is None:
         return
     if retain:
@@ -67,8 +68,16 @@ async def offboard(client: KubeClient, releases: Releases, config: OperatorConfi
     raise _terminating(namespace)
 
 
+async def _sweep_cluster_scoped(client: KubeClient, selector: str, uid: str | None) -> None:
+    """The tenant's labelled cluster-scoped objects, except any another GpuTenant owns."""
+    for api_version, kind in CLUSTER_SWEPT_KINDS:
+        for obj in await _labelled(client, api_version, kind, selector):
+            if uid is None or tenant_owner_uid(obj) in (None, uid):
+                await client.delete(api_version, kind, obj["metadata"]["name"])
+
+
 def _terminating(namespace: str) -> StepError:
-    return StepError("NamespaceTerminating", f"waiting for namespace {namespace} to be deleted", transient=True)
+    return StepError(reasons.NAMESPACE_TERMINATING, f"waiting for namespace {namespace} to be deleted", transient=True)
 
 
 def _is_operator_access(obj: dict) -> bool:

@@ -23,7 +23,7 @@ class StepError(Exception):
 
 
 class Releases(Protocol):
-    async def ensure(self, release: str, namespace: str, chart_version: str | None,
+    async def ensure(self, release: str, namespace: str, chart_version: str,
                      values: dict, known_absent: bool = False) -> str:
         """Install or upgrade; returns the installed chart version. ``known_absent``: no revision
         of the release exists, so Helm need not look for one. Raises StepError."""

@@ -1,0 +1,98 @@
+"""Condition types and reasons of a GpuTenant's status: the one list.
+
+The reconcile steps, the handlers, the policy's decisions and offboarding all name their
+conditions and reasons from here, so a reason seen in ``kubectl get gputenant`` can be searched
+for in exactly one place, as Capsule keeps its ``pkg/api/meta/conditions.go``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- condition types, in pipeline order ---------------------------------------------------------
+
+READY: Final = "Ready"
+NAMESPACE_READY: Final = "NamespaceReady"
+QUOTA_READY: Final = "QuotaReady"
+RBAC_READY: Final = "RBACReady"
+NETWORK_READY: Final = "NetworkReady"
+QUEUE_READY: Final = "QueueReady"
+SHARING_READY: Final = "SharingReady"
+VCLUSTER_READY: Final = "VClusterReady"
+KUBECONFIG_READY: Final = "KubeconfigReady"
+ARGOCD_READY: Final = "ArgoCDReady"
+DELETION_PREVENTED: Final = "DeletionPrevented"
+
+PART_CONDITIONS: Final = (
+    NAMESPACE_READY, QUOTA_READY, RBAC_READY, NETWORK_READY, QUEUE_READY, SHARING_READY,
+    VCLUSTER_READY, KUBECONFIG_READY, ARGOCD_READY,
+)
+"""Every part Ready summarises, in the order the pipeline sets them."""
+
+# -- reasons of Ready ---------------------------------------------------------------------------
+
+TENANT_READY: Final = "TenantReady"
+PROGRESSING: Final = "Progressing"
+
+# -- reasons of the parts -----------------------------------------------------------------------
+
+APPLIED: Final = "Applied"
+NOT_APPLIED: Final = "NotApplied"
+INVALID_SPEC: Final = "InvalidSpec"
+"""The spec fails the operator's own validation (a field the CRD cannot check)."""
+RENDER_FAILED: Final = "RenderFailed"
+"""The spec was admitted but cannot be turned into objects; nothing was applied."""
+API_UNAVAILABLE: Final = "ApiUnavailable"
+APPLY_REJECTED: Final = "ApplyRejected"
+OBJECT_NOT_OWNED: Final = "ObjectNotOwned"
+"""An object of the tenant's name exists but was not made by the operator for this tenant."""
+CONTROL_PLANE_UP: Final = "ControlPlaneUp"
+WAITING_FOR_CONTROL_PLANE: Final = "WaitingForControlPlane"
+CONTROL_PLANE_POD_REFUSED: Final = "ControlPlanePodRefused"
+"""The API server refused the vCluster StatefulSet's pod (quota, LimitRange, admission)."""
+ISSUED: Final = "Issued"
+NOT_REQUESTED: Final = "NotRequested"
+REGISTERED: Final = "Registered"
+ARGOCD_NAMESPACE_MISSING: Final = "ArgoCDNamespaceMissing"
+TOKEN_REQUEST_FAILED: Final = "TokenRequestFailed"
+INVALID_KUBECONFIG_INPUT: Final = "InvalidKubeconfigInput"
+NAMESPACE_TERMINATING: Final = "NamespaceTerminating"
+PREVENT_DELETION_SET: Final = "PreventDeletionSet"
+
+# -- Helm ---------------------------------------------------------------------------------------
+
+HELM_FAILED: Final = "HelmFailed"
+HELM_UNAVAILABLE: Final = "HelmUnavailable"
+INVALID_VALUES: Final = "InvalidValues"
+UPGRADE_REFUSED: Final = "UpgradeRefused"
+
+# -- policy decisions (SharingReady, and the parts a refused decision withholds) ---------------
+
+EXPLICIT_MODE: Final = "ExplicitMode"
+CHOSEN_FROM_TRUST: Final = "ChosenFromTrust"
+FALLBACK_TO_STRONGER_MODE: Final = "FallbackToStrongerMode"
+NO_GPU_REQUESTED: Final = "NoGpuRequested"
+LIMIT_BELOW_QUOTA: Final = "LimitBelowQuota"
+QUOTA_ABOVE_POOL_CAPACITY: Final = "QuotaAbovePoolCapacity"
+QUOTA_BELOW_CONTROL_PLANE: Final = "QuotaBelowControlPlane"
+MODE_NOT_ALLOWED_FOR_TRUST: Final = "ModeNotAllowedForTrust"
+POOL_NOT_FOUND: Final = "PoolNotFound"
+POOL_MODE_MISMATCH: Final = "PoolModeMismatch"
+POOL_TRUST_MISMATCH: Final = "PoolTrustMismatch"
+"""The pool does not serve the tenant's trust level (operator config pools[].trustLevels)."""
+PARENT_QUEUE_NOT_ALLOWED: Final = "ParentQueueNotAllowed"
+QUEUE_NAME_IS_PARENT_QUEUE: Final = "QueueNameIsParentQueue"
+"""The tenant is named like one of the platform's parent queues and would overwrite it."""
+POOL_MODEL_MISMATCH: Final = "PoolModelMismatch"
+NO_POOL_FOR_MODE: Final = "NoPoolForMode"
+PROFILE_NOT_ON_GPU: Final = "ProfileNotOnGPU"
+PROFILE_NOT_IN_POOL: Final = "ProfileNotInPool"
+HAMI_SHARE_TOO_SMALL: Final = "HamiShareTooSmall"
+MEMORY_ABOVE_GPU: Final = "MemoryAboveGpu"
+FRACTION_NOT_GRANTABLE: Final = "FractionNotGrantable"
+
+# -- Events only (no condition carries them) ----------------------------------------------------
+
+KUBECONFIG_ISSUED: Final = "KubeconfigIssued"
+ARGOCD_TOKEN_ISSUED: Final = "ArgoCDTokenIssued"
+DRIFT_REPAIRED: Final = "DriftRepaired"

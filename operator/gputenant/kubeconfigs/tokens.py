@@ -1,0 +1,88 @@
+"""Everything the operator reads from and writes on kubeconfig Secrets: the admin kubeconfig vCluster
+writes to ``vc-<release>``, the server a kubeconfig points at, and the annotations that decide
+when a token Secret (a tenant kubeconfig or the Argo CD cluster Secret) is issued again."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import datetime, timedelta
+
+import yaml
+
+from gputenant import GROUP, naming
+from gputenant.kubeconfigs.issue import needs_rotation
+from gputenant.timefmt import parse_duration, parse_rfc3339, rfc3339
+
+ROTATION_ANNOTATION = f"{GROUP}/rotation"
+"""On each token Secret: the rotate-kubeconfigs request it was issued for."""
+SERVER_ANNOTATION = f"{GROUP}/server"
+"""On each token Secret: the server URL it was issued for (a new URL re-issues it)."""
+TOKEN_ANNOTATIONS = (naming.KUBECONFIG_EXPIRES_ANNOTATION, ROTATION_ANNOTATION, SERVER_ANNOTATION)
+
+
+def token_lifetime(text: str, field_name: str = "spec.kubeconfig.tokenLifetime") -> timedelta:
+    """'24h', '90m', '1h30m' -> timedelta; ValueError naming the field otherwise."""
+    lifetime = parse_duration(text)
+    if lifetime is None:
+        raise ValueError(f"{field_name}: {text!r} is not a duration; write e.g. 24h, 90m or 1h30m")
+    return lifetime
+
+
+def admin_kubeconfig(secret: dict | None) -> dict | None:
+    """The admin kubeconfig vCluster wrote to its ``vc-<release>`` Secret (key ``config``), or None
+    while the control plane has not written it yet. ValueError when it is no kubeconfig."""
+    encoded = ((secret or {}).get("data") or {}).get("config")
+    if not encoded:
+        return None
+    try:
+        kubeconfig = yaml.safe_load(base64.b64decode(encoded))
+    except (binascii.Error, yaml.YAMLError) as error:
+        raise ValueError(str(error)) from None
+    if not isinstance(kubeconfig, dict):
+        raise ValueError("not a YAML mapping")
+    return kubeconfig
+
+
+def server_of(kubeconfig: dict) -> str | None:
+    """The server URL of a kubeconfig's first cluster."""
+    clusters = kubeconfig.get("clusters") or []
+    return clusters[0]["cluster"]["server"] if clusters else None
+
+
+def ca_of(kubeconfig: dict) -> bytes:
+    """The PEM CA bundle of a kubeconfig's first cluster."""
+    return base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"])
+
+
+def token_of(kubeconfig_yaml: str) -> str:
+    """The bearer token of an issued (token) kubeconfig."""
+    return yaml.safe_load(kubeconfig_yaml)["users"][0]["user"]["token"]
+
+
+def token_annotations(expires_at: datetime, rotation: str, server: str | None) -> dict[str, str]:
+    """What a token Secret records about its issue, read back by `issue_reason`."""
+    return {naming.KUBECONFIG_EXPIRES_ANNOTATION: rfc3339(expires_at), ROTATION_ANNOTATION: rotation,
+            SERVER_ANNOTATION: server or ""}
+
+
+def recorded_annotations(live: dict) -> dict[str, str]:
+    """The token annotations of a live Secret, to carry over unchanged when no issue is due."""
+    annotations = live["metadata"].get("annotations") or {}
+    return {key: annotations.get(key, "") for key in TOKEN_ANNOTATIONS}
+
+
+def issue_reason(live: dict | None, lifetime: timedelta, now: datetime, rotation: str,
+                 server: str | None) -> str | None:
+    """Why the token Secret `live` must be issued again, or None while it is still good:
+    missing, requested (the rotate annotation changed), server changed, or due (80% of the
+    lifetime passed, `needs_rotation`; an unreadable expiry counts as due)."""
+    if live is None or not (live.get("data") or {}):
+        return "missing"
+    annotations = live["metadata"].get("annotations") or {}
+    if annotations.get(ROTATION_ANNOTATION, "") != rotation:
+        return "requested"
+    if annotations.get(SERVER_ANNOTATION) != server:
+        return "server changed"
+    expires_at = parse_rfc3339(annotations.get(naming.KUBECONFIG_EXPIRES_ANNOTATION))
+    return "due" if needs_rotation(expires_at, now, lifetime) else None

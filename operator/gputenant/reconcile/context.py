@@ -1,0 +1,111 @@
+"""The state of one reconcile pass, handed to each step: the tenant and what the policy and the
+renderer made of it, the clients, the status being built, and what the caller should do next."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from gputenant import naming
+from gputenant.api.v1alpha1 import GpuTenant
+from gputenant.config.models import OperatorConfig
+from gputenant.kube import Applier, KubeClient, LiveSnapshot
+from gputenant.policy.decision import Decision
+from gputenant.reconcile import conditions as cond
+from gputenant.reconcile.events import post_event
+from gputenant.reconcile.memory import RETRY_ANNOTATION, TenantMemory
+from gputenant.reconcile.ports import KubeconfigIssuer, Releases
+from gputenant.reconcile.status import carried_status
+from gputenant.timefmt import rfc3339
+
+MAX_BACKOFF_SECONDS = 300.0
+
+
+@dataclass
+class Outcome:
+    """What the caller (kopf) should do next."""
+
+    ready: bool = False
+    retry_after: float | None = None
+    """Seconds until the next attempt; None: nothing pending (done, or stopped until an input changes)."""
+    permanent_failure: str | None = None
+    applied: list = field(default_factory=list)
+    status_written: bool = False
+    helm_calls: int = 0
+
+
+@dataclass(frozen=True)
+class Services:
+    """What every pass uses and no pass owns."""
+
+    client: KubeClient
+    config: OperatorConfig
+    releases: Releases
+    issuer: KubeconfigIssuer
+    memory: TenantMemory
+
+
+class Pass:
+    """One run of the steps for one tenant body."""
+
+    tenant: GpuTenant
+    lifetime: timedelta
+    decision: Decision
+    vcluster_values: dict
+    admin_kubeconfig: dict | None = None
+    """Set by the vCluster step once the control plane wrote it; the steps after it need it."""
+
+    def __init__(self, services: Services, body: dict, retry: int, now: datetime):
+        self.services = services
+        self.client = services.client
+        self.config = services.config
+        self.body = body
+        self.retry = retry
+        self.now = now
+        metadata = body["metadata"]
+        self.name: str = metadata["name"]
+        self.uid: str = metadata.get("uid") or ""
+        self.generation: int | None = metadata.get("generation")
+        self.annotations: dict[str, str] = metadata.get("annotations") or {}
+        self.old_status: dict[str, Any] = dict(body.get("status") or {})
+        self.status = carried_status(self.old_status)
+        self.conditions: list[dict] = [dict(c) for c in self.old_status.get("conditions") or []]
+        self.host_namespace = naming.host_namespace(self.name, services.config)
+        self.snapshot = LiveSnapshot(services.client, f"{naming.TENANT_LABEL}={self.name}")
+        self.applier = Applier(services.client, self.snapshot)
+        self.rendered: dict[str, list[dict]] = {}
+        """Rendered objects by the condition of the step that applies them."""
+        self.rotated: list[tuple[str, str, str, str]] = []
+        """Token Secrets re-issued on schedule or request: applied, but not drift."""
+        self.outcome = Outcome()
+        self._events_failed = False
+
+    @property
+    def rotation_request(self) -> str:
+        return self.annotations.get(naming.ROTATE_ANNOTATION, "")
+
+    @property
+    def retry_request(self) -> str:
+        return self.annotations.get(RETRY_ANNOTATION, "")
+
+    def set(self, condition_type: str, ok: bool | None, reason: str, message: str) -> None:
+        status = {True: "True", False: "False", None: "Unknown"}[ok]
+        self.conditions = cond.set_condition(self.conditions, condition_type, status, reason, message,
+                                             self.generation, rfc3339(self.now))
+
+    def retry_later(self, seconds: float | None = None) -> None:
+        """Ask to run again: after `seconds`, or after the exponential backoff of this retry."""
+        self.outcome.retry_after = seconds if seconds is not None else backoff(self.retry)
+
+    async def event(self, event_type: str, reason: str, message: str) -> None:
+        """Best effort; once one Event could not be posted, the pass posts no more (one warning, not
+        one per condition)."""
+        if self._events_failed:
+            return
+        self._events_failed = not await post_event(self.client, self.body, event_type, reason, message, self.now)
+
+
+def backoff(retry: int) -> float:
+    """5 s doubling per failed attempt, at most 5 minutes."""
+    return min(MAX_BACKOFF_SECONDS, 5.0 * 2 ** min(retry, 6))

@@ -1,0 +1,69 @@
+"""What the reconciler remembers about tenants between passes, keyed by each tenant's uid.
+
+A tenant deleted and created again under the same name is another object with another uid, so it
+inherits nothing; `forget` drops a tenant's entry when it is deleted, and a new uid under a known
+name drops the old one's, so the memory holds at most one entry per live tenant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gputenant import GROUP
+
+RETRY_ANNOTATION = f"{GROUP}/retry"
+"""Changing its value retries a Helm failure that is otherwise not retried (docs/operations.md)."""
+
+
+@dataclass(frozen=True)
+class HelmAttempt:
+    """What a Helm install or upgrade depends on: a permanent failure is retried when any part changes."""
+
+    generation: int | None
+    values_hash: str
+    """Covers the rendered values (from the spec and the operator configuration) and the chart version."""
+    retry_request: str
+    """The value of the tenant's gputenant.io/retry annotation."""
+
+
+@dataclass(frozen=True)
+class HelmStop:
+    attempt: HelmAttempt
+    reason: str
+    message: str
+
+
+class TenantMemory:
+    """Permanent Helm failures by tenant uid, each with the attempt it happened for."""
+
+    def __init__(self) -> None:
+        self._helm_stops: dict[str, HelmStop] = {}
+        self._uid_of: dict[str, str] = {}
+
+    def helm_stop(self, uid: str, attempt: HelmAttempt) -> HelmStop | None:
+        """The failure that holds Helm back for exactly this attempt, or None (then run Helm)."""
+        stop = self._helm_stops.get(uid)
+        return stop if stop is not None and stop.attempt == attempt else None
+
+    def stop_helm(self, name: str, uid: str, attempt: HelmAttempt, reason: str, message: str) -> None:
+        self.seen(name, uid)
+        self._helm_stops[uid] = HelmStop(attempt, reason, message)
+
+    def clear_helm(self, uid: str) -> None:
+        self._helm_stops.pop(uid, None)
+
+    def seen(self, name: str, uid: str) -> None:
+        """Note that `name` is now the tenant with `uid`; an earlier tenant of that name is forgotten."""
+        previous = self._uid_of.get(name)
+        if previous is not None and previous != uid:
+            self.forget(previous)
+        self._uid_of[name] = uid
+
+    def forget(self, uid: str) -> None:
+        """Drop everything remembered about the tenant with `uid` (it was deleted)."""
+        self._helm_stops.pop(uid, None)
+        for name in [name for name, known in self._uid_of.items() if known == uid]:
+            del self._uid_of[name]
+
+    def __len__(self) -> int:
+        return len(self._uid_of)

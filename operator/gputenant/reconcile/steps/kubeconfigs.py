@@ -1,0 +1,61 @@
+"""The owners' token kubeconfigs: issued when missing, requested, due or pointing at another server;
+the others kept untouched."""
+
+from __future__ import annotations
+
+from gputenant import naming
+from gputenant.api import conditions as reasons
+from gputenant.api.v1alpha1 import KubeconfigStatus
+from gputenant.kube.applier import object_key
+from gputenant.kubeconfigs import issue_reason, kubeconfig_secret, server_of, token_annotations
+from gputenant.reconcile.context import Pass
+from gputenant.reconcile.ownership import adopt
+
+CONDITION = reasons.KUBECONFIG_READY
+KINDS: frozenset[str] = frozenset()
+
+
+async def live_secret(run: Pass, name: str, namespace: str) -> dict | None:
+    return await run.applier.live({"apiVersion": "v1", "kind": "Secret",
+                                   "metadata": {"name": name, "namespace": namespace}})
+
+
+async def ensure(run: Pass) -> bool:
+    spec = run.tenant.spec
+    assert run.admin_kubeconfig is not None, "the vCluster step runs first"
+    server = spec.vcluster.server_url or server_of(run.admin_kubeconfig)
+    roles = [role.value for role in spec.kubeconfig.roles]
+    live = {role: await live_secret(run, naming.kubeconfig_secret_name(run.name, role), run.host_namespace)
+            for role in roles}
+    why = {role: issue_reason(live[role], run.lifetime, run.now, run.rotation_request, server) for role in roles}
+    due = [role for role in roles if why[role]]
+    issued = await run.services.issuer.issue(run.name, due, run.admin_kubeconfig, spec.vcluster.server_url,
+                                             int(run.lifetime.total_seconds())) if due else []
+    for kubeconfig in issued:
+        secret = kubeconfig_secret(run.name, kubeconfig.role, run.host_namespace, kubeconfig)
+        secret["metadata"]["annotations"] = token_annotations(kubeconfig.expires_at, run.rotation_request, server)
+        live[kubeconfig.role] = await run.applier.ensure(adopt(secret, run.body, run.host_namespace))
+        if why[kubeconfig.role] != "missing":
+            run.rotated.append(object_key(secret))
+    entries = [KubeconfigStatus.model_validate({
+        "role": role, "secretName": naming.kubeconfig_secret_name(run.name, role),
+        "expiresAt": (live[role] or {})["metadata"]["annotations"][naming.KUBECONFIG_EXPIRES_ANNOTATION]})
+        for role in roles]
+    await remove_unwanted(run, {entry.secret_name for entry in entries})
+    run.status.kubeconfigs = entries
+    if due:
+        await run.event("Normal", reasons.KUBECONFIG_ISSUED, "issued kubeconfigs: " + ", ".join(
+            f"{role} ({why[role]})" for role in due))
+    soonest = min(entry.expires_at or "" for entry in entries) if entries else "-"
+    run.set(CONDITION, True, reasons.ISSUED,
+            f"{len(entries)} kubeconfig(s) in {run.host_namespace}; earliest expiry {soonest}")
+    return True
+
+
+async def remove_unwanted(run: Pass, wanted: set[str]) -> None:
+    """Kubeconfig Secrets of roles no longer in spec.kubeconfig.roles."""
+    for secret in await run.snapshot.items("v1", "Secret", run.host_namespace):
+        labels = secret["metadata"].get("labels", {})
+        name = secret["metadata"]["name"]
+        if labels.get(naming.COMPONENT_LABEL) == "kubeconfig" and name not in wanted:
+            await run.client.delete("v1", "Secret", name, secret["metadata"].get("namespace"))

@@ -1,0 +1,55 @@
+"""The host namespace, and the operator's own RoleBinding in it before anything else is written."""
+
+from __future__ import annotations
+
+from gputenant import naming
+from gputenant.api import conditions as reasons
+from gputenant.config.models import OperatorConfig
+from gputenant.kube import holds
+from gputenant.kube.applier import object_key
+from gputenant.reconcile.context import Pass
+from gputenant.reconcile.ownership import adopt
+from gputenant.reconcile.steps.objects import apply_objects, not_applied
+
+CONDITION = reasons.NAMESPACE_READY
+KINDS = frozenset({"Namespace"})
+
+
+async def ensure(run: Pass) -> bool:
+    objects = run.rendered.get(CONDITION) or []
+    if not objects:
+        run.set(CONDITION, False, *not_applied(CONDITION, run.decision))
+        return True
+    await apply_objects(run, CONDITION, objects)
+    await ensure_operator_access(run)
+    return True
+
+
+def operator_access_binding(config: OperatorConfig, host_namespace: str) -> dict | None:
+    """The RoleBinding that gives the operator's ServiceAccount `config.tenant_namespace_cluster_role`
+    in one host namespace (its only namespaced rights there, with the Helm chart's RBAC); None when
+    the config names no such role (an operator with cluster-wide rights)."""
+    if not config.tenant_namespace_cluster_role:
+        return None
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": naming.OPERATOR_ACCESS_BINDING_NAME, "namespace": host_namespace,
+                     "labels": {naming.COMPONENT_LABEL: naming.OPERATOR_ACCESS_COMPONENT}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": config.tenant_namespace_cluster_role},
+        "subjects": [{"kind": "ServiceAccount", "name": config.operator_service_account,
+                      "namespace": config.operator_namespace}],
+    }
+
+
+async def ensure_operator_access(run: Pass) -> None:
+    """Read with GET: a namespaced LIST needs the very rights this binding grants."""
+    binding = operator_access_binding(run.config, run.host_namespace)
+    if binding is None:
+        return
+    binding = adopt(binding, run.body, run.host_namespace)
+    metadata = binding["metadata"]
+    live = await run.client.get(binding["apiVersion"], binding["kind"], metadata["name"], metadata["namespace"])
+    if not holds(binding, live):
+        await run.client.apply(binding)
+        run.applier.result.applied.append(object_key(binding))

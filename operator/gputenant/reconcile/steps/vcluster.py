@@ -1,0 +1,105 @@
+"""The tenant's vCluster: a Helm release, installed or upgraded only when its values hash changed or
+it is missing; then the admin kubeconfig its control plane writes to ``vc-<release>``."""
+
+from __future__ import annotations
+
+from gputenant import naming
+from gputenant.api import conditions as reasons
+from gputenant.api.v1alpha1 import VClusterStatus
+from gputenant.helm import HelmError, condition_reason, is_deployed, release_revisions, values_hash
+from gputenant.kube import ApiError
+from gputenant.kubeconfigs import admin_kubeconfig, server_of
+from gputenant.reconcile.context import Pass
+from gputenant.reconcile.memory import RETRY_ANNOTATION, HelmAttempt
+from gputenant.reconcile.ports import StepError
+
+CONDITION = reasons.VCLUSTER_READY
+KINDS: frozenset[str] = frozenset()
+WAIT_FOR_CONTROL_PLANE_SECONDS = 5.0
+NOT_RETRIED = (f"not retried until the spec, the operator configuration or the chart version changes, or the "
+               f"tenant's annotation {RETRY_ANNOTATION} gets a new value")
+
+
+async def ensure(run: Pass) -> bool:
+    release = naming.release_name(run.name)
+    chart_version = run.tenant.spec.vcluster.chart_version or run.config.vcluster.version
+    try:
+        wanted_hash = values_hash(run.vcluster_values, chart_version)
+    except HelmError as error:
+        raise StepError(condition_reason(error), error.message, transient=False) from None
+    recorded = run.status.vcluster or VClusterStatus()
+    installed = await ensure_release(run, release, chart_version, wanted_hash, recorded)
+    run.status.vcluster = VClusterStatus(release=release, chart_version=installed, values_hash=wanted_hash,
+                                         endpoint=recorded.endpoint)
+    secret_name = naming.vcluster_secret_name(run.name)
+    secret = await run.client.get("v1", "Secret", secret_name, run.host_namespace)
+    try:
+        admin = admin_kubeconfig(secret)
+    except ValueError as error:
+        raise StepError(reasons.INVALID_KUBECONFIG_INPUT, f"Secret {run.host_namespace}/{secret_name} (key config) "
+                        f"holds no readable kubeconfig ({error}); the vCluster control plane rewrites it when it "
+                        "restarts", transient=True) from None
+    if admin is None:
+        refusal = await pod_refusal(run, release)
+        if refusal:
+            run.set(CONDITION, False, reasons.CONTROL_PLANE_POD_REFUSED,
+                    f"release {release} ({installed}) installed, but its control-plane pod is refused: {refusal}")
+            run.retry_later()
+        else:
+            run.set(CONDITION, False, reasons.WAITING_FOR_CONTROL_PLANE,
+                    f"release {release} ({installed}) installed; waiting for its control plane to write "
+                    f"Secret {run.host_namespace}/{secret_name}")
+            run.retry_later(WAIT_FOR_CONTROL_PLANE_SECONDS)
+        return False
+    endpoint = run.tenant.spec.vcluster.server_url or server_of(admin)
+    run.status.vcluster = run.status.vcluster.model_copy(update={"endpoint": endpoint})
+    run.admin_kubeconfig = admin
+    run.set(CONDITION, True, reasons.CONTROL_PLANE_UP, f"release {release} ({installed}) serves at {endpoint}")
+    return True
+
+
+async def ensure_release(run: Pass, release: str, chart_version: str, wanted_hash: str,
+                         recorded: VClusterStatus) -> str:
+    """The installed chart version; Helm runs only when the recorded hash differs or no revision is
+    deployed, and not at all while a permanent failure of this very attempt is remembered."""
+    attempt = HelmAttempt(run.generation, wanted_hash, run.retry_request)
+    stop = run.services.memory.helm_stop(run.uid, attempt)
+    if stop is not None:
+        raise StepError(stop.reason, stop.message, transient=False)
+    revisions = await release_revisions(run.client, run.host_namespace, release)
+    if recorded.values_hash == wanted_hash and is_deployed(revisions):
+        return recorded.chart_version or chart_version
+    run.outcome.helm_calls += 1
+    try:
+        installed = await run.services.releases.ensure(release, run.host_namespace, chart_version,
+                                                       run.vcluster_values, known_absent=not revisions)
+    except StepError as error:
+        if not error.transient:
+            message = f"{error.message} ({NOT_RETRIED})"
+            run.services.memory.stop_helm(run.name, run.uid, attempt, error.reason, message)
+            raise StepError(error.reason, message, transient=False) from None
+        raise
+    run.services.memory.clear_helm(run.uid)
+    return installed
+
+
+async def pod_refusal(run: Pass, release: str) -> str | None:
+    """Why the API server refuses the vCluster StatefulSet's pod (quota, LimitRange, admission), as
+    the StatefulSet controller reported it in its latest FailedCreate Event; None while the pod
+    exists or nothing was refused. Where the operator may not read Events, it cannot tell."""
+    if await run.client.get("v1", "Pod", f"{release}-0", run.host_namespace) is not None:
+        return None
+    try:
+        events = await run.client.list("v1", "Event", namespace=run.host_namespace)
+    except ApiError as error:
+        if error.forbidden:
+            return None
+        raise
+    refused = [event for event in events
+               if event.get("reason") == "FailedCreate"
+               and (event.get("involvedObject") or {}).get("kind") == "StatefulSet"
+               and (event.get("involvedObject") or {}).get("name") == release]
+    if not refused:
+        return None
+    latest = max(refused, key=lambda event: event.get("lastTimestamp") or event.get("eventTime") or "")
+    return str(latest.get("message") or "FailedCreate")

@@ -1,0 +1,63 @@
+"""What the reconciler remembers between passes (by uid, dropped with the tenant), and the typed
+status it writes."""
+
+from gputenant.reconcile.memory import HelmAttempt, TenantMemory
+from gputenant.reconcile.status import carried_status, comparable, status_body
+
+ATTEMPT = HelmAttempt(generation=1, values_hash="sha256:a", retry_request="")
+
+
+def test_a_permanent_helm_failure_holds_only_for_the_same_attempt():
+    memory = TenantMemory()
+    memory.stop_helm("t", "uid-1", ATTEMPT, "HelmFailed", "the chart refused")
+    assert memory.helm_stop("uid-1", ATTEMPT).reason == "HelmFailed"
+    for changed in (HelmAttempt(2, "sha256:a", ""), HelmAttempt(1, "sha256:b", ""), HelmAttempt(1, "sha256:a", "1")):
+        assert memory.helm_stop("uid-1", changed) is None, changed
+
+
+def test_a_tenant_recreated_under_the_same_name_inherits_nothing():
+    memory = TenantMemory()
+    memory.stop_helm("t", "uid-1", ATTEMPT, "HelmFailed", "the chart refused")
+    assert memory.helm_stop("uid-2", ATTEMPT) is None
+    memory.seen("t", "uid-2")
+    assert memory.helm_stop("uid-1", ATTEMPT) is None and len(memory) == 1
+
+
+def test_forget_drops_everything_about_a_deleted_tenant():
+    memory = TenantMemory()
+    memory.stop_helm("t", "uid-1", ATTEMPT, "HelmFailed", "the chart refused")
+    memory.forget("uid-1")
+    assert memory.helm_stop("uid-1", ATTEMPT) is None and len(memory) == 0
+
+
+WRITTEN = {
+    "observedGeneration": 3, "namespace": "tenant-a",
+    "conditions": [{"type": "Ready", "status": "True", "reason": "TenantReady", "message": "ok",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 3}],
+    "sharing": {"mode": "TimeSlicing", "pool": "a100", "reason": "why"},
+    "granted": {"resources": {"requests.nvidia.com/gpu": "1"}, "queue": {"name": "a", "quota": 100.0}},
+    "vcluster": {"release": "a", "chartVersion": "0.36.1", "valuesHash": "sha256:x", "endpoint": "https://a"},
+    "kubeconfigs": [{"role": "admin", "secretName": "a-kubeconfig-admin", "expiresAt": "2026-01-02T00:00:00Z"}],
+}
+
+
+def test_a_status_carried_through_the_typed_model_compares_equal_so_nothing_is_written():
+    typed = carried_status(WRITTEN)
+    assert comparable(status_body(typed, WRITTEN["conditions"], 3)) == comparable(WRITTEN)
+
+
+def test_a_carried_part_that_no_longer_validates_is_dropped_not_fatal():
+    typed = carried_status({**WRITTEN, "sharing": {"mode": "Telepathy"}})
+    assert typed.sharing is None and typed.namespace == "tenant-a"
+
+
+def test_an_overlong_message_is_cut_to_the_metav1_condition_limit():
+    long = [{**WRITTEN["conditions"][0], "message": "x" * 40000}]
+    assert len(status_body(carried_status({}), long, 1)["conditions"][0]["message"]) == 32768
+
+
+def test_whole_numbers_read_back_as_ints_compare_equal_to_the_models_floats():
+    """The API server returns queue.quota 100.0 as 100; that must not look like a change (a status
+    write on every resync)."""
+    read_back = {**WRITTEN, "granted": {**WRITTEN["granted"], "queue": {"name": "a", "quota": 100}}}
+    assert comparable(status_body(carried_status(read_back), WRITTEN["conditions"], 3)) == comparable(read_back)
