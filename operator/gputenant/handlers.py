@@ -121,7 +121,7 @@ def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_se
     device_plugin_config_data(config)  # PoolConfigError now rather than in every pools round
     rt = build_runtime(config, kubeconfig, helm_concurrency=helm_concurrency,
                        reconcile_concurrency=reconcile_concurrency)
-    rt.pools_interval_seconds = pools_interval_seconds if config.pools else 0.0
+    rt.pools_interval_seconds = pools_interval_seconds
     rt.guard_server = server_from_args(webhook_args, rt.client, config) if webhook_args else None
     if rt.guard_server is not None:
         register_guard(kopf.get_default_registry(), config, rt.client)

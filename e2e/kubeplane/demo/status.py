@@ -7,16 +7,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gputenant.api import conditions
+from gputenant.api.conditions import READY
 from gputenant.api.v1alpha1 import GpuTenant, KubeconfigRole
-from gputenant.reconcile.conditions import READY
 from gputenant.tables import align_columns
 
 CONVERGING_REASONS = frozenset({
-    "Progressing",             # Ready=Unknown while parts are pending
-    "WaitingForControlPlane",  # the release is installed, vc-<release> not written yet
-    "ApiUnavailable",          # a transient API error; the operator retries with backoff
-    "HelmUnavailable",         # a transient Helm error; retried
-    "TokenRequestFailed",      # the virtual apiserver did not answer yet; retried
+    conditions.PROGRESSING,                # Ready=Unknown while parts are pending
+    conditions.WAITING_FOR_CONTROL_PLANE,  # the release is installed, vc-<release> not written yet
+    conditions.CONTROL_PLANE_POD_REFUSED,  # its pod refused (quota, admission); looked at again each pass
+    conditions.OBJECT_NOT_OWNED,           # an object in the way; retried until it is removed
+    conditions.API_UNAVAILABLE,            # a transient API error; the operator retries with backoff
+    conditions.HELM_UNAVAILABLE,           # a transient Helm error; retried
+    conditions.TOKEN_REQUEST_FAILED,       # the virtual apiserver did not answer yet; retried
 })
 """Ready=False reasons after which the operator tries again by itself. Any other reason is
 permanent: the operator stops until the tenant's spec changes, so waiting longer is pointless."""
