@@ -16,9 +16,10 @@ export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 KUBE_VERSION=v1.35.4
 ETCD_VERSION=v3.6.16
 HELM_VERSION=v3.22.0
+PAUSE_VERSION=1.0
 
 if [[ ${1:-} == --versions ]]; then
-  echo "kube=$KUBE_VERSION etcd=$ETCD_VERSION helm=$HELM_VERSION"
+  echo "kube=$KUBE_VERSION etcd=$ETCD_VERSION helm=$HELM_VERSION pause=$PAUSE_VERSION"
   exit 0
 fi
 
@@ -49,4 +50,27 @@ build kube-controller-manager "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-co
 build kubectl "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kubectl "$(kube_ldflags)"
 build helm "$HELM_VERSION" helm helm.sh/helm/v3/cmd/helm \
   "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+
+# The node: Debian's containerd, runc, CNI plugins, iptables (for kube-proxy), conntrack and a static
+# busybox (the test image's root filesystem); kubelet, kube-proxy and kube-scheduler from the same
+# pinned module as the apiserver; the project's own pause program for pod sandboxes.
+NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack busybox-static)
+install_node_packages() {
+  local package missing=()
+  for package in "${NODE_PACKAGES[@]}"; do
+    [[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$package" 2>/dev/null) == ii* ]] || missing+=("$package")
+  done
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "tools: node packages installed"
+    return
+  fi
+  echo "tools: installing ${missing[*]} with apt-get ..."
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+install_node_packages
+build kubelet "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kubelet "$(kube_ldflags)"
+build kube-proxy "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-proxy "$(kube_ldflags)"
+build kube-scheduler "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler "$(kube_ldflags)"
+build pause "$PAUSE_VERSION" pause .
 echo "tools: ready in $bin_dir"

@@ -11,7 +11,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "tools" / "build.sh"
 # binary -> the key of its pin in `build.sh --versions`
 PINS = {"etcd": "etcd", "kube-apiserver": "kube", "kube-controller-manager": "kube",
-        "kubectl": "kube", "helm": "helm"}
+        "kubectl": "kube", "helm": "helm", "kubelet": "kube", "kube-proxy": "kube",
+        "kube-scheduler": "kube", "pause": "pause"}
 
 
 def tools_bin_dir() -> Path:
