@@ -17,9 +17,10 @@ KUBE_VERSION=v1.35.4
 ETCD_VERSION=v3.6.16
 HELM_VERSION=v3.22.0
 PAUSE_VERSION=1.0
+HTTPSGET_VERSION=1.0
 
 if [[ ${1:-} == --versions ]]; then
-  echo "kube=$KUBE_VERSION etcd=$ETCD_VERSION helm=$HELM_VERSION pause=$PAUSE_VERSION"
+  echo "kube=$KUBE_VERSION etcd=$ETCD_VERSION helm=$HELM_VERSION pause=$PAUSE_VERSION httpsget=$HTTPSGET_VERSION"
   exit 0
 fi
 
@@ -53,7 +54,8 @@ build helm "$HELM_VERSION" helm helm.sh/helm/v3/cmd/helm \
 
 # The node: Debian's containerd, runc, CNI plugins, iptables (for kube-proxy), conntrack and a static
 # busybox (the test image's root filesystem); kubelet, kube-proxy and kube-scheduler from the same
-# pinned module as the apiserver; the project's own pause program for pod sandboxes.
+# pinned module as the apiserver; the project's own pause program for pod sandboxes and HTTPS
+# client for the test image.
 NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack busybox-static)
 install_node_packages() {
   local package missing=()
@@ -73,4 +75,5 @@ build kubelet "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kubelet "$(kube_ldflags
 build kube-proxy "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-proxy "$(kube_ldflags)"
 build kube-scheduler "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler "$(kube_ldflags)"
 build pause "$PAUSE_VERSION" pause .
+build httpsget "$HTTPSGET_VERSION" httpsget .
 echo "tools: ready in $bin_dir"

@@ -12,7 +12,7 @@ BUILD_SCRIPT = REPO_ROOT / "tools" / "build.sh"
 # binary -> the key of its pin in `build.sh --versions`
 PINS = {"etcd": "etcd", "kube-apiserver": "kube", "kube-controller-manager": "kube",
         "kubectl": "kube", "helm": "helm", "kubelet": "kube", "kube-proxy": "kube",
-        "kube-scheduler": "kube", "pause": "pause"}
+        "kube-scheduler": "kube", "pause": "pause", "httpsget": "httpsget"}
 
 
 def tools_bin_dir() -> Path:
