@@ -26,6 +26,8 @@ CRI_NAMESPACE = "k8s.io"
 POD_CIDR = "10.244.0.0/24"
 """Pod addresses inside the node's network namespace; every node may use the same range."""
 
+_SOCKET_PATH_MAX = 108
+
 _CONFIG = """\
 version = 2
 root = "{root}"
@@ -92,6 +94,9 @@ class Containerd:
         return self._process.pid if self._process else None
 
     def start(self, log_path: Path, timeout: float = 60) -> Containerd:
+        if len(f"{self.socket}.ttrpc") >= _SOCKET_PATH_MAX:
+            raise PlaneError(f"containerd's socket path {self.socket} is too long for a unix socket "
+                             f"({_SOCKET_PATH_MAX} bytes with its .ttrpc twin): use a shorter plane directory")
         self.cni_conf_dir.mkdir(parents=True, exist_ok=True)
         (self.cni_conf_dir / "10-kubeplane.conflist").write_text(
             json.dumps(cni_config(self.directory / "cni" / "ipam"), indent=2))

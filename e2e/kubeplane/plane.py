@@ -3,9 +3,9 @@ and, with `node=True`, kube-scheduler and one real node (node.py: containerd, ku
 kube-proxy) on which pods run.
 
 Without a node there is no kubelet and no scheduler: Pods are admitted and stay Pending, which is
-all most of the operator's tests need. Real admission (RBAC, ResourceQuota, ServiceAccount, PodSecurity, webhooks) and real
-controllers (namespace deletion, garbage collection, quota status, StatefulSets) are the point:
-they are what fakes get wrong.
+all most of the operator's tests need. Real admission (RBAC, ResourceQuota, ServiceAccount,
+PodSecurity, webhooks) and real controllers (namespace deletion, garbage collection, quota status,
+StatefulSets) are the point: they are what fakes get wrong.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 import kubernetes
 
@@ -166,7 +166,8 @@ def _new_plane_dir() -> str:
 
 
 class ControlPlane:
-    """etcd + kube-apiserver + kube-controller-manager in one directory.
+    """etcd + kube-apiserver + kube-controller-manager in one directory; with `node=True` also
+    kube-scheduler and a real node (`self.node`, see node.py) on which pods run.
 
     `ControlPlane(audit=True).start()` in a fresh directory (see _new_plane_dir), or
     `ControlPlane.attach(dir)` to use one that `python -m kubeplane up --dir DIR` keeps running.
@@ -305,8 +306,10 @@ class ControlPlane:
         return plane
 
     def stop(self) -> None:
-        """Stop virtual apiservers, then the controller-manager, apiserver and etcd; remove etcd's
-        data and, for a temporary plane, the directory (both kept when `keep` is set)."""
+        """Stop virtual apiservers, the scheduler and the node (its pods deleted first, then
+        everything it left checked gone: PlaneError if not), then the controller-manager,
+        apiserver and etcd; remove etcd's data and, for a temporary plane, the directory (both
+        kept when `keep` is set)."""
         for virtual in reversed(self._virtuals):
             virtual.stop()
         self._virtuals.clear()

@@ -198,4 +198,6 @@ def test_stopping_a_plane_with_a_node_leaves_nothing_behind(node_plane):
                           capture_output=True).returncode != 0
     assert not node.cgroup.exists()
     assert _iptables_chains() == chains_before
+    cni_cache = Path("/var/lib/cni/results")  # libcni's, not configurable in containerd 1.6
+    assert [f.name for f in cni_cache.glob("*") if any(c in f.name for c in containers)] == []
     assert node.leftovers() == []
