@@ -163,22 +163,31 @@ class Node:
                 self.delete_pods(admin)
             except (TimeoutError, kubernetes.client.ApiException, PlaneError) as error:
                 print(f"kubeplane: {error}; removing the node's containers directly", file=sys.stderr)
-        self.kube_proxy.stop()
-        self.kubelet.stop()
+        failures = []
+        for step in (self.kube_proxy.stop, self.kubelet.stop, self._remove_containers,
+                     self.containerd.stop, self.cgroup.remove, self._unmount, self.network.stop,
+                     self._stop_forwarder):
+            try:
+                step()
+            except (PlaneError, OSError, subprocess.SubprocessError) as error:
+                failures.append(f"{step.__qualname__}: {error}")
+        self._started = False
+        left = failures + self.leftovers()
+        if left:
+            raise PlaneError(f"node {self.name} did not stop cleanly: {'; '.join(left)}")
+
+    def _remove_containers(self) -> None:
         if self.containerd.pid:
             self.containerd.remove_containers()
-        self.containerd.stop()
-        self.cgroup.remove()
+
+    def _unmount(self) -> None:
         for mount_point in sorted(mounts_under(self.directory), key=len, reverse=True):
             subprocess.run(["umount", "--lazy", mount_point], capture_output=True)
-        self.network.stop()
+
+    def _stop_forwarder(self) -> None:
         if self._forwarder:
             self._forwarder.stop()
             self._forwarder = None
-        self._started = False
-        left = self.leftovers()
-        if left:
-            raise PlaneError(f"node {self.name} left behind: {'; '.join(left)}")
 
     def leftovers(self) -> list[str]:
         """What of the node still exists, in words (empty when everything is gone)."""
