@@ -14,6 +14,8 @@ the host end of the veth. `leftovers()` says what remains, for tests.
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import subprocess
 import sys
@@ -34,6 +36,10 @@ from .process import PlaneError, Process, pid_alive, wait_for, wait_until_servin
 NODE_NAME = "kubeplane-node"
 API_FORWARD_PORT = 6443
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+RECORDS_DIR = Path("/run/kubeplane/nodes")
+"""One file per running node naming its owner process and directory, so that the node of a plane
+whose process was killed (SIGKILL leaves its namespace, cgroup, shims and mounts) is removed by
+the next node start on the machine."""
 
 
 def _accepts(host: str, port: int) -> bool:
@@ -59,8 +65,9 @@ def node_ready(api: kubernetes.client.ApiClient, name: str) -> bool:
 
 
 class Node:
-    def __init__(self, directory: Path, name: str = NODE_NAME):
-        node_id = uuid.uuid4().hex[:8]
+    def __init__(self, directory: Path, name: str = NODE_NAME, node_id: str | None = None):
+        node_id = node_id or uuid.uuid4().hex[:8]
+        self.node_id = node_id
         self.directory = directory
         self.name = name
         self.network = NodeNetwork(node_id)
@@ -94,8 +101,11 @@ class Node:
 
     def start(self, *, bin_dir: Path, ca: CertificateAuthority, ca_file: Path, apiserver_port: int,
               admin: kubernetes.client.ApiClient, log_dir: Path) -> Node:
+        remove_stale_nodes()
         self._started = True
         self.directory.mkdir(parents=True, exist_ok=True)
+        RECORDS_DIR.mkdir(parents=True, exist_ok=True)
+        self._record.write_text(json.dumps({"owner_pid": os.getpid(), "directory": str(self.directory)}))
         archives = images.node_images(bin_dir)
         self.cgroup.create()
         self.network.start()
@@ -173,8 +183,14 @@ class Node:
                 failures.append(f"{step.__qualname__}: {error}")
         self._started = False
         left = failures + self.leftovers()
+        if not left:
+            self._record.unlink(missing_ok=True)
         if left:
             raise PlaneError(f"node {self.name} did not stop cleanly: {'; '.join(left)}")
+
+    @property
+    def _record(self) -> Path:
+        return RECORDS_DIR / f"{self.node_id}.json"
 
     def _remove_containers(self) -> None:
         if self.containerd.pid:
@@ -202,3 +218,24 @@ class Node:
         if self.cgroup.exists():
             left.append(f"cgroup {self.cgroup.name}")
         return left
+
+
+def remove_stale_nodes() -> list[str]:
+    """Remove the node of every record whose owner process is gone; return their ids."""
+    removed = []
+    for record in sorted(RECORDS_DIR.glob("*.json")) if RECORDS_DIR.is_dir() else []:
+        try:
+            state = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        if pid_alive(state["owner_pid"]):
+            continue
+        stale = Node(Path(state["directory"]), node_id=record.stem)
+        stale._started = True
+        try:
+            stale.stop()
+        except PlaneError as error:
+            print(f"kubeplane: stale {error}", file=sys.stderr)
+            continue
+        removed.append(record.stem)
+    return removed

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from kubernetes import client
 from kubeplane import ControlPlane, wait_for
 from kubeplane.containerd import POD_CIDR
 from kubeplane.images import TEST_IMAGE
-from kubeplane.node import mounts_under
+from kubeplane.node import RECORDS_DIR, Node, mounts_under, remove_stale_nodes
 from kubeplane.pytest_plugin import node_plane  # noqa: F401 (fixture)
 
 KUBERNETES_SERVICE_IP = "10.0.0.1"
@@ -201,3 +203,36 @@ def test_stopping_a_plane_with_a_node_leaves_nothing_behind(node_plane):
     cni_cache = Path("/var/lib/cni/results")  # libcni's, not configurable in containerd 1.6
     assert [f.name for f in cni_cache.glob("*") if any(c in f.name for c in containers)] == []
     assert node.leftovers() == []
+
+
+KILLED_PLANE = f"""
+import os, signal
+from kubeplane import ControlPlane, wait_for
+plane = ControlPlane(node=True).start()
+plane.kubectl("run", "busy", "--image={TEST_IMAGE}", "--restart=Never", "--", "sleep", "3600")
+wait_for(lambda: plane.kubectl("get", "pod", "busy", "-o", "jsonpath={{.status.phase}}").stdout
+         == "Running", timeout=60, what="pod busy Running")
+print(plane.directory, plane.node.node_id, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_the_node_of_a_killed_plane_is_removed_at_the_next_node_start():
+    """SIGKILL gives the plane no chance to clean up: its pod's shim and container, namespace,
+    cgroup and mounts stay until the next node start on the machine removes them."""
+    killed = subprocess.run([sys.executable, "-c", KILLED_PLANE], capture_output=True, text=True,
+                            timeout=180)
+    assert killed.returncode == -9, killed.stderr
+    directory, node_id = killed.stdout.split()
+    orphan = Node(Path(directory), node_id=node_id)
+    try:
+        assert orphan.cgroup.pids(), "the pod's shim and container outlive the killed plane"
+        assert orphan.network.exists()
+        assert mounts_under(Path(directory))
+
+        assert node_id in remove_stale_nodes()
+
+        assert orphan.leftovers() == []
+        assert not (RECORDS_DIR / f"{node_id}.json").exists()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
