@@ -117,7 +117,7 @@ def pause_files(bin_dir: Path) -> list[ImageFile]:
     return [ImageFile("pause", bin_dir / "pause")]
 
 
-def testbox_files(bin_dir: Path, busybox: Path = BUSYBOX) -> list[ImageFile]:
+def busybox_image_files(bin_dir: Path, busybox: Path = BUSYBOX) -> list[ImageFile]:
     applets = subprocess.run([str(busybox), "--list"], check=True, capture_output=True,
                              text=True).stdout.split()
     return [ImageFile("bin/busybox", busybox), ImageFile("bin/httpsget", bin_dir / "httpsget")] + [
@@ -145,7 +145,7 @@ def node_images(bin_dir: Path | None = None) -> dict[str, Path]:
     """Image reference -> OCI tarball, for every image the node needs, written if missing."""
     bin_dir = bin_dir or tools_bin_dir()
     cache_dir = bin_dir.parent / "images"
-    pause, test = pause_files(bin_dir), testbox_files(bin_dir)
+    pause, test = pause_files(bin_dir), busybox_image_files(bin_dir)
     return {
         PAUSE_IMAGE: _cached(cache_dir, PAUSE_IMAGE, pause,
                              lambda: oci_archive(PAUSE_IMAGE, pause, ["/pause"])),
