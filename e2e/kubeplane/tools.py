@@ -14,6 +14,12 @@ PINS = {"etcd": "etcd", "kube-apiserver": "kube", "kube-controller-manager": "ku
         "kubectl": "kube", "helm": "helm", "kubelet": "kube", "kube-proxy": "kube",
         "kube-scheduler": "kube", "pause": "pause", "httpsget": "httpsget"}
 
+# Files of the Debian packages build.sh installs for the node (containerd, runc,
+# containernetworking-plugins, iptables, conntrack, busybox-static).
+NODE_PACKAGE_FILES = [Path(p) for p in ("/usr/bin/containerd", "/usr/bin/ctr", "/usr/sbin/runc",
+                                        "/usr/lib/cni/bridge", "/usr/sbin/iptables",
+                                        "/usr/sbin/conntrack", "/bin/busybox")]
+
 
 def tools_bin_dir() -> Path:
     """The same directory tools/build.sh writes to (outside the clone, so fresh clones reuse it)."""
@@ -23,7 +29,8 @@ def tools_bin_dir() -> Path:
 
 
 def _up_to_date(bin_dir: Path) -> bool:
-    """Every binary is there and stamped with the version build.sh pins today."""
+    """Every binary is there and stamped with the version build.sh pins today, and the node's
+    Debian packages are installed."""
     output = subprocess.run(["bash", str(BUILD_SCRIPT), "--versions"], check=True,
                             capture_output=True, text=True).stdout
     pinned = dict(item.split("=", 1) for item in output.split())
@@ -32,7 +39,7 @@ def _up_to_date(bin_dir: Path) -> bool:
         if not (bin_dir / name).is_file() or not stamp.is_file() \
                 or stamp.read_text().strip() != pinned[pin]:
             return False
-    return True
+    return all(path.exists() for path in NODE_PACKAGE_FILES)
 
 
 def ensure_tools() -> Path:
