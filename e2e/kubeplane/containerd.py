@@ -129,9 +129,6 @@ class Containerd:
         for archive in archives:
             self.ctr("images", "import", str(archive))
 
-    def images(self) -> list[str]:
-        return self.ctr("images", "list", "--quiet").stdout.split()
-
     def containers(self) -> list[str]:
         return self.ctr("containers", "list", "--quiet").stdout.split()
 

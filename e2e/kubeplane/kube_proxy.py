@@ -7,12 +7,12 @@ import http.client
 import json
 from pathlib import Path
 
+from .cgroups import NodeCgroup
 from .containerd import POD_CIDR
 from .kubeconfig import kubeconfig, write_kubeconfig
 from .netns import NodeNetwork
 from .pki import CertificateAuthority
 from .process import Process, wait_until_serving
-from .cgroups import NodeCgroup
 
 KUBE_PROXY_USER = "system:kube-proxy"
 """Bound to the system:node-proxier ClusterRole by the API server's default RBAC."""
