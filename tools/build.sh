@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds the pinned control-plane tools (kube-apiserver, kube-controller-manager, kubectl, etcd,
-# helm) from Go modules into a git-ignored cache. A binary already built at its pinned version is
+# Builds the pinned tools of the local cluster from Go modules into a git-ignored cache: the control
+# plane (etcd, kube-apiserver, kube-controller-manager, kubectl, helm), the node (kubelet, kube-proxy,
+# kube-scheduler, the project's pause and httpsget, plus Debian's containerd/runc/CNI installed with
+# apt-get when missing), kwok for the simulated GPU nodes, and the KAI-Scheduler components. A binary already built at its pinned version is
 # skipped, so a warm run costs a few milliseconds. The cache lives outside the clone (default
 # ~/.cache/gputenant-operator/tools) so fresh clones reuse it; override with GPUTENANT_TOOLS_DIR.
 set -euo pipefail
@@ -18,9 +20,12 @@ ETCD_VERSION=v3.6.16
 HELM_VERSION=v3.22.0
 KWOK_VERSION=v0.7.0
 KAI_VERSION=v0.12.0
+PAUSE_VERSION=1.0
+HTTPSGET_VERSION=1.0
 
 if [[ ${1:-} == --versions ]]; then
-  echo "kube=$KUBE_VERSION etcd=$ETCD_VERSION helm=$HELM_VERSION kwok=$KWOK_VERSION kai=$KAI_VERSION"
+  echo "kube=$KUBE_VERSION etcd=$ETCD_VERSION helm=$HELM_VERSION kwok=$KWOK_VERSION kai=$KAI_VERSION" \
+    "pause=$PAUSE_VERSION httpsget=$HTTPSGET_VERSION"
   exit 0
 fi
 
@@ -51,6 +56,31 @@ build kube-controller-manager "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-co
 build kubectl "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kubectl "$(kube_ldflags)"
 build helm "$HELM_VERSION" helm helm.sh/helm/v3/cmd/helm \
   "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+
+# The node: Debian's containerd, runc, CNI plugins, iptables (for kube-proxy), conntrack and a static
+# busybox (the test image's root filesystem); kubelet, kube-proxy and kube-scheduler from the same
+# pinned module as the apiserver; the project's own pause program for pod sandboxes and HTTPS
+# client for the test image.
+NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack busybox-static)
+install_node_packages() {
+  local package missing=()
+  for package in "${NODE_PACKAGES[@]}"; do
+    [[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$package" 2>/dev/null) == ii* ]] || missing+=("$package")
+  done
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "tools: node packages installed"
+    return
+  fi
+  echo "tools: installing ${missing[*]} with apt-get ..."
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+install_node_packages
+build kubelet "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kubelet "$(kube_ldflags)"
+build kube-proxy "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-proxy "$(kube_ldflags)"
+build kube-scheduler "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler "$(kube_ldflags)"
+build pause "$PAUSE_VERSION" pause .
+build httpsget "$HTTPSGET_VERSION" httpsget .
 
 # Simulated GPU nodes (kwok) and the real KAI-Scheduler components that enforce queues. KAI v0.12.0
 # is the newest version the module proxy serves in full; its CRDs are read from the module cache

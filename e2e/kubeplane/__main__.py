@@ -24,10 +24,12 @@ def main(argv: list[str] | None = None) -> int:
                     "kubeconfigs, logs and etcd data (created if missing)")
     up.add_argument("--audit", action=argparse.BooleanOptionalAction, default=True,
                     help="write the apiserver audit log that tests count requests in")
+    up.add_argument("--node", action="store_true",
+                    help="also run kube-scheduler and a real node (containerd, kubelet, kube-proxy)")
     args = parser.parse_args(argv)
 
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    plane = ControlPlane(args.dir, audit=args.audit)
+    plane = ControlPlane(args.dir, audit=args.audit, node=args.node)
     try:
         plane.start()
         print(f"kubeplane: ready in {plane.start_seconds:.1f}s at {plane.api_url}", file=sys.stderr)

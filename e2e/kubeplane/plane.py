@@ -1,9 +1,11 @@
-"""A real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) on 127.0.0.1.
+"""A real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) on 127.0.0.1,
+and, with `node=True`, kube-scheduler and one real node (node.py: containerd, kubelet, CNI,
+kube-proxy) on which pods run.
 
-No kubelet and no scheduler: Pods are admitted and stay Pending, which is all the operator's tests
-need. Real admission (RBAC, ResourceQuota, ServiceAccount, PodSecurity, webhooks) and real
-controllers (namespace deletion, garbage collection, quota status, StatefulSets) are the point:
-they are what fakes get wrong.
+Without a node there is no kubelet and no scheduler: Pods are admitted and stay Pending, which is
+all most of the operator's tests need. Real admission (RBAC, ResourceQuota, ServiceAccount,
+PodSecurity, webhooks) and real controllers (namespace deletion, garbage collection, quota status,
+StatefulSets) are the point: they are what fakes get wrong.
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Iterable, TypeVar
+from typing import Iterable
 
 import kubernetes
 
 from . import audit
 from .kubeconfig import file_stem, kubeconfig, write_kubeconfig
+from .node import Node
 from .pki import CertificateAuthority, KeyPair, service_account_keys
-from .process import PlaneError, Process, free_ports, pid_alive
+from .process import PlaneError, Process, free_ports, pid_alive, wait_for, wait_until_serving
+from .scheduler import Scheduler
 from .tools import REPO_ROOT, ensure_tools
 
 ADMIN_USER = "kubeplane-admin"
@@ -47,6 +51,10 @@ ADMISSION_PLUGINS = [
     "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook",
 ]
 
+# With a node: kube-proxy needs EndpointSlices for ordinary Services.
+NODE_CONTROLLERS = ["endpointslice-controller"]
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
+
 # Controllers whose behaviour the operator relies on. No node lifecycle controller: it would taint
 # the fake GPU nodes unreachable because no kubelet renews their leases.
 CONTROLLERS = [
@@ -57,23 +65,6 @@ CONTROLLERS = [
         "persistentvolumeclaim-protection", "persistentvolume-protection",
     )
 ]
-
-START_TIMEOUT_SECONDS = 120
-T = TypeVar("T")
-
-
-def wait_for(probe: Callable[[], T], *, timeout: float = 30, interval: float = 0.1,
-             what: str = "condition") -> T:
-    """Poll `probe` until it returns something truthy and return that; controllers are asynchronous,
-    so tests wait for the observable outcome instead of sleeping."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 class CommandError(subprocess.CalledProcessError):
@@ -111,21 +102,6 @@ def _http_ok(port: int, path: str) -> bool:
         connection.close()
 
 
-def _wait_until_serving(process: Process, probe: Callable[[], bool], what: str) -> None:
-    """Wait for `probe`; if the process dies or the time runs out, stop it and say why."""
-    def ready() -> bool:
-        process.check_running()
-        return probe()
-    try:
-        wait_for(ready, timeout=START_TIMEOUT_SECONDS, interval=0.05, what=what)
-    except TimeoutError as error:
-        process.stop()
-        raise PlaneError(f"{error}; last lines of {process.log_path}:\n{process.log_tail()}") from None
-    except PlaneError:
-        process.stop()
-        raise
-
-
 class _APIServer:
     """One kube-apiserver's files in its own directory (serving pair, service-account keys, the CA
     it trusts for client certificates, an admin client pair to probe it with) and its start."""
@@ -138,12 +114,13 @@ class _APIServer:
         self.sa_private_key = directory / "sa.key"
         self.sa_public_key = directory / "sa.pub"
 
-    def create(self, ca: CertificateAuthority, extra_dns_names: Iterable[str] = ()) -> KeyPair:
+    def create(self, ca: CertificateAuthority, extra_dns_names: Iterable[str] = (),
+               extra_ips: Iterable[str] = ()) -> KeyPair:
         """Write all files and return the admin pair."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self.ca_cert.write_bytes(ca.pair.cert_pem)
         ca.serving_pair("kube-apiserver", SERVING_DNS_NAMES + list(extra_dns_names),
-                        SERVING_IPS).write(self.directory, "serving")
+                        SERVING_IPS + list(extra_ips)).write(self.directory, "serving")
         admin = ca.client_pair(ADMIN_USER, ["system:masters"])
         admin.write(self.directory, "admin")
         private, public = service_account_keys()
@@ -174,7 +151,7 @@ class _APIServer:
               name: str, extra_args: Iterable[str] = ()) -> Process:
         process = Process(name, [str(binary), *self.apiserver_args(port, etcd_url, etcd_prefix),
                                  *extra_args], log_path)
-        _wait_until_serving(
+        wait_until_serving(
             process, lambda: _https_status(port, "/readyz", self.ca_cert, self.admin) == 200,
             f"{name} /readyz on port {port}")
         return process
@@ -189,7 +166,8 @@ def _new_plane_dir() -> str:
 
 
 class ControlPlane:
-    """etcd + kube-apiserver + kube-controller-manager in one directory.
+    """etcd + kube-apiserver + kube-controller-manager in one directory; with `node=True` also
+    kube-scheduler and a real node (`self.node`, see node.py) on which pods run.
 
     `ControlPlane(audit=True).start()` in a fresh directory (see _new_plane_dir), or
     `ControlPlane.attach(dir)` to use one that `python -m kubeplane up --dir DIR` keeps running.
@@ -197,7 +175,7 @@ class ControlPlane:
     path is printed to read the logs.
     """
 
-    def __init__(self, directory: str | Path | None = None, *, audit: bool = False):
+    def __init__(self, directory: str | Path | None = None, *, audit: bool = False, node: bool = False):
         self._temporary = directory is None
         self.directory = Path(directory or _new_plane_dir()).resolve()
         self.audit = audit
@@ -211,6 +189,9 @@ class ControlPlane:
         self._ca: CertificateAuthority | None = None
         self._bin_dir: Path | None = None
         self._apiserver = _APIServer(self.directory / "pki" / "apiserver")
+        self.node: Node | None = Node(self.directory / "node") if node else None
+        """The real node (None unless `node=True`)."""
+        self._scheduler: Scheduler | None = None
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -245,7 +226,10 @@ class ControlPlane:
     def pids(self) -> dict[str, int]:
         if not self._owned:
             return dict(self._attached_pids)
-        return {process.name: process.pid for process in self._processes}
+        pids = {process.name: process.pid for process in self._processes}
+        if self._scheduler and self._scheduler.pid:
+            pids["kube-scheduler"] = self._scheduler.pid
+        return pids | (self.node.pids() if self.node else {})
 
     @property
     def _pki_dir(self) -> Path:
@@ -258,7 +242,7 @@ class ControlPlane:
     @property
     def _owned_dirs(self) -> list[Path]:
         """Everything a plane writes into its directory (which may be a user's `up --dir`)."""
-        return [self.directory / name for name in ("etcd", "pki", "logs", "kubeconfigs", "virtual", "helm")]
+        return [self.directory / name for name in ("etcd", "pki", "logs", "kubeconfigs", "virtual", "helm", "node")]
 
     @property
     def _state_path(self) -> Path:
@@ -281,10 +265,18 @@ class ControlPlane:
         names = ("etcd", "etcd-peer", "apiserver", "controller-manager")
         self.ports = dict(zip(names, free_ports(len(names))))
         try:
+            if self.node:
+                self.node.prepare()
             self._write_pki()
             self._start_etcd()
             self._start_apiserver()
             self._start_controller_manager()
+            if self.node:
+                self._start_scheduler()
+                with self.api_client() as admin:
+                    self.node.start(bin_dir=self.bin_dir, ca=self._ca, ca_file=self._apiserver.ca_cert,
+                                    apiserver_port=self.ports["apiserver"], admin=admin,
+                                    log_dir=self.log_dir)
         except BaseException:
             self.keep = True
             self.stop()
@@ -314,23 +306,47 @@ class ControlPlane:
         return plane
 
     def stop(self) -> None:
-        """Stop virtual apiservers, then the controller-manager, apiserver and etcd; remove etcd's
-        data and, for a temporary plane, the directory (both kept when `keep` is set)."""
+        """Stop virtual apiservers, the scheduler and the node (its pods deleted first, then
+        everything it left checked gone: PlaneError if not), then the controller-manager,
+        apiserver and etcd; remove etcd's data and, for a temporary plane, the directory (both
+        kept when `keep` is set)."""
         for virtual in reversed(self._virtuals):
             virtual.stop()
         self._virtuals.clear()
         if not self._owned:
             return
-        for process in reversed(self._processes):
-            process.stop()
-        self._processes.clear()
+        if self._scheduler:
+            self._scheduler.stop()
+            self._scheduler = None
+        node_error = None
+        if self.node:
+            try:
+                self._stop_node()
+            except PlaneError as error:
+                node_error, self.keep = error, True
+        self._stop_processes()
         self._state_path.unlink(missing_ok=True)
         if self.keep:
             print(f"kubeplane: kept {self.directory} (logs in {self.log_dir})", file=sys.stderr)
+            if node_error:
+                raise node_error
             return
         shutil.rmtree(self._etcd_dir, ignore_errors=True)
         if self._temporary:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _stop_node(self) -> None:
+        """Delete the node's pods through the API while it still answers, then stop the node."""
+        if self.ports.get("apiserver") and self._processes:
+            with self.api_client() as admin:
+                self.node.stop(admin)
+        else:
+            self.node.stop()
+
+    def _stop_processes(self) -> None:
+        for process in reversed(self._processes):
+            process.stop()
+        self._processes.clear()
 
     def __enter__(self) -> ControlPlane:
         return self.start()
@@ -351,7 +367,7 @@ class ControlPlane:
     def _write_pki(self) -> None:
         self._ca = CertificateAuthority.create()
         self._ca.pair.write(self._pki_dir, "ca")
-        admin = self._apiserver.create(self._ca)
+        admin = self._apiserver.create(self._ca, extra_ips=[self.node.node_ip] if self.node else [])
         write_kubeconfig(self.kubeconfig_path, kubeconfig(
             self.api_url, self.ca_pem, ADMIN_USER, cert_pem=admin.cert_pem, key_pem=admin.key_pem))
 
@@ -366,7 +382,7 @@ class ControlPlane:
             "--unsafe-no-fsync", "--log-level=warn",
         ], self.log_dir / "etcd.log")
         self._processes.append(process)
-        _wait_until_serving(process, lambda: _http_ok(self.ports["etcd"], "/health"), "etcd /health")
+        wait_until_serving(process, lambda: _http_ok(self.ports["etcd"], "/health"), "etcd /health")
 
     def _start_apiserver(self) -> None:
         extra = []
@@ -375,6 +391,14 @@ class ControlPlane:
             policy.write_text(audit.POLICY)
             extra = [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log_path}",
                      "--audit-log-format=json", "--audit-log-mode=blocking"]
+        if self.node:
+            # The API server calls the kubelet for logs, exec and port-forward: it verifies the
+            # kubelet's serving certificate and presents a client certificate of its own.
+            client = self._ca.client_pair(KUBELET_CLIENT_USER, ["system:masters"])
+            cert, key = client.write(self._pki_dir / "apiserver", "kubelet-client")
+            extra += [f"--kubelet-certificate-authority={self._apiserver.ca_cert}",
+                      f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}",
+                      "--kubelet-preferred-address-types=InternalIP"]
         self._processes.append(self._apiserver.start(
             self.bin_dir / "kube-apiserver", self.ports["apiserver"], self._etcd_url, "/registry",
             self.log_dir / "kube-apiserver.log", "kube-apiserver", extra))
@@ -393,7 +417,8 @@ class ControlPlane:
             str(self.bin_dir / "kube-controller-manager"), f"--kubeconfig={config}",
             "--bind-address=127.0.0.1", f"--secure-port={port}",
             f"--tls-cert-file={serving_cert}", f"--tls-private-key-file={serving_key}",
-            "--leader-elect=false", f"--controllers={','.join(CONTROLLERS)}",
+            "--leader-elect=false",
+            f"--controllers={','.join(CONTROLLERS + (NODE_CONTROLLERS if self.node else []))}",
             # One client for all controllers: fewer tokens to mint at start, same behaviour.
             "--use-service-account-credentials=false",
             f"--service-account-private-key-file={self._apiserver.sa_private_key}",
@@ -403,12 +428,19 @@ class ControlPlane:
         ], self.log_dir / "kube-controller-manager.log")
         self._processes.append(process)
         ca = self._apiserver.ca_cert
-        _wait_until_serving(process, lambda: _https_status(port, "/healthz", ca) == 200,
+        wait_until_serving(process, lambda: _https_status(port, "/healthz", ca) == 200,
                             f"kube-controller-manager /healthz on port {port}")
         # Pods are only admitted once their namespace has its `default` ServiceAccount.
-        _wait_until_serving(process, lambda: self._admin_get(
+        wait_until_serving(process, lambda: self._admin_get(
             "/api/v1/namespaces/default/serviceaccounts/default") == 200,
             "the serviceaccount controller to create default/default")
+
+    def _start_scheduler(self) -> None:
+        ca = self._apiserver.ca_cert
+        self._scheduler = Scheduler(self._pki_dir / "scheduler").start(
+            self.bin_dir / "kube-scheduler", self._ca, self.ca_pem, self.api_url,
+            self.log_dir / "kube-scheduler.log",
+            lambda port: _https_status(port, "/healthz", ca) == 200)
 
     def _admin_get(self, path: str, user_agent: str = "kubeplane") -> int | None:
         return _https_status(self.ports["apiserver"], path, self._apiserver.ca_cert,

@@ -8,7 +8,13 @@ import signal
 import socket
 import subprocess
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+START_TIMEOUT_SECONDS = 120
+T = TypeVar("T")
 
 
 class PlaneError(RuntimeError):
@@ -107,3 +113,33 @@ class Process:
             os.killpg(self._popen.pid, sig)
         except ProcessLookupError:
             pass
+
+
+def wait_for(probe: Callable[[], T], *, timeout: float = 30, interval: float = 0.1,
+             what: str = "condition") -> T:
+    """Poll `probe` until it returns something truthy and return that; controllers are asynchronous,
+    so tests wait for the observable outcome instead of sleeping."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_until_serving(process: Process, probe: Callable[[], bool], what: str,
+                       timeout: float = START_TIMEOUT_SECONDS) -> None:
+    """Wait for `probe`; if the process dies or the time runs out, stop it and say why."""
+    def ready() -> bool:
+        process.check_running()
+        return probe()
+    try:
+        wait_for(ready, timeout=timeout, interval=0.05, what=what)
+    except TimeoutError as error:
+        process.stop()
+        raise PlaneError(f"{error}; last lines of {process.log_path}:\n{process.log_tail()}") from None
+    except PlaneError:
+        process.stop()
+        raise

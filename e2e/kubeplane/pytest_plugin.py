@@ -1,6 +1,10 @@
 """The `plane` pytest fixture: one control plane per test session, shared by every conftest that
 imports it (`from kubeplane.pytest_plugin import plane, pytest_runtest_makereport`).
 
+`node_plane` is a second, separate session plane with a real node and kube-scheduler
+(`ControlPlane(node=True)`), for tests that run pods; tests that rely on pods staying Pending keep
+using `plane`.
+
 KUBEPLANE_DIR=DIR attaches to a plane `python -m kubeplane up --dir DIR` keeps running, so
 repeated runs skip the start. A failed test keeps the plane's directory and names its logs.
 """
@@ -16,6 +20,8 @@ from .tools import ensure_tools
 
 _PLANE = pytest.StashKey[ControlPlane]()
 _START_FAILURE = pytest.StashKey[BaseException]()
+_NODE_PLANE = pytest.StashKey[ControlPlane]()
+_NODE_START_FAILURE = pytest.StashKey[BaseException]()
 
 
 def session_plane(config: pytest.Config) -> ControlPlane:
@@ -39,17 +45,40 @@ def session_plane(config: pytest.Config) -> ControlPlane:
     return config.stash[_PLANE]
 
 
+def session_node_plane(config: pytest.Config) -> ControlPlane:
+    """The session's plane with a node, started on first use and stopped when pytest exits."""
+    if _NODE_START_FAILURE in config.stash:
+        raise config.stash[_NODE_START_FAILURE]
+    if _NODE_PLANE not in config.stash:
+        with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+            ensure_tools()
+        try:
+            plane = ControlPlane(audit=True, node=True).start()
+        except Exception as error:
+            config.stash[_NODE_START_FAILURE] = error
+            raise
+        config.stash[_NODE_PLANE] = plane
+        config.add_cleanup(plane.stop)
+    return config.stash[_NODE_PLANE]
+
+
 @pytest.fixture(scope="session")
 def plane(pytestconfig: pytest.Config) -> ControlPlane:
     return session_plane(pytestconfig)
 
 
+@pytest.fixture(scope="session")
+def node_plane(pytestconfig: pytest.Config) -> ControlPlane:
+    return session_node_plane(pytestconfig)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
-    running = item.config.stash.get(_PLANE, None)
-    if report.failed and running is not None and "plane" in getattr(item, "fixturenames", ()):
-        running.keep = True
-        report.sections.append(("kubeplane", f"control-plane directory kept: {running.directory}\n"
-                                             f"logs: {running.log_dir}"))
+    for key, fixture in ((_PLANE, "plane"), (_NODE_PLANE, "node_plane")):
+        running = item.config.stash.get(key, None)
+        if report.failed and running is not None and fixture in getattr(item, "fixturenames", ()):
+            running.keep = True
+            report.sections.append(("kubeplane", f"control-plane directory kept: {running.directory}\n"
+                                                 f"logs: {running.log_dir}"))
     return report

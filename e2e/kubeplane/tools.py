@@ -11,9 +11,16 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "tools" / "build.sh"
 # binary -> the key of its pin in `build.sh --versions`
 PINS = {"etcd": "etcd", "kube-apiserver": "kube", "kube-controller-manager": "kube",
-        "kubectl": "kube", "helm": "helm", "kwok": "kwok",
+        "kubectl": "kube", "helm": "helm", "kubelet": "kube", "kube-proxy": "kube",
+        "kube-scheduler": "kube", "pause": "pause", "httpsget": "httpsget", "kwok": "kwok",
         **{f"kai-{component}": "kai" for component in (
             "scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller")}}
+
+# Files of the Debian packages build.sh installs for the node (containerd, runc,
+# containernetworking-plugins, iptables, conntrack, busybox-static).
+NODE_PACKAGE_FILES = [Path(p) for p in ("/usr/bin/containerd", "/usr/bin/ctr", "/usr/sbin/runc",
+                                        "/usr/lib/cni/bridge", "/usr/sbin/iptables",
+                                        "/usr/sbin/conntrack", "/bin/busybox")]
 
 
 def tools_bin_dir() -> Path:
@@ -24,21 +31,22 @@ def tools_bin_dir() -> Path:
 
 
 def pinned_versions() -> dict[str, str]:
-    """The versions build.sh pins, by key (kube, etcd, helm, kwok, kai)."""
+    """The versions build.sh pins, by key (kube, etcd, helm, kwok, kai, pause, httpsget)."""
     output = subprocess.run(["bash", str(BUILD_SCRIPT), "--versions"], check=True,
                             capture_output=True, text=True).stdout
     return dict(item.split("=", 1) for item in output.split())
 
 
 def _up_to_date(bin_dir: Path) -> bool:
-    """Every binary is there and stamped with the version build.sh pins today."""
+    """Every binary is there and stamped with the version build.sh pins today, and the node's
+    Debian packages are installed."""
     pinned = pinned_versions()
     for name, pin in PINS.items():
         stamp = bin_dir / f".{name}.version"
         if not (bin_dir / name).is_file() or not stamp.is_file() \
                 or stamp.read_text().strip() != pinned[pin]:
             return False
-    return True
+    return all(path.exists() for path in NODE_PACKAGE_FILES)
 
 
 def ensure_tools() -> Path:

@@ -1,0 +1,58 @@
+"""The node's images are valid OCI image layouts, byte-for-byte reproducible (so the cache key is
+honest), and hold what pods need. That containerd imports and runs them is test_node.py's part."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+
+from kubeplane.images import PAUSE_IMAGE, TEST_IMAGE, busybox_image_files, oci_archive, pause_files
+from kubeplane.tools import ensure_tools
+
+
+def members(archive: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def blob(files: dict[str, bytes], descriptor: dict) -> bytes:
+    data = files[f"blobs/sha256/{descriptor['digest'].removeprefix('sha256:')}"]
+    assert f"sha256:{hashlib.sha256(data).hexdigest()}" == descriptor["digest"]
+    assert len(data) == descriptor["size"]
+    return data
+
+
+def test_the_test_image_is_a_reproducible_oci_layout_with_busybox_applets_and_httpsget():
+    files = busybox_image_files(ensure_tools())
+    archive = oci_archive(TEST_IMAGE, files, cmd=["sh"])
+
+    assert archive == oci_archive(TEST_IMAGE, files, cmd=["sh"])
+    layout = members(archive)
+    assert json.loads(layout["oci-layout"]) == {"imageLayoutVersion": "1.0.0"}
+    [descriptor] = json.loads(layout["index.json"])["manifests"]
+    assert descriptor["annotations"]["io.containerd.image.name"] == TEST_IMAGE
+    assert descriptor["platform"] == {"architecture": "amd64", "os": "linux"}
+    manifest = json.loads(blob(layout, descriptor))
+    config = json.loads(blob(layout, manifest["config"]))
+    [layer_descriptor] = manifest["layers"]
+    layer = blob(layout, layer_descriptor)
+    assert config["rootfs"]["diff_ids"] == [layer_descriptor["digest"]]  # uncompressed layer
+    assert config["config"]["Cmd"] == ["sh"]
+    with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
+        entries = {m.name: m for m in tar.getmembers()}
+    assert entries["bin/sh"].issym() and entries["bin/sh"].linkname == "busybox"
+    assert entries["bin/busybox"].isfile() and entries["bin/httpsget"].isfile()
+    assert entries["tmp"].mode == 0o1777
+
+
+def test_the_pause_image_runs_the_projects_pause_program():
+    archive = oci_archive(PAUSE_IMAGE, pause_files(ensure_tools()), ["/pause"])
+
+    layout = members(archive)
+    [descriptor] = json.loads(layout["index.json"])["manifests"]
+    manifest = json.loads(blob(layout, descriptor))
+    config = json.loads(blob(layout, manifest["config"]))
+    assert config["config"]["Entrypoint"] == ["/pause"]
+    assert descriptor["annotations"]["io.containerd.image.name"] == PAUSE_IMAGE
