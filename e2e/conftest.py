@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from kubeplane.pytest_plugin import plane, pytest_runtest_makereport  # noqa: F401 (fixture, hook)
+from kubeplane.pytest_plugin import node_plane, plane, pytest_runtest_makereport  # noqa: F401 (fixtures, hook)
 
 pytest_plugins = ["kubeplane.kai_fixtures"]
 

@@ -18,7 +18,6 @@ from kubeplane import ControlPlane, wait_for
 from kubeplane.containerd import POD_CIDR
 from kubeplane.images import TEST_IMAGE
 from kubeplane.node import RECORDS_DIR, Node, mounts_under, remove_stale_nodes
-from kubeplane.pytest_plugin import node_plane  # noqa: F401 (fixture)
 
 KUBERNETES_SERVICE_IP = "10.0.0.1"
 
