@@ -206,10 +206,11 @@ def cases(mode: Mode) -> list[Case]:
               "[isolation-env] init container setup sets CUDA_DEVICE_MEMORY_LIMIT_0, which overrides GPU isolation (remove the variable)")
     isolation("env-sm-limit", pod(container(env=[{"name": "CUDA_DEVICE_SM_LIMIT", "value": "100"}])),
               "[isolation-env] container main sets CUDA_DEVICE_SM_LIMIT, which overrides GPU isolation (remove the variable)")
-    isolation("env-visible-devices", pod(container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])),
-              "[isolation-env] container main sets NVIDIA_VISIBLE_DEVICES, which overrides GPU isolation (remove the variable)")
-    isolation("preset-node-name", pod(nodeName="gpu-node-1"),
-              "[node-name] spec.nodeName gpu-node-1 bypasses the scheduler and the tenant's pool (remove spec.nodeName)")
+    rejected("env-visible-devices", pod(container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])),
+             "[device-env] container main sets NVIDIA_VISIBLE_DEVICES, which chooses the GPUs the container sees "
+             "(remove the variable)")
+    rejected("preset-node-name", pod(nodeName="gpu-node-1"),
+             "[node-name] spec.nodeName gpu-node-1 bypasses the scheduler and the tenant's pool (remove spec.nodeName)")
     rejected("gpu-of-another-mechanism", pod(container(limits={mode.foreign_gpu: "1"})),
              *([f"[mig-profile] MIG profile {mode.foreign_gpu.removeprefix('nvidia.com/mig-')} is not granted to the "
                 f"tenant; request {mode.granted}"] if mode is MIG and mode.foreign_gpu.startswith("nvidia.com/mig-") else

@@ -1,13 +1,17 @@
-"""The guard's HTTPS endpoint: kopf's WebhookServer, plus the two things kopf does not do for us:
-generated certificates renewed before expiry, and webhook configurations with a namespace selector
-kept in sync with the server's URL and CA bundle."""
+"""The guard's HTTPS endpoint: kopf's WebhookServer, plus what kopf does not do for us: generated
+certificates renewed before expiry, webhook configurations with a namespace selector kept in sync
+with the server's URL and CA bundle, callers authenticated by client certificate, and no memory
+kept per reviewed pod."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
+import functools
 import logging
 import socket
+import ssl
 import tempfile
 from pathlib import Path
 from typing import AsyncIterator, Optional
@@ -28,12 +32,16 @@ class GuardServer:
     """Set as ``settings.admission.server``. With ``cert_file``/``key_file`` it serves those (kopf
     reloads them when they change, e.g. from cert-manager); without, it generates a CA and a leaf
     for ``hostnames`` in ``cert_dir`` and renews them. Every time the server (re)starts, the
-    webhook configurations are applied with its URL and CA bundle."""
+    webhook configurations are applied with its URL and CA bundle.
+
+    With ``client_ca_file`` only callers with a client certificate signed by it get an answer
+    (the API server presents one through its admission configuration's kubeconfig): the answers
+    name tenants' pods and quotas, and tenant pods can reach the operator's network."""
 
     def __init__(self, client: KubeClient, config: OperatorConfig, *, host: str = "127.0.0.1", port: Optional[int] = 9443,
                  listen: Optional[str] = None, hostnames: Optional[list[str]] = None,
                  cert_dir: Optional[Path] = None, cert_file: Optional[Path] = None, key_file: Optional[Path] = None,
-                 ca_file: Optional[Path] = None, renewal_check_seconds: float = RENEWAL_CHECK_SECONDS,
+                 ca_file: Optional[Path] = None, client_ca_file: Optional[Path] = None, renewal_check_seconds: float = RENEWAL_CHECK_SECONDS,
                  file_check_interval: float = 60.0):
         if (cert_file is None) != (key_file is None):
             raise ValueError("--webhook-cert and --webhook-key go together: pass both, or neither to generate them")
@@ -50,6 +58,7 @@ class GuardServer:
             self.cert_file, self.key_file, self.ca_file = paths.cert, paths.key, paths.ca_bundle
         else:
             self.cert_file, self.key_file, self.ca_file = cert_file, key_file, ca_file or cert_file
+        self.client_ca_file = client_ca_file
         self.renewal_check_seconds = renewal_check_seconds
         self.file_check_interval = file_check_interval
 
@@ -64,12 +73,14 @@ class GuardServer:
             ensure_certificates(self.cert_dir, self.hostnames)
         if not self.port:
             self.port = _free_port(self.listen)
+        client_auth = ({"verify_mode": ssl.CERT_REQUIRED, "verify_cafile": str(self.client_ca_file)}
+                       if self.client_ca_file else {})
         server = kopf.WebhookServer(addr=self.listen, port=self.port, host=self.host, certfile=str(self.cert_file),
                                     pkeyfile=str(self.key_file), cafile=str(self.ca_file),
-                                    file_check_interval=self.file_check_interval)
+                                    file_check_interval=self.file_check_interval, **client_auth)
         renewer = asyncio.create_task(self._renew_forever()) if self.generated else None
         try:
-            async for client_config in server(fn):
+            async for client_config in server(without_object_memory(fn)):
                 written = await sync_webhook_configurations(self.client, self.config, dict(client_config))
                 log.info("admission guard serving at %s; %d webhook configurations updated",
                          client_config["url"], written)
@@ -77,6 +88,21 @@ class GuardServer:
         finally:
             if renewer is not None:
                 renewer.cancel()
+
+
+class _NoObjectMemory:
+    """kopf keeps a memory per object named in an admission UPDATE (for handlers that also watch
+    it) and forgets it only on a watch event; the guard watches no pods, so every pod ever updated
+    would stay in memory. The guard's handlers use no memo, so each review gets a fresh one."""
+
+    async def recall_memo(self, raw_body: dict, *, memobase: Optional[kopf.Memo] = None,
+                          ephemeral: bool = False) -> kopf.Memo:
+        return copy.copy(memobase) if memobase is not None else kopf.Memo()
+
+
+def without_object_memory(fn):
+    """kopf's webhook function (a partial of its admission entry point) with no per-object memory."""
+    return functools.partial(fn, memories=_NoObjectMemory())
 
 
 def _free_port(address: str) -> int:
@@ -92,4 +118,4 @@ def server_from_args(args: argparse.Namespace, client: KubeClient, config: Opera
         return None
     return GuardServer(client, config, host=args.webhook_host, port=args.webhook_port, listen=args.webhook_listen,
                        cert_dir=args.webhook_cert_dir, cert_file=args.webhook_cert, key_file=args.webhook_key,
-                       ca_file=args.webhook_ca)
+                       ca_file=args.webhook_ca, client_ca_file=args.webhook_client_ca)
