@@ -42,3 +42,29 @@ def reviewed_pods_remembered(wrap) -> int:
 def test_kopf_alone_remembers_every_updated_pod_and_the_guard_none():
     assert reviewed_pods_remembered(lambda fn: fn) == 200
     assert reviewed_pods_remembered(without_object_memory) == 0
+
+
+def test_platform_controllers_are_told_from_the_tenants_side():
+    from gputenant.config.models import OperatorConfig
+    from gputenant.guard.webhook import Guard
+
+    guard = Guard(OperatorConfig(), client=None)
+    sides = {user: guard.by_tenant({"username": user}, "tenant-a") for user in (
+        "system:serviceaccount:tenant-a:vc-a", "system:serviceaccount:tenant-b:default", "alice@example.com",
+        "system:serviceaccount:kai-scheduler:podgrouper", "system:kube-scheduler", "system:node:gpu-1")}
+    assert sides == {"system:serviceaccount:tenant-a:vc-a": True, "system:serviceaccount:tenant-b:default": True,
+                     "alice@example.com": True, "system:serviceaccount:kai-scheduler:podgrouper": False,
+                     "system:kube-scheduler": False, "system:node:gpu-1": False}
+
+
+def test_decisions_are_cached_per_uid_and_dropped_with_their_tenant():
+    from gputenant.config.models import OperatorConfig
+    from gputenant.guard.webhook import Guard, TenantView
+
+    spec = {"trust": "Trusted", "owners": [{"kind": "User", "name": "o"}], "gpu": {"quota": 0, "limit": 0}}
+    guard = Guard(OperatorConfig(), client=None)
+    old = TenantView("team", "uid-1", 1, spec, "tenant-team")
+    lowered = TenantView("team", "uid-2", 1, {**spec, "trust": "Untrusted"}, "tenant-team")
+    assert guard.decision(old, {"uid-1"})[0].trust.value == "Trusted"
+    assert guard.decision(lowered, {"uid-2"})[0].trust.value == "Untrusted"
+    assert set(guard.decisions) == {"uid-2"}
