@@ -190,6 +190,10 @@ ATTACKS = [
            ephemeral=container("debug", **env("CUDA_DISABLE_CONTROL", "true")), refused=("isolation-env",)),
     Attack("debug-container-sees-every-gpu", 3, TRUSTED, gpu_pod(TRUSTED),
            ephemeral=container("debug", **env("NVIDIA_VISIBLE_DEVICES", "all")), refused=("device-env",)),
+    Attack("debug-container-with-a-cuda-image-sees-no-gpu", 3, UNTRUSTED, gpu_pod(UNTRUSTED),
+           ephemeral=container("debug", image="nvcr.io/nvidia/cuda:12.4.0-base-ubuntu22.04"),
+           stored=lambda p: p["spec"]["ephemeralContainers"][0].get("env"),
+           expect=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]),
     Attack("debug-container-takes-a-configmaps-variables", 3, INTERNAL, gpu_pod(INTERNAL),
            ephemeral=container("debug", envFrom=[{"configMapRef": {"name": "knobs"}}]), refused=("env-from",)),
     # 4. HAMi switches.

@@ -137,3 +137,11 @@ def test_protected_keys_cover_the_queue_and_kai_grouping():
     assert {"kai.scheduler/queue", "project", "priorityClassName", "kai.scheduler/preemptibility"} <= set(
         keys.PROTECTED_LABELS)
     assert "pod-group-name" in keys.PROTECTED_ANNOTATIONS
+
+
+def test_only_the_ephemeral_containers_a_request_adds_are_blinded():
+    old = pod(ephemeralContainers=[{"name": "first", "image": "cuda"}])
+    new = pod(ephemeralContainers=[{"name": "first", "image": "cuda"}, {"name": "second", "image": "cuda"}])
+    assert mutate_pod(new, "team", tenant(Trust.TRUSTED), operation="UPDATE", subresource="ephemeralcontainers",
+                      old=old) == [{"op": "add", "path": "/spec/ephemeralContainers/1/env",
+                                    "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}]

@@ -39,14 +39,18 @@ def on_pool_scheduler(pod: dict, decision: Decision) -> bool:
     return decision.pool is not None and scheduler == decision.pool.scheduler_name
 
 
-def mutate_pod(pod: dict, tenant_name: str, decision: Decision, *, operation: str = "CREATE") -> list[dict]:
+def mutate_pod(pod: dict, tenant_name: str, decision: Decision, *, operation: str = "CREATE",
+               subresource: str | None = None, old: dict | None = None) -> list[dict]:
     """JSON-patch operations for a tenant pod.
 
     GPU pods are put on the tenant's queue, scheduler and pool; any pod the pool's scheduler places
     gets the queue label (KAI charges a pod without it to a default queue). Pods without GPUs (the
-    vCluster control plane, CoreDNS) stay on ordinary nodes and get a blind GPU view. On UPDATE
-    only labels may change, so only the queue label is filled.
+    vCluster control plane, CoreDNS) stay on ordinary nodes and get a blind GPU view, and so does
+    every ephemeral container added later (it has no GPU resources). On UPDATE only labels may
+    change, so only the queue label is filled.
     """
+    if subresource == "ephemeralcontainers":
+        return list(_blind_new_ephemeral_containers(pod, old))
     gpu_pod = decision.possible and decision.pool is not None and requests_gpus(pod)
     patch: list[dict] = []
     if gpu_pod or on_pool_scheduler(pod, decision):
@@ -101,14 +105,25 @@ def _blind_gpu_view(pod: dict) -> Iterator[dict]:
     spec = pod.get("spec") or {}
     for key in ("containers", "initContainers"):
         for index, container in enumerate(spec.get(key) or []):
-            if container_gpu_amounts(container):
-                continue
-            env = container.get("env")
-            variable = {"name": VISIBLE_DEVICES, "value": NO_DEVICES}
-            if env is None:
-                yield {"op": "add", "path": f"/spec/{key}/{index}/env", "value": [variable]}
-            elif not any(v.get("name") == VISIBLE_DEVICES for v in env):
-                yield {"op": "add", "path": f"/spec/{key}/{index}/env/-", "value": variable}
+            if not container_gpu_amounts(container):
+                yield from _blind(key, index, container)
+
+
+def _blind_new_ephemeral_containers(pod: dict, old: dict | None) -> Iterator[dict]:
+    """Existing ephemeral containers cannot change; only those this request adds are blinded."""
+    existing = {c.get("name") for c in ((old or {}).get("spec") or {}).get("ephemeralContainers") or []}
+    for index, container in enumerate((pod.get("spec") or {}).get("ephemeralContainers") or []):
+        if container.get("name") not in existing:
+            yield from _blind("ephemeralContainers", index, container)
+
+
+def _blind(key: str, index: int, container: dict) -> Iterator[dict]:
+    env = container.get("env")
+    variable = {"name": VISIBLE_DEVICES, "value": NO_DEVICES}
+    if env is None:
+        yield {"op": "add", "path": f"/spec/{key}/{index}/env", "value": [variable]}
+    elif not any(v.get("name") == VISIBLE_DEVICES for v in env):
+        yield {"op": "add", "path": f"/spec/{key}/{index}/env/-", "value": variable}
 
 
 def _hami_default_limits(spec: dict, rules: PodRules) -> Iterator[dict]:

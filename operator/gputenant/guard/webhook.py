@@ -125,15 +125,18 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
     def tenant_decision(tenant: TenantView, indices: dict) -> tuple[GpuTenantSpec, Decision]:
         return guard.decision(tenant, {view.uid for view in _values(indices[TENANTS_INDEX])})
 
-    @kopf.on.mutate("", "v1", "pods", id=MUTATE_POD, registry=registry, operations=["CREATE", "UPDATE"])
-    def mutate(body: kopf.Body, patch: kopf.Patch, operation: str, **kwargs: Any) -> None:
+    @kopf.on.mutate("", "v1", "pods", id=MUTATE_POD, registry=registry, subresource="*",
+                    operations=["CREATE", "UPDATE"])
+    def mutate(body: kopf.Body, old: Optional[kopf.Body], patch: kopf.Patch, operation: str,
+               subresource: Optional[str], **kwargs: Any) -> None:
         pod = dict(body)
         tenant = _tenant_of_namespace(pod["metadata"]["namespace"], kwargs)
         try:
             _, decision = tenant_decision(tenant, kwargs)
         except ValidationError:
             return  # validate() refuses the pod with the reason
-        operations = mutate_pod(pod, tenant.name, decision, operation=operation)
+        operations = mutate_pod(pod, tenant.name, decision, operation=operation, subresource=subresource,
+                                old=dict(old) if old is not None else None)
         if operations:
             patch.fns.append(lambda document: jsonpatch.apply_patch(document, operations, in_place=True))
 
