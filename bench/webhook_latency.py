@@ -1,7 +1,7 @@
 """Admission-guard latency under bursts of pod creations against a real apiserver.
 
     .venv/bin/python bench/webhook_latency.py [--rates 10 50 100] [--seconds 3]
-    .venv/bin/python bench/webhook_latency.py --onboard 200 [--arrangement operator|process] [--repeats 3]
+    .venv/bin/python bench/webhook_latency.py --onboard 200 [--rate 50] [--repeats 3]
 
 Starts a local control plane (or attaches to KUBEPLANE_DIR), one HAMi tenant (the heaviest
 mutation: queue, scheduler, pool selector, toleration and per-container HAMi limits), and the guard
@@ -14,9 +14,10 @@ With ``--onboard N`` the guard is measured while the operator onboards N tenants
 reconciliation at full load, vCluster pods played by the shared simulator): a first tenant is made
 Ready, then the N are applied and ``--repeats`` bursts of dry-run GPU pods (every webhook runs, no
 pod is stored, so the quota never fills) are sent at ``--rate`` into the first tenant's namespace.
-``--arrangement operator`` lets ``gputenant run --webhook-host`` serve the guard (as deployed);
-``process`` runs the operator without it and the guard in this process. Prints p50/p99 per burst
-and their medians.
+The guard is the one ``gputenant run --webhook-host`` serves, as deployed. Each guarded burst is
+followed by the same burst into a namespace of no tenant (no webhook: the API server's own latency
+under that load). Prints p50/p99 per burst, the API server's mean wait on each pod webhook, and
+the medians.
 """
 
 from __future__ import annotations
@@ -125,8 +126,6 @@ def main() -> int:
     parser.add_argument("--rates", type=int, nargs="+", default=[10, 50, 100], help="pods per second")
     parser.add_argument("--seconds", type=float, default=3.0, help="burst length; pods = rate x seconds")
     parser.add_argument("--onboard", type=int, help="measure while the operator onboards this many tenants")
-    parser.add_argument("--arrangement", choices=("operator", "process"), default="operator",
-                        help="with --onboard: who serves the guard")
     parser.add_argument("--rate", type=int, default=50, help="with --onboard: pods per second")
     parser.add_argument("--repeats", type=int, default=3, help="with --onboard: bursts during the onboarding")
     args = parser.parse_args()
@@ -174,7 +173,6 @@ def during_onboarding(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bench-guard-onboard-"))
     plane = ControlPlane(workdir / "plane").start()
     operator: subprocess.Popen | None = None
-    guard: GuardThread | None = None
     try:
         install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
         install_kai_queue_crd(plane)
@@ -183,12 +181,11 @@ def during_onboarding(args: argparse.Namespace) -> int:
         for pool in document["pools"]:
             pool.pop("gpus", None)  # N copies of three examples overbook the example pools on purpose
         config_path.write_text(yaml.safe_dump(document, sort_keys=False))
-        config = OperatorConfig.model_validate(document)
         shim = HelmShim(workdir / "helm-shim", plane.bin_dir / "helm")
         admin = plane.user("gputenant-operator", ["system:masters"])
         liveness, webhook = free_ports(2)
         flags = ["--webhook-host", "127.0.0.1", "--webhook-port", str(webhook), "--webhook-cert-dir",
-                 str(workdir / "guard-certs")] if args.arrangement == "operator" else []
+                 str(workdir / "guard-certs")]
         with SharedVirtualCluster(plane):
             with open(workdir / "operator.log", "ab") as log:
                 operator = subprocess.Popen(
@@ -197,12 +194,11 @@ def during_onboarding(args: argparse.Namespace) -> int:
                     env={**plane.env(admin), "GPUTENANT_TOOLS_DIR": str(shim.tools_dir),
                          "PYTHONPATH": str(REPO_ROOT / "operator")},
                     stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-            if args.arrangement == "process":
-                guard = GuardThread(plane.kubeconfig_path, config, cert_dir=workdir / "guard-certs").start()
             first = {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": TENANT},
                      "spec": {"trust": "Internal", "owners": [{"kind": "User", "name": USER}],
                               "gpu": {"quota": 1, "limit": 4}}}
             plane.kubectl("apply", "-f", "-", input=json.dumps(first))
+            plane.create_namespace(UNGUARDED)
             configuration = kubernetes.client.Configuration()
             kubernetes.config.load_kube_config(config_file=str(plane.kubeconfig_path), client_configuration=configuration)
             configuration.connection_pool_maxsize = 32
@@ -213,23 +209,29 @@ def during_onboarding(args: argparse.Namespace) -> int:
                 plane.kubectl("apply", "--server-side", "-f", "-",
                               input=yaml.safe_dump_all(tenants, sort_keys=False))
                 rows = []
+                count = int(args.rate * args.seconds)
                 for _ in range(args.repeats):
-                    latencies, achieved = burst(core, GUARDED, args.rate, int(args.rate * args.seconds), dry_run=True)
-                    rows.append((percentile(latencies, 0.5), percentile(latencies, 0.99), achieved))
-                    time.sleep(1)
+                    before = webhook_seconds(plane)
+                    latencies, achieved = burst(core, GUARDED, args.rate, count, dry_run=True)
+                    after = webhook_seconds(plane)
+                    baseline, _ = burst(core, UNGUARDED, args.rate, count, dry_run=True)
+                    waited = sum(after[name][0] - before.get(name, (0, 0))[0] for name in after
+                                 if name.startswith("pods.")) / count
+                    rows.append((percentile(latencies, 0.5), percentile(latencies, 0.99), achieved,
+                                 percentile(baseline, 0.5), percentile(baseline, 0.99), waited))
                 ready = sum(1 for t in kubernetes.client.CustomObjectsApi(client).list_cluster_custom_object(
                     "gputenant.io", "v1alpha1", "gputenants")["items"]
                     if any(c.get("type") == "Ready" and c.get("status") == "True"
                            for c in (t.get("status") or {}).get("conditions", [])))
-        for index, (p50, p99, achieved) in enumerate(rows, 1):
-            print(f"burst {index}: {args.rate}/s asked, {achieved:.0f}/s achieved, p50 {p50 * 1000:.1f} ms, "
-                  f"p99 {p99 * 1000:.1f} ms")
-        print(f"{args.arrangement}: onboarding {args.onboard} tenants ({ready} Ready after the bursts), "
-              f"median of {len(rows)} bursts: p50 {statistics.median(r[0] for r in rows) * 1000:.1f} ms, "
-              f"p99 {statistics.median(r[1] for r in rows) * 1000:.1f} ms")
+        for index, (p50, p99, achieved, base50, base99, waited) in enumerate(rows, 1):
+            print(f"burst {index}: {args.rate}/s asked, {achieved:.0f}/s achieved; guarded p50 {p50 * 1000:.1f} ms "
+                  f"p99 {p99 * 1000:.1f} ms; no guard p50 {base50 * 1000:.1f} ms p99 {base99 * 1000:.1f} ms; "
+                  f"webhooks {waited * 1000:.1f} ms per pod")
+        medians = [statistics.median(r[i] for r in rows) * 1000 for i in (0, 1, 3, 4, 5)]
+        print(f"onboarding {args.onboard} tenants ({ready} Ready after the bursts), medians of "
+              f"{len(rows)} bursts: guarded p50 {medians[0]:.1f} ms p99 {medians[1]:.1f} ms; no guard p50 "
+              f"{medians[2]:.1f} ms p99 {medians[3]:.1f} ms; webhooks {medians[4]:.1f} ms per pod")
     finally:
-        if guard is not None:
-            guard.stop()
         if operator is not None and operator.poll() is None:
             operator.terminate()
             operator.wait(timeout=30)

@@ -21,6 +21,7 @@ import kopf
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.certs import CertificatePaths, ensure_certificates
 from gputenant.guard.configuration import sync_webhook_configurations
+from gputenant.guard.flags import CERT_WITHOUT_KEY
 from gputenant.kube import KubeClient
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class GuardServer:
                  ca_file: Optional[Path] = None, client_ca_file: Optional[Path] = None, renewal_check_seconds: float = RENEWAL_CHECK_SECONDS,
                  file_check_interval: float = 60.0):
         if (cert_file is None) != (key_file is None):
-            raise ValueError("--webhook-cert and --webhook-key go together: pass both, or neither to generate them")
+            raise ValueError(CERT_WITHOUT_KEY)
         self.client = client
         self.config = config
         self.host = host

@@ -1,12 +1,15 @@
-"""Run the admission guard alone, in a background thread: a kopf operator whose registry holds only
-the guard, on an event loop of its own. Reconciliation keeps its event loop busy for seconds while
-many tenants onboard; pod reviews answered from that loop queue behind it (p99 83.7 ms at 50 pods/s
-during a 200-tenant onboarding), so ``gputenant run`` serves the guard from this thread. The
-end-to-end tests and ``bench/webhook_latency.py`` use it the same way."""
+"""Run the admission guard alone: a kopf operator whose registry holds only the guard, on an event
+loop of its own, in a thread (``GuardThread``: the end-to-end tests, the benchmark) or in a child
+process (``GuardProcess``: ``gputenant run``). Reconciliation keeps the operator's event loop, and
+its interpreter, busy for seconds while many tenants onboard; pod reviews answered from there queue
+behind it, so the operator serves the guard from a process with an interpreter of its own."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import multiprocessing
+import queue
 import threading
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -15,7 +18,7 @@ import kopf
 import kubernetes
 
 from gputenant.config.models import OperatorConfig
-from gputenant.guard.server import GuardServer
+from gputenant.guard.server import GuardServer, server_from_args
 from gputenant.guard.webhook import Guard, register
 from gputenant.kube import KubeClient
 
@@ -92,3 +95,51 @@ class GuardThread:
     def __exit__(self, *_: Any) -> None:
         self.stop()
 
+
+
+class GuardProcess:
+    """``GuardThread`` in a child process (spawned, so it shares no lock or loop with the parent),
+    serving with the ``gputenant run`` webhook flags in `server_args`. ``start`` returns once the
+    guard serves, or raises with the child's error."""
+
+    def __init__(self, kubeconfig: Optional[Path], config: OperatorConfig, server_args: argparse.Namespace):
+        self._context = multiprocessing.get_context("spawn")
+        self._arguments = (str(kubeconfig) if kubeconfig else None, config.model_dump_json(by_alias=True),
+                           server_args)
+        self._stop = self._context.Event()
+        self._outcome = self._context.Queue()
+        self._process: Optional[Any] = None
+
+    def start(self, timeout: float = 120) -> "GuardProcess":
+        self._process = self._context.Process(target=_serve_in_child, name="gputenant-guard", daemon=True,
+                                              args=(*self._arguments, self._stop, self._outcome))
+        self._process.start()
+        try:
+            error = self._outcome.get(timeout=timeout)
+        except queue.Empty:
+            error = f"no answer in {timeout:g} s"
+        if error:
+            self.stop()
+            raise RuntimeError(f"the admission guard did not start: {error}")
+        return self
+
+    def stop(self, timeout: float = 30) -> None:
+        self._stop.set()
+        if self._process is not None:
+            self._process.join(timeout)
+            if self._process.is_alive():
+                self._process.terminate()
+
+
+def _serve_in_child(kubeconfig: Optional[str], config_json: str, server_args: argparse.Namespace,
+                    stop: Any, outcome: Any) -> None:
+    config = OperatorConfig.model_validate_json(config_json)
+    try:
+        thread = GuardThread(Path(kubeconfig) if kubeconfig else None, config,
+                             make_server=lambda client: server_from_args(server_args, client, config)).start()
+    except BaseException as error:  # reported to the parent, which raises it
+        outcome.put(repr(error))
+        return
+    outcome.put("")
+    stop.wait()
+    thread.stop()
