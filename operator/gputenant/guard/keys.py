@@ -6,11 +6,13 @@ joins, how preemptible it is and which GPU it may see. Those keys are the guard'
 the admission guard refuses or sets them on CREATE and UPDATE, and the ValidatingAdmissionPolicy on
 ``pods/status`` (written from this module) refuses changes to them through the status subresource.
 
-KAI keys are read from KAI-Scheduler's pod-grouper and scheduler constants
-(``pkg/podgrouper/podgrouper/plugins/constants``, ``pkg/common/constants``): the queue is taken from
-the owner's or the pod's queue label, then from the ``project`` label; ``priorityClassName`` and
-``kai.scheduler/preemptibility`` labels set the PodGroup's priority and preemptibility;
-``pod-group-name`` joins an existing PodGroup.
+KAI keys are read from KAI-Scheduler v0.12.0 (``pkg/podgrouper/podgrouper/plugins/constants``,
+``pkg/common/constants``, ``defaultgrouper/default_grouper.go``): the queue is the top owner's queue
+label, else the pod's, else the ``project`` label (suffixed with the ``kai.scheduler/node-pool``
+label), else ``default-queue``; ``priorityClassName`` and ``kai.scheduler/preemptibility`` labels
+set the PodGroup's priority and preemptibility, ``user`` its user; ``pod-group-name`` joins an
+existing PodGroup. v0.12 has no binding of a namespace to a queue, so the queue label the guard
+sets is the binding.
 """
 
 from __future__ import annotations
