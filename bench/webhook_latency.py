@@ -250,7 +250,7 @@ def print_table(rows) -> None:
     ) for rate, count, achieved, guarded, baseline, means in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:
-        print("  ".join(cell.rjust(width) for cell, width in zip(line, widths)))
+        print("  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True)))
 
 
 if __name__ == "__main__":

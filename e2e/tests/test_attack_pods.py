@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import kubernetes
 import pytest
@@ -61,14 +62,14 @@ def syncer(tenant: str) -> str:
     return f"system:serviceaccount:{namespace(tenant)}:vc-{tenant}"
 
 
-def container(name: str = "main", limits: Optional[dict] = None, **fields) -> dict:
+def container(name: str = "main", limits: dict | None = None, **fields) -> dict:
     result = {"name": name, "image": "registry.example/app:1", **fields}
     if limits:
         result["resources"] = {"limits": limits}
     return result
 
 
-def pod(*containers: dict, labels: Optional[dict] = None, annotations: Optional[dict] = None, **spec) -> dict:
+def pod(*containers: dict, labels: dict | None = None, annotations: dict | None = None, **spec) -> dict:
     metadata: dict[str, Any] = {"generateName": "attack-"}
     if labels:
         metadata["labels"] = labels
@@ -102,12 +103,12 @@ class Attack:
     tenant: str
     manifest: dict
     refused: tuple[str, ...] = ()
-    update: Optional[Callable[[dict], Any]] = None
+    update: Callable[[dict], Any] | None = None
     """For UPDATE attacks: the patch (a JSON patch list, or a dict the client sends as a merge
     patch) the tenant sends to the stored, admitted `manifest`."""
-    ephemeral: Optional[dict] = None
+    ephemeral: dict | None = None
     """An ephemeral container the tenant adds through pods/ephemeralcontainers."""
-    stored: Optional[Callable[[dict], Any]] = None
+    stored: Callable[[dict], Any] | None = None
     expect: Any = None
     operation: str = field(init=False)
 
@@ -316,7 +317,7 @@ def attacked(plane, tmp_path_factory):
     guard = GuardThread(plane.kubeconfig_path, CONFIG, cert_dir=tmp_path_factory.mktemp("attack-guard-certs")).start()
     try:
         for name in TRUST:
-            wait_for(lambda: _serving(plane, namespace(name)), timeout=60, what=f"the guard to serve {namespace(name)}")
+            wait_for(lambda name=name: _serving(plane, namespace(name)), timeout=60, what=f"the guard to serve {namespace(name)}")
         yield Plane(plane, identities)
     finally:
         guard.stop()

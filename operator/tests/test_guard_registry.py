@@ -6,13 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from gputenant.api.v1alpha1 import Trust
+from gputenant.api.v1alpha1 import GpuTenantSpec, Trust
 from gputenant.config.models import OperatorConfig
 from gputenant.guard import keys
 from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.rules import RULES, STRICT, rule_table, validate_pod
 from gputenant.policy.choose import decide
-from gputenant.api.v1alpha1 import GpuTenantSpec
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "admission-guard.md"
 POOL = "gputenant.io/pool"

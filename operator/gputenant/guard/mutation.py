@@ -6,7 +6,7 @@ validation refuses it with a message instead of silently rewriting it.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from gputenant import naming
 from gputenant.api.v1alpha1 import SharingMode

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from decimal import Decimal
-from typing import Iterator
 
 from gputenant.guard.keys import FRACTION_ANNOTATIONS
 from gputenant.quantities import parse_quantity

@@ -11,16 +11,15 @@ or the kubelet's later writes.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterable, Iterator, Optional
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
 from gputenant.config.models import GuardConfig, OperatorConfig
 from gputenant.guard import keys
 from gputenant.guard.mutation import DEFAULT_SCHEDULER, NO_DEVICES, VISIBLE_DEVICES, tenant_queue
-from gputenant.guard.pods import (container_gpu_amounts, containers, number, pod_gpu_amounts, requests_gpus,
-                                  resource_names)
+from gputenant.guard.pods import container_gpu_amounts, containers, number, pod_gpu_amounts, requests_gpus, resource_names
 from gputenant.policy.decision import Decision
 
 ALL_TRUST = frozenset(Trust)
@@ -74,7 +73,7 @@ class Review:
     trust: Trust
     decision: Decision
     operation: str = "CREATE"
-    old: Optional[dict] = None
+    old: dict | None = None
     settings: GuardConfig = field(default_factory=GuardConfig)
     pool_keys: frozenset[str] = frozenset()
     """Node label and taint keys of every configured pool: where the pools are told apart."""
@@ -146,7 +145,7 @@ def _violations(review: Review) -> list[Violation]:
 
 
 def validate_pod(pod: dict, tenant_name: str, trust: Trust, decision: Decision, *, operation: str = "CREATE",
-                 old: Optional[dict] = None, config: Optional[OperatorConfig] = None,
+                 old: dict | None = None, config: OperatorConfig | None = None,
                  by_tenant: bool = True) -> list[Violation]:
     """Every rule the pod breaks under the tenant's policy; empty when it may be admitted. On UPDATE,
     only violations the old object did not already have."""

@@ -13,8 +13,8 @@ import logging
 import socket
 import ssl
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator, Optional
 
 import kopf
 
@@ -39,10 +39,10 @@ class GuardServer:
     (the API server presents one through its admission configuration's kubeconfig): the answers
     name tenants' pods and quotas, and tenant pods can reach the operator's network."""
 
-    def __init__(self, client: KubeClient, config: OperatorConfig, *, host: str = "127.0.0.1", port: Optional[int] = 9443,
-                 listen: Optional[str] = None, hostnames: Optional[list[str]] = None,
-                 cert_dir: Optional[Path] = None, cert_file: Optional[Path] = None, key_file: Optional[Path] = None,
-                 ca_file: Optional[Path] = None, client_ca_file: Optional[Path] = None, renewal_check_seconds: float = RENEWAL_CHECK_SECONDS,
+    def __init__(self, client: KubeClient, config: OperatorConfig, *, host: str = "127.0.0.1", port: int | None = 9443,
+                 listen: str | None = None, hostnames: list[str] | None = None,
+                 cert_dir: Path | None = None, cert_file: Path | None = None, key_file: Path | None = None,
+                 ca_file: Path | None = None, client_ca_file: Path | None = None, renewal_check_seconds: float = RENEWAL_CHECK_SECONDS,
                  file_check_interval: float = 60.0):
         if (cert_file is None) != (key_file is None):
             raise ValueError(CERT_WITHOUT_KEY)
@@ -74,11 +74,11 @@ class GuardServer:
             ensure_certificates(self.cert_dir, self.hostnames)
         if not self.port:
             self.port = _free_port(self.listen)
-        client_auth = ({"verify_mode": ssl.CERT_REQUIRED, "verify_cafile": str(self.client_ca_file)}
-                       if self.client_ca_file else {})
         server = kopf.WebhookServer(addr=self.listen, port=self.port, host=self.host, certfile=str(self.cert_file),
                                     pkeyfile=str(self.key_file), cafile=str(self.ca_file),
-                                    file_check_interval=self.file_check_interval, **client_auth)
+                                    file_check_interval=self.file_check_interval,
+                                    verify_mode=ssl.CERT_REQUIRED if self.client_ca_file else None,
+                                    verify_cafile=str(self.client_ca_file) if self.client_ca_file else None)
         renewer = asyncio.create_task(self._renew_forever()) if self.generated else None
         try:
             async for client_config in server(without_object_memory(fn)):
@@ -96,7 +96,7 @@ class _NoObjectMemory:
     it) and forgets it only on a watch event; the guard watches no pods, so every pod ever updated
     would stay in memory. The guard's handlers use no memo, so each review gets a fresh one."""
 
-    async def recall_memo(self, raw_body: dict, *, memobase: Optional[kopf.Memo] = None,
+    async def recall_memo(self, raw_body: dict, *, memobase: kopf.Memo | None = None,
                           ephemeral: bool = False) -> kopf.Memo:
         return copy.copy(memobase) if memobase is not None else kopf.Memo()
 
@@ -113,7 +113,7 @@ def _free_port(address: str) -> int:
         return probe.getsockname()[1]
 
 
-def server_from_args(args: argparse.Namespace, client: KubeClient, config: OperatorConfig) -> Optional[GuardServer]:
+def server_from_args(args: argparse.Namespace, client: KubeClient, config: OperatorConfig) -> GuardServer | None:
     """A GuardServer from the flags of `guard.flags.add_webhook_arguments`, or None if --webhook-host is unset."""
     if not args.webhook_host:
         return None

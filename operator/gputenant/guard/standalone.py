@@ -11,8 +11,9 @@ import asyncio
 import multiprocessing
 import queue
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import kopf
 import kubernetes
@@ -39,9 +40,9 @@ class GuardThread:
     another server (e.g. ``server_from_args``) from the thread's own client; without `kubeconfig`
     the thread logs in as kopf does by default (in-cluster service account)."""
 
-    def __init__(self, kubeconfig: Optional[Path], config: OperatorConfig, *, cert_dir: Optional[Path] = None,
-                 port: Optional[int] = None, file_check_interval: float = 60.0,
-                 client_ca_file: Optional[Path] = None, make_server: Optional[ServerFactory] = None):
+    def __init__(self, kubeconfig: Path | None, config: OperatorConfig, *, cert_dir: Path | None = None,
+                 port: int | None = None, file_check_interval: float = 60.0,
+                 client_ca_file: Path | None = None, make_server: ServerFactory | None = None):
         self.config = config
         self.registry = kopf.OperatorRegistry()
         self.client = KubeClient.from_kubeconfig(str(kubeconfig) if kubeconfig else None, config.field_manager)
@@ -55,9 +56,9 @@ class GuardThread:
             self.client, config, host="127.0.0.1", port=port, cert_dir=cert_dir,
             file_check_interval=file_check_interval, client_ca_file=client_ca_file)
         self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self._ready = threading.Event()
-        self.error: Optional[BaseException] = None
+        self.error: BaseException | None = None
 
     async def _main(self) -> None:
         settings = kopf.OperatorSettings()
@@ -77,7 +78,7 @@ class GuardThread:
             self.error = error
             self._ready.set()
 
-    def start(self, timeout: float = 60) -> "GuardThread":
+    def start(self, timeout: float = 60) -> GuardThread:
         self._thread = threading.Thread(target=self._run, name="gputenant-guard", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout) or self.error:
@@ -89,7 +90,7 @@ class GuardThread:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def __enter__(self) -> "GuardThread":
+    def __enter__(self) -> GuardThread:
         return self.start()
 
     def __exit__(self, *_: Any) -> None:
@@ -102,15 +103,15 @@ class GuardProcess:
     serving with the ``gputenant run`` webhook flags in `server_args`. ``start`` returns once the
     guard serves, or raises with the child's error."""
 
-    def __init__(self, kubeconfig: Optional[Path], config: OperatorConfig, server_args: argparse.Namespace):
+    def __init__(self, kubeconfig: Path | None, config: OperatorConfig, server_args: argparse.Namespace):
         self._context = multiprocessing.get_context("spawn")
         self._arguments = (str(kubeconfig) if kubeconfig else None, config.model_dump_json(by_alias=True),
                            server_args)
         self._stop = self._context.Event()
         self._outcome = self._context.Queue()
-        self._process: Optional[Any] = None
+        self._process: Any | None = None
 
-    def start(self, timeout: float = 120) -> "GuardProcess":
+    def start(self, timeout: float = 120) -> GuardProcess:
         self._process = self._context.Process(target=_serve_in_child, name="gputenant-guard", daemon=True,
                                               args=(*self._arguments, self._stop, self._outcome))
         self._process.start()
@@ -131,12 +132,18 @@ class GuardProcess:
                 self._process.terminate()
 
 
-def _serve_in_child(kubeconfig: Optional[str], config_json: str, server_args: argparse.Namespace,
+def _serve_in_child(kubeconfig: str | None, config_json: str, server_args: argparse.Namespace,
                     stop: Any, outcome: Any) -> None:
     config = OperatorConfig.model_validate_json(config_json)
+
+    def make_server(client: KubeClient) -> GuardServer:
+        server = server_from_args(server_args, client, config)
+        if server is None:
+            raise ValueError("the guard process needs --webhook-host")
+        return server
+
     try:
-        thread = GuardThread(Path(kubeconfig) if kubeconfig else None, config,
-                             make_server=lambda client: server_from_args(server_args, client, config)).start()
+        thread = GuardThread(Path(kubeconfig) if kubeconfig else None, config, make_server=make_server).start()
     except BaseException as error:  # reported to the parent, which raises it
         outcome.put(repr(error))
         return

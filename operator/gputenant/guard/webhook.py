@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import jsonpatch
 import kopf
@@ -60,7 +60,7 @@ class Guard:
     client: KubeClient
     decisions: dict[str, tuple[int, GpuTenantSpec, Decision]] = field(default_factory=dict)
 
-    def decision(self, tenant: TenantView, live_uids: Optional[set[str]] = None) -> tuple[GpuTenantSpec, Decision]:
+    def decision(self, tenant: TenantView, live_uids: set[str] | None = None) -> tuple[GpuTenantSpec, Decision]:
         """The tenant's validated spec and policy decision, computed once per uid and generation: a
         tenant deleted and re-created under the same name is a new uid, judged by its own spec.
         `live_uids` (the index's tenants) lets a new entry drop those of deleted tenants."""
@@ -80,7 +80,7 @@ class Guard:
         return [(p["metadata"]["name"], pod_summary(p)) for p in pods
                 if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and requests_gpus(p)]
 
-    def by_tenant(self, userinfo: Optional[dict], namespace: str) -> bool:
+    def by_tenant(self, userinfo: dict | None, namespace: str) -> bool:
         """Whether a request comes from the tenant's side: its users and any ServiceAccount of a tenant
         namespace (the vCluster syncer), as opposed to the platform's controllers (``system:``
         users and ServiceAccounts elsewhere, e.g. KAI's)."""
@@ -127,8 +127,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
 
     @kopf.on.mutate("", "v1", "pods", id=MUTATE_POD, registry=registry, subresource="*",
                     operations=["CREATE", "UPDATE"])
-    def mutate(body: kopf.Body, old: Optional[kopf.Body], patch: kopf.Patch, operation: str,
-               subresource: Optional[str], **kwargs: Any) -> None:
+    def mutate(body: kopf.Body, old: kopf.Body | None, patch: kopf.Patch, operation: str,
+               subresource: str | None, **kwargs: Any) -> None:
         pod = dict(body)
         tenant = _tenant_of_namespace(pod["metadata"]["namespace"], kwargs)
         try:
@@ -142,7 +142,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
 
     @kopf.on.validate("", "v1", "pods", id=VALIDATE_POD, registry=registry, subresource="*",
                       operations=["CREATE", "UPDATE"])
-    def validate(body: kopf.Body, old: Optional[kopf.Body], operation: str, userinfo: dict, **kwargs: Any) -> None:
+    def validate(body: kopf.Body, old: kopf.Body | None, operation: str, userinfo: dict, **kwargs: Any) -> None:
         pod = dict(body)
         namespace = pod["metadata"]["namespace"]
         tenant = _tenant_of_namespace(namespace, kwargs)
@@ -150,7 +150,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
             spec, decision = tenant_decision(tenant, kwargs)
         except ValidationError as error:
             raise kopf.AdmissionError(f"tenant {tenant.name} has an invalid spec, so its pods are refused: "
-                                      f"{error.errors()[0]['msg']}", code=DENIED)
+                                      f"{error.errors()[0]['msg']}", code=DENIED) from error
         violations = validate_pod(pod, tenant.name, spec.trust, decision, operation=operation,
                                   old=dict(old) if old is not None else None, config=config,
                                   by_tenant=guard.by_tenant(userinfo, namespace))
@@ -158,7 +158,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
             raise kopf.AdmissionError(rejection_message(violations, tenant.name, spec.trust, decision), code=DENIED)
 
     @kopf.on.validate(GROUP, VERSION, PLURAL, id=VALIDATE_TENANT, registry=registry, operations=["CREATE", "UPDATE"])
-    async def validate_tenant(name: str, body: kopf.Body, old: Optional[kopf.Body], warnings: list[str],
+    async def validate_tenant(name: str, body: kopf.Body, old: kopf.Body | None, warnings: list[str],
                         **kwargs: Any) -> None:
         try:
             spec = GpuTenantSpec.model_validate(dict(body.get("spec") or {}))
