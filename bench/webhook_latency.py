@@ -1,6 +1,7 @@
 """Admission-guard latency under bursts of pod creations against a real apiserver.
 
     .venv/bin/python bench/webhook_latency.py [--rates 10 50 100] [--seconds 3]
+    .venv/bin/python bench/webhook_latency.py --onboard 200 [--rate 50] [--repeats 3]
 
 Starts a local control plane (or attaches to KUBEPLANE_DIR), one HAMi tenant (the heaviest
 mutation: queue, scheduler, pool selector, toleration and per-container HAMi limits), and the guard
@@ -8,14 +9,26 @@ on loopback with TLS. For each rate it creates `rate x seconds` GPU pods as the 
 paced at that rate, and measures each creation end to end; the same burst into a namespace of no
 tenant is the baseline without webhooks. The apiserver's own histogram gives the mean time it
 spent waiting on each webhook. Prints one table (the figures in docs/admission-guard.md).
+
+With ``--onboard N`` the guard is measured while the operator onboards N tenants at once (its
+reconciliation at full load, vCluster pods played by the shared simulator): a first tenant is made
+Ready, then the N are applied and ``--repeats`` bursts of dry-run GPU pods (every webhook runs, no
+pod is stored, so the quota never fills) are sent at ``--rate`` into the first tenant's namespace.
+The guard is the one ``gputenant run --webhook-host`` serves, as deployed. Each guarded burst is
+followed by the same burst into a namespace of no tenant (no webhook: the API server's own latency
+under that load). Prints p50/p99 per burst, the API server's mean wait on each pod webhook, and
+the medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,15 +36,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import kubernetes
+import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO_ROOT / "operator"), str(REPO_ROOT / "e2e")]
+sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "operator"), str(REPO_ROOT / "e2e")]
 
+from bench.measure import HelmShim  # noqa: E402
+from bench.tenants import generate_tenants, operator_config  # noqa: E402
+from bench.vcluster_shared import SharedVirtualCluster  # noqa: E402
 from gputenant import naming  # noqa: E402
 from gputenant.config.models import OperatorConfig  # noqa: E402
 from gputenant.guard.standalone import GuardThread  # noqa: E402
 from kubeplane import ControlPlane, wait_for  # noqa: E402
-from kubeplane.fixtures import install_crds  # noqa: E402
+from kubeplane.fixtures import install_crds, install_kai_queue_crd  # noqa: E402
+from kubeplane.process import free_ports  # noqa: E402
 
 TENANT = "bench-team"
 GUARDED = f"tenant-{TENANT}"
@@ -68,7 +86,8 @@ def setup(plane: ControlPlane) -> Path:
     return plane.user(USER)
 
 
-def burst(core: kubernetes.client.CoreV1Api, namespace: str, rate: int, count: int) -> tuple[list[float], float]:
+def burst(core: kubernetes.client.CoreV1Api, namespace: str, rate: int, count: int,
+          dry_run: bool = False) -> tuple[list[float], float]:
     """Create `count` pods paced at `rate` per second; each creation's latency (s), and the achieved rate."""
     start = time.monotonic()
 
@@ -77,7 +96,7 @@ def burst(core: kubernetes.client.CoreV1Api, namespace: str, rate: int, count: i
         if delay > 0:
             time.sleep(delay)
         began = time.monotonic()
-        core.create_namespaced_pod(namespace, gpu_pod())
+        core.create_namespaced_pod(namespace, gpu_pod(), **({"dry_run": "All"} if dry_run else {}))
         return time.monotonic() - began
 
     with ThreadPoolExecutor(max_workers=32) as pool:
@@ -106,8 +125,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", type=int, nargs="+", default=[10, 50, 100], help="pods per second")
     parser.add_argument("--seconds", type=float, default=3.0, help="burst length; pods = rate x seconds")
+    parser.add_argument("--onboard", type=int, help="measure while the operator onboards this many tenants")
+    parser.add_argument("--rate", type=int, default=50, help="with --onboard: pods per second")
+    parser.add_argument("--repeats", type=int, default=3, help="with --onboard: bursts during the onboarding")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.onboard:
+        return during_onboarding(args)
 
     directory = os.environ.get("KUBEPLANE_DIR")
     plane = ControlPlane.attach(directory) if directory else ControlPlane().start()
@@ -142,6 +166,77 @@ def _guarded(core: kubernetes.client.CoreV1Api) -> bool:
         return core.create_namespaced_pod(GUARDED, gpu_pod(), dry_run="All").spec.scheduler_name == "kai-scheduler"
     except kubernetes.client.ApiException:
         return False
+
+
+def during_onboarding(args: argparse.Namespace) -> int:
+    """Guard latency while the operator onboards `args.onboard` tenants (see the module docstring)."""
+    workdir = Path(tempfile.mkdtemp(prefix="bench-guard-onboard-"))
+    plane = ControlPlane(workdir / "plane").start()
+    operator: subprocess.Popen | None = None
+    try:
+        install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
+        install_kai_queue_crd(plane)
+        config_path = operator_config(workdir, REPO_ROOT)
+        document = yaml.safe_load(config_path.read_text())
+        for pool in document["pools"]:
+            pool.pop("gpus", None)  # N copies of three examples overbook the example pools on purpose
+        config_path.write_text(yaml.safe_dump(document, sort_keys=False))
+        shim = HelmShim(workdir / "helm-shim", plane.bin_dir / "helm")
+        admin = plane.user("gputenant-operator", ["system:masters"])
+        liveness, webhook = free_ports(2)
+        flags = ["--webhook-host", "127.0.0.1", "--webhook-port", str(webhook), "--webhook-cert-dir",
+                 str(workdir / "guard-certs")]
+        with SharedVirtualCluster(plane):
+            with open(workdir / "operator.log", "ab") as log:
+                operator = subprocess.Popen(
+                    [sys.executable, "-m", "gputenant.cli", "run", "--config", str(config_path), "--kubeconfig",
+                     str(admin), "--liveness", f"http://127.0.0.1:{liveness}/healthz", *flags],
+                    env={**plane.env(admin), "GPUTENANT_TOOLS_DIR": str(shim.tools_dir),
+                         "PYTHONPATH": str(REPO_ROOT / "operator")},
+                    stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+            first = {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": TENANT},
+                     "spec": {"trust": "Internal", "owners": [{"kind": "User", "name": USER}],
+                              "gpu": {"quota": 1, "limit": 4}}}
+            plane.kubectl("apply", "-f", "-", input=json.dumps(first))
+            plane.create_namespace(UNGUARDED)
+            configuration = kubernetes.client.Configuration()
+            kubernetes.config.load_kube_config(config_file=str(plane.kubeconfig_path), client_configuration=configuration)
+            configuration.connection_pool_maxsize = 32
+            with kubernetes.client.ApiClient(configuration) as client:
+                core = kubernetes.client.CoreV1Api(client)
+                wait_for(lambda: _guarded(core), timeout=300, what="the guard to serve the first tenant")
+                tenants = generate_tenants(args.onboard, "onboard-", REPO_ROOT / "examples" / "tenants")
+                plane.kubectl("apply", "--server-side", "-f", "-",
+                              input=yaml.safe_dump_all(tenants, sort_keys=False))
+                rows = []
+                count = int(args.rate * args.seconds)
+                for _ in range(args.repeats):
+                    before = webhook_seconds(plane)
+                    latencies, achieved = burst(core, GUARDED, args.rate, count, dry_run=True)
+                    after = webhook_seconds(plane)
+                    baseline, _ = burst(core, UNGUARDED, args.rate, count, dry_run=True)
+                    waited = sum(after[name][0] - before.get(name, (0, 0))[0] for name in after
+                                 if name.startswith("pods.")) / count
+                    rows.append((percentile(latencies, 0.5), percentile(latencies, 0.99), achieved,
+                                 percentile(baseline, 0.5), percentile(baseline, 0.99), waited))
+                ready = sum(1 for t in kubernetes.client.CustomObjectsApi(client).list_cluster_custom_object(
+                    "gputenant.io", "v1alpha1", "gputenants")["items"]
+                    if any(c.get("type") == "Ready" and c.get("status") == "True"
+                           for c in (t.get("status") or {}).get("conditions", [])))
+        for index, (p50, p99, achieved, base50, base99, waited) in enumerate(rows, 1):
+            print(f"burst {index}: {args.rate}/s asked, {achieved:.0f}/s achieved; guarded p50 {p50 * 1000:.1f} ms "
+                  f"p99 {p99 * 1000:.1f} ms; no guard p50 {base50 * 1000:.1f} ms p99 {base99 * 1000:.1f} ms; "
+                  f"webhooks {waited * 1000:.1f} ms per pod")
+        medians = [statistics.median(r[i] for r in rows) * 1000 for i in (0, 1, 3, 4, 5)]
+        print(f"onboarding {args.onboard} tenants ({ready} Ready after the bursts), medians of "
+              f"{len(rows)} bursts: guarded p50 {medians[0]:.1f} ms p99 {medians[1]:.1f} ms; no guard p50 "
+              f"{medians[2]:.1f} ms p99 {medians[3]:.1f} ms; webhooks {medians[4]:.1f} ms per pod")
+    finally:
+        if operator is not None and operator.poll() is None:
+            operator.terminate()
+            operator.wait(timeout=30)
+        plane.stop()
+    return 0
 
 
 def print_table(rows) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 import kubernetes
 import pytest
@@ -81,14 +80,14 @@ MODE_NAMES = {TIME_SLICING: "TimeSlicing", HAMI: "HAMi", MIG: "MIG", EXCLUSIVE: 
 # -- pods and expected outcomes ----------------------------------------------------------------
 
 
-def container(name: str = "main", limits: Optional[dict] = None, **fields) -> dict:
+def container(name: str = "main", limits: dict | None = None, **fields) -> dict:
     result = {"name": name, "image": "registry.example/app:1", **fields}
     if limits:
         result["resources"] = {"limits": limits}
     return result
 
 
-def pod(*containers: dict, labels: Optional[dict] = None, annotations: Optional[dict] = None, **spec) -> dict:
+def pod(*containers: dict, labels: dict | None = None, annotations: dict | None = None, **spec) -> dict:
     metadata = {"generateName": "case-"}
     if labels:
         metadata["labels"] = labels
@@ -117,7 +116,7 @@ def untouched(manifest: dict) -> Admitted:
                             for c in spec.get("initContainers", []) + spec["containers"]])
 
 
-def steered(mode: Mode, manifest: dict, limits: Optional[list] = None) -> Admitted:
+def steered(mode: Mode, manifest: dict, limits: list | None = None) -> Admitted:
     """What the guard should make of a GPU pod: the tenant's queue, KAI, the pool's selector and
     toleration; `limits` overrides the containers' limits (HAMi defaults)."""
     base = untouched(manifest)
@@ -136,8 +135,8 @@ def denied(mode: Mode, *violations: str) -> str:
 class Case:
     id: str
     manifest: dict
-    admitted: Optional[Admitted] = None
-    message: Optional[str] = None
+    admitted: Admitted | None = None
+    message: str | None = None
 
 
 def cases(mode: Mode) -> list[Case]:
@@ -147,7 +146,7 @@ def cases(mode: Mode) -> list[Case]:
     one_gpu_limits = [{**gpu, **mode.defaults}]
     result: list[Case] = []
 
-    def allowed(id_: str, manifest: dict, admitted: Optional[Admitted] = None) -> None:
+    def allowed(id_: str, manifest: dict, admitted: Admitted | None = None) -> None:
         result.append(Case(id_, manifest, admitted=admitted or untouched(manifest)))
 
     def rejected(id_: str, manifest: dict, *violations: str) -> None:
@@ -206,10 +205,11 @@ def cases(mode: Mode) -> list[Case]:
               "[isolation-env] init container setup sets CUDA_DEVICE_MEMORY_LIMIT_0, which overrides GPU isolation (remove the variable)")
     isolation("env-sm-limit", pod(container(env=[{"name": "CUDA_DEVICE_SM_LIMIT", "value": "100"}])),
               "[isolation-env] container main sets CUDA_DEVICE_SM_LIMIT, which overrides GPU isolation (remove the variable)")
-    isolation("env-visible-devices", pod(container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])),
-              "[isolation-env] container main sets NVIDIA_VISIBLE_DEVICES, which overrides GPU isolation (remove the variable)")
-    isolation("preset-node-name", pod(nodeName="gpu-node-1"),
-              "[node-name] spec.nodeName gpu-node-1 bypasses the scheduler and the tenant's pool (remove spec.nodeName)")
+    rejected("env-visible-devices", pod(container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])),
+             "[device-env] container main sets NVIDIA_VISIBLE_DEVICES, which chooses the GPUs the container sees "
+             "(remove the variable)")
+    rejected("preset-node-name", pod(nodeName="gpu-node-1"),
+             "[node-name] spec.nodeName gpu-node-1 bypasses the scheduler and the tenant's pool (remove spec.nodeName)")
     rejected("gpu-of-another-mechanism", pod(container(limits={mode.foreign_gpu: "1"})),
              *([f"[mig-profile] MIG profile {mode.foreign_gpu.removeprefix('nvidia.com/mig-')} is not granted to the "
                 f"tenant; request {mode.granted}"] if mode is MIG and mode.foreign_gpu.startswith("nvidia.com/mig-") else
@@ -329,7 +329,7 @@ def guarded(plane, tmp_path_factory):
     guard = GuardThread(plane.kubeconfig_path, CONFIG, cert_dir=tmp_path_factory.mktemp("guard-certs")).start()
     try:
         for mode in ALL_MODES:
-            wait_for(lambda: _serving(plane, mode.namespace), timeout=60, what=f"the guard to serve {mode.namespace}")
+            wait_for(lambda mode=mode: _serving(plane, mode.namespace), timeout=60, what=f"the guard to serve {mode.namespace}")
         yield Guarded(plane, guard, users)
     finally:
         guard.stop()

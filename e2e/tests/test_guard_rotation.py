@@ -9,6 +9,7 @@ import base64
 
 import kubernetes
 from cryptography import x509
+from test_guard_admission import TENANT_CRD, container, pod  # noqa: E402 (same directory)
 
 from gputenant import naming
 from gputenant.config.models import OperatorConfig
@@ -16,8 +17,6 @@ from gputenant.guard.certs import CertificatePaths, ensure_certificates
 from gputenant.guard.standalone import GuardThread
 from kubeplane import wait_for
 from kubeplane.fixtures import install_crds
-
-from test_guard_admission import TENANT_CRD, container, pod  # noqa: E402 (same directory)
 
 CONFIG = OperatorConfig.model_validate({"pools": [{
     "name": "rot", "mode": "Exclusive", "gpuModel": "H100-80GB", "gpuMemoryMiB": 81920,

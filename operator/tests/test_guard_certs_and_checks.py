@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from cryptography import x509
 
@@ -13,7 +13,7 @@ from gputenant.guard.configuration import webhook_configurations
 from gputenant.guard.tenant_checks import check_tenant_change
 from gputenant.policy.choose import decide
 
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def certificates(paths: CertificatePaths) -> tuple[bytes, bytes, bytes]:

@@ -8,7 +8,9 @@ import pytest
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
 from gputenant.config.models import HamiPool, MigPool, Pool, PoolMode, TimeSlicingPool, Toleration
-from gputenant.guard.rules import Violation, mutate_pod, pod_gpu_amounts, rejection_message, validate_pod
+from gputenant.guard.mutation import mutate_pod
+from gputenant.guard.pods import pod_gpu_amounts
+from gputenant.guard.rules import Violation, rejection_message, validate_pod
 from gputenant.policy.decision import Decision, PodRules, QueueGrant
 
 TAINT = Toleration(key="gputenant.io/pool", operator="Equal", value="shared", effect="NoSchedule")
@@ -91,10 +93,12 @@ def test_mutation_keeps_what_the_tenant_set_and_appends_to_existing_lists():
     assert mutate_pod(patched, "team-a", TIME_SLICING) == []
 
 
-def test_non_gpu_pods_are_not_steered_to_the_gpu_pool():
-    """The vCluster control plane and CoreDNS share the namespace; they stay on ordinary nodes."""
-    assert mutate_pod(pod(), "team-a", MIG) == []
-    assert validate_pod(pod(), "team-a", Trust.UNTRUSTED, MIG) == []
+def test_non_gpu_pods_are_not_steered_to_the_gpu_pool_and_see_no_gpu():
+    """The vCluster control plane and CoreDNS share the namespace; they stay on ordinary nodes, and
+    should one land on a GPU node, the NVIDIA runtime shows it no GPU."""
+    patched = apply_patch(pod(), mutate_pod(pod(), "team-a", MIG))
+    assert patched == pod(container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]))
+    assert validate_pod(patched, "team-a", Trust.UNTRUSTED, MIG) == []
 
 
 def test_hami_default_limits_fill_only_missing_keys():
@@ -140,8 +144,8 @@ def test_update_only_restores_the_queue_label():
     (MIG, Trust.UNTRUSTED, pod(container(gpus={"nvidia.com/mig-3g.40gb": "1"})),
      [Violation("mig-profile", "MIG profile 3g.40gb is not granted to the tenant; request nvidia.com/mig-1g.10gb")]),
     (MIG, Trust.UNTRUSTED, pod(container(), nodeName="gpu-1", hostPID=True),
-     [Violation("host-namespaces", "spec.hostPID shares the node's namespaces with the pod (remove spec.hostPID)"),
-      Violation("node-name", "spec.nodeName gpu-1 bypasses the scheduler and the tenant's pool (remove spec.nodeName)")]),
+     [Violation("node-name", "spec.nodeName gpu-1 bypasses the scheduler and the tenant's pool (remove spec.nodeName)"),
+      Violation("host-namespaces", "spec.hostPID shares the node's namespaces with the pod (remove spec.hostPID)")]),
     (MIG, Trust.UNTRUSTED, pod(container(), initContainers=[container("init", securityContext={"privileged": True})]),
      [Violation("privileged", "init container init is privileged; privileged containers see every GPU of the "
                 "node (remove securityContext.privileged)")]),

@@ -120,8 +120,11 @@ def test_namespace_pod_security_follows_trust(trust, level):
 def test_quota_has_namespace_limits_and_the_decisions_gpu_entries(mode):
     spec = {"quotas": {"cpu": "8", "memory": "32Gi", "pods": 40, "storage": "1Ti", "services": 5}}
     hard = one(render_tenant(tenant(**spec), decision(mode), CONFIG).objects, "ResourceQuota")["spec"]["hard"]
+    counted_by_the_api_server = ({"requests.nvidia.com/gpumem": "46068", "requests.nvidia.com/gpucores": "200"}
+                                 if mode == SharingMode.HAMI else {})
     assert hard == {"limits.cpu": "8", "requests.cpu": "8", "limits.memory": "32Gi", "requests.memory": "32Gi",
-                    "requests.storage": "1Ti", "pods": "40", "services": "5", **GRANTS[mode]}
+                    "requests.storage": "1Ti", "pods": "40", "services": "5", **GRANTS[mode],
+                    **counted_by_the_api_server}
 
 
 def test_limit_range_takes_the_spec_defaults():

@@ -265,6 +265,26 @@ class DevicePluginConfigMap(ConfigModel):
     namespace: str = "gpu-operator"
 
 
+class GuardConfig(ConfigModel):
+    """What the admission guard lets tenant pods name beyond their GPU policy; empty lists grant nothing."""
+
+    runtime_class_names: list[str] = Field(
+        default_factory=list,
+        description="RuntimeClasses tenant pods may name in runtimeClassName (e.g. a sandbox); the nvidia runtime "
+        "shows a pod every GPU its image asks for, so it is not granted by default.",
+    )
+    device_classes: list[str] = Field(
+        default_factory=list,
+        description="DRA DeviceClasses whose extended resources (<class>.deviceclass.resource.k8s.io/devices) "
+        "tenant pods may request. Pod resourceClaims are always refused: the guard cannot see their class.",
+    )
+    priority_class_names: list[str] = Field(
+        default_factory=list,
+        description="PriorityClasses tenant pods may name in priorityClassName; KAI reads priority and "
+        "preemptibility from it.",
+    )
+
+
 class OperatorConfig(ConfigModel):
     """The whole configuration document."""
 
@@ -318,6 +338,7 @@ class OperatorConfig(ConfigModel):
     )
     vcluster: VClusterChart = Field(default_factory=VClusterChart)
     device_plugin_config_map: DevicePluginConfigMap = Field(default_factory=DevicePluginConfigMap)
+    guard: GuardConfig = Field(default_factory=GuardConfig)
 
     @model_validator(mode="after")
     def _pools_and_trust_modes_are_consistent(self) -> OperatorConfig:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Iterable, Optional
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -35,7 +35,7 @@ class CertificatePaths:
     key: Path
 
     @classmethod
-    def in_directory(cls, directory: Path) -> "CertificatePaths":
+    def in_directory(cls, directory: Path) -> CertificatePaths:
         return cls(directory / "ca-bundle.crt", directory / "tls.crt", directory / "tls.key")
 
 
@@ -111,7 +111,7 @@ def _leaf_sans(cert: x509.Certificate) -> set[str]:
     return {str(n.value) for n in names}
 
 
-def ensure_certificates(directory: Path, hostnames: list[str], *, now: Optional[datetime] = None,
+def ensure_certificates(directory: Path, hostnames: list[str], *, now: datetime | None = None,
                         ca_lifetime: timedelta = CA_LIFETIME, leaf_lifetime: timedelta = LEAF_LIFETIME) -> bool:
     """Create or renew the CA and serving certificate in ``directory``; True if anything changed.
 
@@ -120,7 +120,7 @@ def ensure_certificates(directory: Path, hostnames: list[str], *, now: Optional[
     """
     if not hostnames:
         raise ValueError("webhook hostnames are empty: pass the host (or Service DNS names) the apiserver dials")
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     directory.mkdir(parents=True, exist_ok=True)
     paths = CertificatePaths.in_directory(directory)
     ca_cert_path, ca_key_path = _ca_files(directory)

@@ -62,7 +62,7 @@ def webhook_configurations(config: OperatorConfig, client_config: dict) -> list[
     tenants = {"apiGroups": [GROUP], "apiVersions": [VERSION], "resources": [PLURAL],
                "operations": ["CREATE", "UPDATE"], "scope": "Cluster"}
     labels = {naming.MANAGED_BY_LABEL: naming.MANAGED_BY, naming.COMPONENT_LABEL: "admission-guard"}
-    mutating_pod = _webhook("pods.mutate", client_config, MUTATE_POD, [pods], "Fail", selector)
+    mutating_pod = _webhook("pods.mutate", client_config, MUTATE_POD, [pods, ephemeral], "Fail", selector)
     mutating_pod["reinvocationPolicy"] = "IfNeeded"
     return [
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",

@@ -17,4 +17,15 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--webhook-cert", type=Path, help="Serving certificate (PEM); unset: generated and renewed.")
     group.add_argument("--webhook-key", type=Path, help="Private key of --webhook-cert (PEM).")
     group.add_argument("--webhook-ca", type=Path, help="CA bundle for the webhook configurations; default --webhook-cert.")
+    group.add_argument("--webhook-client-ca", type=Path, help="CA of the client certificate the API server presents "
+                       "(its admission configuration's kubeconfig); set: callers without one get no answer.")
     group.add_argument("--webhook-cert-dir", type=Path, help="Where generated certificates live (default: a temp dir).")
+
+
+CERT_WITHOUT_KEY = "--webhook-cert and --webhook-key go together: pass both, or neither to generate them"
+
+
+def check_webhook_arguments(args: argparse.Namespace) -> None:
+    """Refuse flag combinations the guard cannot serve, before anything starts."""
+    if (args.webhook_cert is None) != (args.webhook_key is None):
+        raise ValueError(CERT_WITHOUT_KEY)

@@ -1,47 +1,169 @@
-"""The admission guard's decisions, as pure functions of (pod, tenant, policy decision).
+"""The admission guard's rules: a registry of small checks, each with an id, the trust levels it
+applies to and the one-line summary the docs' rule table is written from.
 
-vCluster syncs a tenant's pods into its host namespace unchanged, so whatever a tenant writes in
-its virtual cluster arrives here; these rules make the trust-based sharing policy hold for it.
-``mutate_pod`` fills in what the tenant may leave out; ``validate_pod`` rejects what the tenant may
-not ask for. Mutation never overwrites a value the tenant set: a foreign queue or scheduler is left
-in place so that validation rejects it with a message instead of silently rewriting it.
+vCluster syncs a tenant's pods into its host namespace unchanged, and a tenant is cluster-admin of
+its virtual cluster, so every pod there is shaped by the tenant. Each rule is an allow-list: what a
+pod of that trust may say, everything else refused with a message naming the field and the fix.
+Rules run after mutation (``guard.mutation``). On UPDATE only what the update adds is refused:
+a rule the old object already broke (a pod admitted under an older policy) does not block KAI's
+or the kubelet's later writes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
 
-from kubernetes.utils import parse_quantity
-
-from gputenant import naming
 from gputenant.api.v1alpha1 import SharingMode, Trust
-from gputenant.policy.decision import Decision, PodRules
+from gputenant.config.models import GuardConfig, OperatorConfig
+from gputenant.guard import keys
+from gputenant.guard.mutation import DEFAULT_SCHEDULER, NO_DEVICES, VISIBLE_DEVICES, tenant_queue
+from gputenant.guard.pods import container_gpu_amounts, containers, number, pod_gpu_amounts, requests_gpus, resource_names
+from gputenant.policy.decision import Decision
 
-GPU_RESOURCE_PREFIX = "nvidia.com/"
-DEFAULT_SCHEDULER = "default-scheduler"
-"""What the apiserver defaults an unset schedulerName to, before any webhook sees the pod."""
-FRACTION_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
-"""KAI-Scheduler GPU-sharing annotations; KAI does not isolate the pods sharing a GPU."""
-ISOLATION_ENV_NAMES = ("CUDA_DISABLE_CONTROL", "GPU_CORE_UTILIZATION_POLICY", "NVIDIA_VISIBLE_DEVICES")
-ISOLATION_ENV_PREFIXES = ("CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT")
-"""HAMi-core and NVIDIA container-runtime variables that switch off or widen GPU isolation."""
-HAMI_MEMORY_PERCENTAGE = "nvidia.com/gpumem-percentage"
-HAMI_MEMORY = "nvidia.com/gpumem"
-HAMI_GPU_COUNT = "nvidia.com/gpu"
+ALL_TRUST = frozenset(Trust)
+STRICT = frozenset({Trust.INTERNAL, Trust.UNTRUSTED})
+"""Trust levels whose GPU isolation the tenant's own variables must not switch off."""
 
-CONTAINER_KINDS = (("containers", "container"), ("initContainers", "init container"),
-                   ("ephemeralContainers", "ephemeral container"))
+ISOLATION_ENV_FAMILIES = ("CUDA_", "GPU_", "LIBCUDA_", "HAMI_", "VGPU_", "ACTIVE_OOM_KILLER", "LD_PRELOAD",
+                          "LD_AUDIT")
+"""Variable prefixes HAMi-core and the dynamic loader read (CUDA_DEVICE_MEMORY_LIMIT*, CUDA_DEVICE_SM_LIMIT*,
+CUDA_DISABLE_CONTROL, GPU_CORE_UTILIZATION_POLICY, CUDA_TASK_PRIORITY, LIBCUDA_LOG_LEVEL, ...;
+LD_PRELOAD libraries load before HAMi-core's /etc/ld.so.preload and can shadow it)."""
+ISOLATION_ENV_ALLOWED = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING",
+                         "CUDA_CACHE_PATH", "CUDA_CACHE_DISABLE", "CUDA_CACHE_MAXSIZE", "CUDA_HOME", "CUDA_PATH",
+                         "CUDA_VERSION")
+"""Variables of those families that only narrow or describe what the container already has."""
+DEVICE_ENV_FAMILIES = ("NVIDIA_",)
+"""NVIDIA container-runtime variables (NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES, NVIDIA_MIG_*):
+they choose which GPUs and driver features a container sees, whatever its resources say."""
+HAMI_CORE_PATHS = ("/etc/ld.so.preload", "/usr/local/vgpu/libvgpu.so")
+"""What HAMi's device plugin mounts to load HAMi-core; a volume mounted on or above them hides it."""
+BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+DEVICE_CLASS_RESOURCE = ".deviceclass.resource.k8s.io/devices"
+POD_SPEC_FIELDS = frozenset({
+    "activeDeadlineSeconds", "affinity", "automountServiceAccountToken", "containers", "dnsConfig", "dnsPolicy",
+    "enableServiceLinks", "ephemeralContainers", "hostAliases", "hostIPC", "hostNetwork", "hostPID", "hostUsers",
+    "hostname", "imagePullSecrets", "initContainers", "nodeName", "nodeSelector", "os", "overhead",
+    "preemptionPolicy", "priority", "priorityClassName", "readinessGates", "resourceClaims", "resources",
+    "restartPolicy", "runtimeClassName", "schedulerName", "schedulingGates", "securityContext", "serviceAccount",
+    "serviceAccountName", "setHostnameAsFQDN", "shareProcessNamespace", "subdomain",
+    "terminationGracePeriodSeconds", "tolerations", "topologySpreadConstraints", "volumes",
+})
+"""Pod spec fields the rules below account for; a field a newer Kubernetes adds is refused until
+a rule has looked at it."""
 
 
 @dataclass(frozen=True)
 class Violation:
-    """One broken rule: ``rule`` is a stable id (also in docs/admission-guard.md), ``message`` says
-    what is wrong and what to change."""
+    """One broken rule: ``rule`` is its registry id (also in docs/admission-guard.md), ``message``
+    says what is wrong and what to change."""
 
     rule: str
     message: str
+
+
+@dataclass
+class Review:
+    """One pod under review, with everything a rule may need to judge it."""
+
+    pod: dict
+    tenant: str
+    trust: Trust
+    decision: Decision
+    operation: str = "CREATE"
+    old: dict | None = None
+    settings: GuardConfig = field(default_factory=GuardConfig)
+    pool_keys: frozenset[str] = frozenset()
+    """Node label and taint keys of every configured pool: where the pools are told apart."""
+    by_tenant: bool = True
+    """Whether the request comes from the tenant's side (its syncer, its users) rather than from a
+    platform controller (KAI writes its own keys onto pods it groups)."""
+
+    @cached_property
+    def spec(self) -> dict:
+        return self.pod.get("spec") or {}
+
+    @cached_property
+    def labels(self) -> dict:
+        return (self.pod.get("metadata") or {}).get("labels") or {}
+
+    @cached_property
+    def annotations(self) -> dict:
+        return (self.pod.get("metadata") or {}).get("annotations") or {}
+
+    @cached_property
+    def gpu_pod(self) -> bool:
+        return requests_gpus(self.pod)
+
+    @property
+    def queue(self) -> str:
+        return tenant_queue(self.tenant, self.decision)
+
+    @property
+    def rules(self):
+        return self.decision.pod_rules if self.decision.possible else None
+
+    @property
+    def pool_selector(self) -> dict[str, str]:
+        pool = self.decision.pool if self.decision.possible else None
+        return dict(pool.node_selector) if pool else {}
+
+    @property
+    def mode(self) -> str:
+        return self.decision.mode.value if self.decision.mode else "none"
+
+
+Check = Callable[[Review], Iterable[str]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    trust: frozenset[Trust]
+    refuses: str
+    """What the rule refuses, in one line: the docs' rule table is this text."""
+    check: Check
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(rule_id: str, refuses: str, trust: frozenset[Trust] = ALL_TRUST) -> Callable[[Check], Check]:
+    """Register a check under `rule_id`; rules run (and report) in registration order."""
+    def register(check: Check) -> Check:
+        if rule_id in RULES:
+            raise ValueError(f"guard rule {rule_id} is registered twice")
+        RULES[rule_id] = Rule(rule_id, trust, refuses, check)
+        return check
+    return register
+
+
+def _violations(review: Review) -> list[Violation]:
+    return [Violation(r.id, message) for r in RULES.values() if review.trust in r.trust for message in r.check(review)]
+
+
+def validate_pod(pod: dict, tenant_name: str, trust: Trust, decision: Decision, *, operation: str = "CREATE",
+                 old: dict | None = None, config: OperatorConfig | None = None,
+                 by_tenant: bool = True) -> list[Violation]:
+    """Every rule the pod breaks under the tenant's policy; empty when it may be admitted. On UPDATE,
+    only violations the old object did not already have."""
+    settings = config.guard if config else GuardConfig()
+    pool_keys = frozenset(pool_keys_of(config)) if config else frozenset(
+        decision.pool.node_selector if decision.pool else ())
+    review = Review(pod, tenant_name, trust, decision, operation, old, settings, pool_keys, by_tenant)
+    found = _violations(review)
+    if operation == "CREATE" or old is None:
+        return found
+    before = set(_violations(Review(old, tenant_name, trust, decision, operation, old, settings, pool_keys,
+                                    by_tenant)))
+    return [v for v in found if v not in before]
+
+
+def pool_keys_of(config: OperatorConfig) -> set[str]:
+    return ({key for pool in config.pools for key in pool.node_selector}
+            | {t.key for pool in config.pools for t in pool.tolerations if t.key})
 
 
 def policy_summary(tenant_name: str, trust: Trust, decision: Decision) -> str:
@@ -57,254 +179,315 @@ def rejection_message(violations: list[Violation], tenant_name: str, trust: Trus
     return f"{rules} ({policy_summary(tenant_name, trust, decision)})"
 
 
-# -- reading pods ------------------------------------------------------------------------------
+# -- identity: queue, scheduler, KAI's and HAMi's keys -----------------------------------------
 
 
-def _containers(pod: dict) -> Iterator[tuple[str, str, int, dict]]:
-    """(spec key, human kind, index, container) for every container, init and ephemeral included."""
-    spec = pod.get("spec") or {}
-    for key, kind in CONTAINER_KINDS:
-        for index, container in enumerate(spec.get(key) or []):
-            yield key, kind, index, container
+@rule("queue-label", "a `kai.scheduler/queue` label naming another queue than the tenant's")
+def _queue_label(review: Review) -> Iterator[str]:
+    pod_queue = review.labels.get(keys.QUEUE_LABEL)
+    if pod_queue is not None and pod_queue != review.queue:
+        yield (f"label {keys.QUEUE_LABEL}={pod_queue} names another queue; pods of this tenant use queue "
+               f"{review.queue} (remove the label)")
 
 
-def container_gpu_amounts(container: dict) -> dict[str, Decimal]:
-    """GPU extended resources of one container. Kubernetes makes requests equal limits for extended
-    resources, and either alone counts, so the larger of the two is taken."""
-    resources = container.get("resources") or {}
-    amounts: dict[str, Decimal] = {}
-    for section in ("limits", "requests"):
-        for name, value in (resources.get(section) or {}).items():
-            if name.startswith(GPU_RESOURCE_PREFIX):
-                amounts[name] = max(amounts.get(name, Decimal(0)), parse_quantity(value))
-    return amounts
+@rule("scheduler-key", "KAI's, HAMi's and the operator's own label/annotation keys (`project`, "
+      "`priorityClassName`, `kai.scheduler/*`, `pod-group-name`, `runai/*`, `hami.io/*`, `nvidia.com/*`, "
+      "`gputenant.io/*`, ...) set by the tenant; on UPDATE only changes from the tenant's side")
+def _scheduler_keys(review: Review) -> Iterator[str]:
+    if review.operation != "CREATE" and not review.by_tenant:
+        return
+    for kind, present, exact, allowed in (
+            ("label", review.labels, keys.KAI_LABELS, (keys.QUEUE_LABEL,)),
+            ("annotation", review.annotations, keys.KAI_ANNOTATIONS,
+             (*keys.FRACTION_ANNOTATIONS, *keys.TENANT_ALLOWED_ANNOTATIONS))):
+        for key in sorted(present):
+            if key not in allowed and keys.is_reserved(key, exact):
+                yield (f"{kind} {key} is read by the GPU scheduler or vGPU stack to choose a queue, group, "
+                       f"priority or device; tenants may not set it (remove the {kind})")
 
 
-def pod_gpu_amounts(pod: dict) -> dict[str, Decimal]:
-    """The pod's effective GPU request as the scheduler counts it: the sum over app containers and
-    restartable (sidecar) init containers, or the largest single init container if that is more."""
-    spec = pod.get("spec") or {}
-    running: dict[str, Decimal] = {}
-    for container in list(spec.get("containers") or []) + [
-        c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"
-    ]:
-        for name, amount in container_gpu_amounts(container).items():
-            running[name] = running.get(name, Decimal(0)) + amount
-    effective = dict(running)
-    for container in spec.get("initContainers") or []:
-        if container.get("restartPolicy") == "Always":
-            continue
-        for name, amount in container_gpu_amounts(container).items():
-            effective[name] = max(effective.get(name, Decimal(0)), amount)
-    return effective
+@rule("scheduler-name", "a pod on a scheduler other than the pool's (GPU pods) or `default-scheduler` "
+      "and the pool's (other pods)")
+def _scheduler_name(review: Review) -> Iterator[str]:
+    pool = review.decision.pool
+    allowed = {pool.scheduler_name} if pool else set()
+    if not review.gpu_pod:
+        allowed.add(DEFAULT_SCHEDULER)
+    scheduler = review.spec.get("schedulerName", DEFAULT_SCHEDULER)
+    if allowed and scheduler not in allowed:
+        yield (f"schedulerName {scheduler} is not allowed; pods of this tenant are placed by "
+               f"{' or '.join(sorted(allowed))} (remove schedulerName)")
 
 
-def requests_gpus(pod: dict) -> bool:
-    """Whether the pod asks for a GPU at all, by extended resource or by KAI fraction annotation."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    if any(name in annotations for name in FRACTION_ANNOTATIONS):
-        return True
-    return any(container_gpu_amounts(c) for _, _, _, c in _containers(pod))
+@rule("priority-class", "a `priorityClassName` not in the configuration's `guard.priorityClassNames` "
+      "(KAI derives priority and preemptibility from it)")
+def _priority_class(review: Review) -> Iterator[str]:
+    name = review.spec.get("priorityClassName")
+    if name and name not in review.settings.priority_class_names:
+        allowed = ", ".join(review.settings.priority_class_names) or "none"
+        yield f"priorityClassName {name} is not granted to tenants (allowed: {allowed}); remove priorityClassName"
 
 
-def _tenant_queue(tenant_name: str, decision: Decision) -> str:
-    return decision.queue.name if decision.queue else naming.queue_name(tenant_name)
+# -- GPU resources -----------------------------------------------------------------------------
 
 
-def _pointer(segment: str) -> str:
-    """Escape one JSON-pointer segment (RFC 6901): label keys and resource names contain '/'."""
-    return segment.replace("~", "~0").replace("/", "~1")
+@rule("gpu-not-granted", "a GPU pod of a tenant whose policy cannot be applied (the decision's message is quoted)")
+def _gpu_not_granted(review: Review) -> Iterator[str]:
+    if review.gpu_pod and review.rules is None:
+        reason = review.decision.message if not review.decision.possible else "the tenant has no GPU policy"
+        yield f"the pod asks for GPUs but the tenant's GPU policy cannot be applied: {reason}"
 
 
-def _number(amount: Decimal) -> str:
-    return str(amount.normalize()) if amount != amount.to_integral_value() else str(int(amount))
-
-
-# -- mutation ----------------------------------------------------------------------------------
-
-
-def mutate_pod(pod: dict, tenant_name: str, decision: Decision, *, operation: str = "CREATE") -> list[dict]:
-    """JSON-patch operations that put a GPU pod on the tenant's queue, scheduler and pool.
-
-    Only pods that ask for GPUs are steered: the vCluster control plane and CoreDNS run in the same
-    namespace and belong on ordinary nodes. Values the tenant set are never overwritten (validation
-    rejects foreign ones). On UPDATE only labels may change, so only the queue label is filled.
-    """
-    if not decision.possible or decision.pool is None or not requests_gpus(pod):
+def _foreign_gpu_resources(review: Review) -> list[str]:
+    rules = review.rules
+    if rules is None:
         return []
-    pool = decision.pool
-    metadata = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    patch: list[dict] = []
-
-    labels = metadata.get("labels")
-    queue = _tenant_queue(tenant_name, decision)
-    if labels is None:
-        patch.append({"op": "add", "path": "/metadata/labels", "value": {naming.QUEUE_LABEL: queue}})
-    elif naming.QUEUE_LABEL not in labels:
-        patch.append({"op": "add", "path": f"/metadata/labels/{_pointer(naming.QUEUE_LABEL)}", "value": queue})
-    if operation != "CREATE":
-        return patch
-
-    scheduler = spec.get("schedulerName")
-    if scheduler in (None, DEFAULT_SCHEDULER):
-        patch.append({"op": "add", "path": "/spec/schedulerName", "value": pool.scheduler_name})
-
-    node_selector = spec.get("nodeSelector")
-    if pool.node_selector:
-        if node_selector is None:
-            patch.append({"op": "add", "path": "/spec/nodeSelector", "value": dict(pool.node_selector)})
-        else:
-            for key, value in pool.node_selector.items():
-                if key not in node_selector:
-                    patch.append({"op": "add", "path": f"/spec/nodeSelector/{_pointer(key)}", "value": value})
-
-    tolerations = spec.get("tolerations")
-    wanted = [t.model_dump(exclude_none=True, by_alias=True) for t in pool.tolerations]
-    missing = [t for t in wanted if t not in (tolerations or [])]
-    if missing:
-        if tolerations is None:
-            patch.append({"op": "add", "path": "/spec/tolerations", "value": missing})
-        else:
-            patch.extend({"op": "add", "path": "/spec/tolerations/-", "value": t} for t in missing)
-
-    rules = decision.pod_rules
-    if decision.mode == SharingMode.HAMI and rules is not None and rules.default_limits:
-        patch.extend(_hami_default_limits(spec, rules))
-    return patch
+    seen: list[str] = []
+    for _, _, _, container in containers(review.pod):
+        for name in container_gpu_amounts(container):
+            if name not in rules.gpu_resources and name not in seen:
+                seen.append(name)
+    return seen
 
 
-def _hami_default_limits(spec: dict, rules: PodRules) -> Iterator[dict]:
-    """Fill HAMi memory/core limits into containers that ask for vGPUs without them, so every share
-    is capped (HAMi would otherwise hand out a whole GPU's memory)."""
-    for key in ("containers", "initContainers"):
-        for index, container in enumerate(spec.get(key) or []):
-            if HAMI_GPU_COUNT not in container_gpu_amounts(container):
-                continue
-            resources = container.get("resources")
-            limits = (resources or {}).get("limits")
-            missing = {
-                name: value for name, value in rules.default_limits.items()
-                if name not in (limits or {})
-                and not (name == HAMI_MEMORY and HAMI_MEMORY_PERCENTAGE in (limits or {}))
-            }
-            if not missing:
-                continue
-            base = f"/spec/{key}/{index}/resources"
-            if resources is None:
-                yield {"op": "add", "path": base, "value": {"limits": missing}}
-            elif limits is None:
-                yield {"op": "add", "path": f"{base}/limits", "value": missing}
-            else:
-                for name, value in missing.items():
-                    yield {"op": "add", "path": f"{base}/limits/{_pointer(name)}", "value": value}
+def _granted(review: Review) -> str:
+    return ", ".join(review.rules.gpu_resources) if review.rules and review.rules.gpu_resources \
+        else "no GPU resources"
 
 
-# -- validation --------------------------------------------------------------------------------
+@rule("mig-profile", "a MIG profile the tenant was not granted")
+def _mig_profile(review: Review) -> Iterator[str]:
+    if review.decision.mode != SharingMode.MIG:
+        return
+    for name in _foreign_gpu_resources(review):
+        if name.startswith("nvidia.com/mig-"):
+            yield (f"MIG profile {name.removeprefix('nvidia.com/mig-')} is not granted to the tenant; "
+                   f"request {_granted(review)}")
 
 
-def validate_pod(pod: dict, tenant_name: str, trust: Trust, decision: Decision, *,
-                 operation: str = "CREATE") -> list[Violation]:
-    """Every rule the pod breaks under the tenant's policy; empty when it may be admitted.
-
-    Run after mutation, so a GPU pod is expected to carry the tenant's queue and scheduler already.
-    ``nodeName`` is only checked on CREATE: a bound pod has one, and later label updates must pass.
-    """
-    violations: list[Violation] = []
-    metadata = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    labels = metadata.get("labels") or {}
-    annotations = metadata.get("annotations") or {}
-    gpu_pod = requests_gpus(pod)
-    queue = _tenant_queue(tenant_name, decision)
-    pool = decision.pool
-    rules = decision.pod_rules if decision.possible else None
-
-    pod_queue = labels.get(naming.QUEUE_LABEL)
-    if pod_queue is not None and pod_queue != queue:
-        violations.append(Violation("queue-label", f"label {naming.QUEUE_LABEL}={pod_queue} names another "
-                                    f"queue; pods of this tenant use queue {queue} (remove the label)"))
-
-    scheduler = spec.get("schedulerName", DEFAULT_SCHEDULER)
-    allowed_schedulers = {pool.scheduler_name} if pool else set()
-    if not gpu_pod:
-        allowed_schedulers.add(DEFAULT_SCHEDULER)
-    if operation == "CREATE" and allowed_schedulers and scheduler not in allowed_schedulers:
-        violations.append(Violation("scheduler-name", f"schedulerName {scheduler} is not allowed; pods of this "
-                                    f"tenant are placed by {' or '.join(sorted(allowed_schedulers))} "
-                                    "(remove schedulerName)"))
-
-    if gpu_pod and rules is None:
-        reason = decision.message if not decision.possible else "the tenant has no GPU policy"
-        violations.append(Violation("gpu-not-granted", f"the pod asks for GPUs but the tenant's GPU policy "
-                                    f"cannot be applied: {reason}"))
-    if rules is not None:
-        violations.extend(_gpu_violations(pod, annotations, decision, rules))
-        if gpu_pod and pool is not None and operation == "CREATE":
-            node_selector = spec.get("nodeSelector") or {}
-            for key, value in pool.node_selector.items():
-                if node_selector.get(key, value) != value:
-                    violations.append(Violation("node-selector", f"nodeSelector {key}={node_selector[key]} leaves "
-                                                f"the tenant's pool; it must be {key}={value} (remove it)"))
-
-    for _, kind, _, container in _containers(pod):
-        if (container.get("securityContext") or {}).get("privileged"):
-            violations.append(Violation("privileged", f"{kind} {container.get('name')} is privileged; "
-                                        "privileged containers see every GPU of the node (remove securityContext.privileged)"))
-    for field in ("hostPID", "hostIPC", "hostNetwork"):
-        if spec.get(field):
-            violations.append(Violation("host-namespaces", f"spec.{field} shares the node's namespaces with the "
-                                        f"pod (remove spec.{field})"))
-
-    if trust in (Trust.INTERNAL, Trust.UNTRUSTED) or (rules is not None and rules.forbid_isolation_overrides):
-        for _, kind, _, container in _containers(pod):
-            for variable in container.get("env") or []:
-                name = variable.get("name", "")
-                if name in ISOLATION_ENV_NAMES or name.startswith(ISOLATION_ENV_PREFIXES):
-                    violations.append(Violation("isolation-env", f"{kind} {container.get('name')} sets {name}, "
-                                                "which overrides GPU isolation (remove the variable)"))
-        if operation == "CREATE" and spec.get("nodeName"):
-            violations.append(Violation("node-name", f"spec.nodeName {spec['nodeName']} bypasses the scheduler "
-                                        "and the tenant's pool (remove spec.nodeName)"))
-    return violations
+@rule("gpu-resource", "an `nvidia.com/*` resource of another mechanism than the tenant's (e.g. `nvidia.com/gpu` "
+      "for a MIG tenant, `nvidia.com/gpumem-percentage`, which the quota cannot count)")
+def _gpu_resource(review: Review) -> Iterator[str]:
+    for name in _foreign_gpu_resources(review):
+        if review.decision.mode == SharingMode.MIG and name.startswith("nvidia.com/mig-"):
+            continue
+        yield f"{name} belongs to another sharing mechanism than {review.mode}; request {_granted(review)}"
 
 
-def _gpu_violations(pod: dict, annotations: dict, decision: Decision, rules: PodRules) -> Iterator[Violation]:
-    mode = decision.mode.value if decision.mode else "none"
-    granted = ", ".join(rules.gpu_resources) or "no GPU resources"
-    seen: set[str] = set()
-    for _, kind, _, container in _containers(pod):
+@rule("per-container-limit", "more than the policy allows per container (1 time-sliced replica when the pool "
+      "fails larger requests; HAMi memory/cores above one GPU)")
+def _per_container(review: Review) -> Iterator[str]:
+    rules = review.rules
+    if rules is None:
+        return
+    why = (" (time-sliced replicas add no compute; the pool fails larger requests)"
+           if review.decision.mode == SharingMode.TIME_SLICING else "")
+    for _, kind, _, container in containers(review.pod):
         for name, amount in container_gpu_amounts(container).items():
-            if name not in rules.gpu_resources:
-                if name in seen:
-                    continue
-                seen.add(name)
-                if decision.mode == SharingMode.MIG and name.startswith("nvidia.com/mig-"):
-                    profile = name.removeprefix("nvidia.com/mig-")
-                    yield Violation("mig-profile", f"MIG profile {profile} is not granted to the tenant; "
-                                    f"request {granted}")
-                else:
-                    yield Violation("gpu-resource", f"{name} belongs to another sharing mechanism than {mode}; "
-                                    f"request {granted}")
-                continue
             limit = rules.max_per_container.get(name)
-            if limit is not None and amount > limit:
-                why = (" (time-sliced replicas add no compute; the pool fails larger requests)"
-                       if decision.mode == SharingMode.TIME_SLICING else "")
-                yield Violation("per-container-limit", f"{kind} {container.get('name')} requests {_number(amount)} "
-                                f"{name}; at most {limit} per container{why}")
-    for name, amount in pod_gpu_amounts(pod).items():
+            if name in rules.gpu_resources and limit is not None and amount > limit:
+                yield (f"{kind} {container.get('name')} requests {number(amount)} {name}; at most {limit} "
+                       f"per container{why}")
+
+
+@rule("per-pod-limit", "a pod's effective request (containers + sidecars, or the largest init container) above "
+      "the tenant's limit")
+def _per_pod(review: Review) -> Iterator[str]:
+    rules = review.rules
+    if rules is None:
+        return
+    for name, amount in pod_gpu_amounts(review.pod).items():
         limit = rules.max_per_pod.get(name)
         if name in rules.gpu_resources and limit is not None and amount > limit:
-            yield Violation("per-pod-limit", f"the pod requests {_number(amount)} {name}; the tenant's limit "
-                            f"is {limit} per pod")
-    if not rules.allow_fraction_annotations:
-        for name in FRACTION_ANNOTATIONS:
-            if name in annotations:
-                yield Violation("fraction-annotation", f"annotation {name} asks KAI for a shared GPU, which "
-                                f"sharing {mode} does not allow (remove it)")
+            yield f"the pod requests {number(amount)} {name}; the tenant's limit is {limit} per pod"
 
 
-def pod_summary(pod: dict) -> dict[str, Any]:
-    """What the guard remembers of a running GPU pod: its GPU resources (for MIG-change checks)."""
-    return {name: _number(amount) for name, amount in pod_gpu_amounts(pod).items()}
+@rule("fraction-annotation", "KAI `gpu-fraction` / `gpu-memory` annotations unless the mode allows them "
+      "(TimeSlicing)")
+def _fraction(review: Review) -> Iterator[str]:
+    if review.rules is not None and review.rules.allow_fraction_annotations:
+        return
+    for name in keys.FRACTION_ANNOTATIONS:
+        if name in review.annotations:
+            yield (f"annotation {name} asks KAI for a shared GPU, which sharing {review.mode} does not allow "
+                   "(remove it)")
+
+
+@rule("resource-name", "a resource outside cpu, memory, ephemeral-storage, hugepages-*, the tenant's GPU "
+      "resources and the DeviceClasses in `guard.deviceClasses`")
+def _resource_names(review: Review) -> Iterator[str]:
+    granted_classes = {f"{c}{DEVICE_CLASS_RESOURCE}" for c in review.settings.device_classes}
+    for _, kind, _, container in containers(review.pod):
+        for name in sorted(resource_names(container)):
+            if (name in BASE_RESOURCES or name.startswith("hugepages-") or name.startswith("nvidia.com/")
+                    or name in granted_classes):
+                continue
+            yield (f"{kind} {container.get('name')} requests {name}, which is not granted to tenants "
+                   "(remove it, or ask the platform team to add its DeviceClass to guard.deviceClasses)")
+
+
+@rule("resource-claim", "DRA `resourceClaims` in the pod or its containers (the guard cannot see a claim's "
+      "device class at admission)")
+def _resource_claims(review: Review) -> Iterator[str]:
+    if review.spec.get("resourceClaims"):
+        yield "spec.resourceClaims asks DRA for devices outside the tenant's GPU policy (remove resourceClaims)"
+    for _, kind, _, container in containers(review.pod):
+        if (container.get("resources") or {}).get("claims"):
+            yield f"{kind} {container.get('name')} uses resources.claims (remove them)"
+
+
+# -- placement ---------------------------------------------------------------------------------
+
+
+@rule("node-selector", "a `nodeSelector` naming a pool key with another value than the tenant's pool (every pod)")
+def _node_selector(review: Review) -> Iterator[str]:
+    own = review.pool_selector
+    for key, value in (review.spec.get("nodeSelector") or {}).items():
+        if key in review.pool_keys | set(own) and own.get(key) != value:
+            wanted = f"it must be {key}={own[key]}" if key in own else "the tenant has no pool there"
+            yield f"nodeSelector {key}={value} leaves the tenant's pool; {wanted} (remove it)"
+
+
+@rule("node-affinity", "node affinity on a pool key with values outside the tenant's pool, or `matchFields` "
+      "(node names)")
+def _node_affinity(review: Review) -> Iterator[str]:
+    node_affinity = (review.spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = (node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
+    terms = list(required or []) + [p.get("preference") or {} for p in
+                                    node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []]
+    own = review.pool_selector
+    for term in terms:
+        if term.get("matchFields"):
+            yield "node affinity matchFields picks nodes by name, past the tenant's pool (remove matchFields)"
+        for expression in term.get("matchExpressions") or []:
+            key = expression.get("key")
+            if key not in review.pool_keys | set(own):
+                continue
+            values = set(expression.get("values") or [])
+            if expression.get("operator") != "In" or key not in own or values != {own[key]}:
+                yield (f"node affinity on {key} ({expression.get('operator')} {sorted(values)}) reaches other "
+                       "pools' nodes; the guard sets the tenant's pool (remove the expression)")
+
+
+@rule("toleration", "a toleration of every taint (no key), or of a pool taint with another value than the "
+      "tenant's pool")
+def _tolerations(review: Review) -> Iterator[str]:
+    pool = review.decision.pool if review.decision.possible else None
+    own = [t.model_dump(exclude_none=True, by_alias=True) for t in pool.tolerations] if pool else []
+    for toleration in review.spec.get("tolerations") or []:
+        key = toleration.get("key")
+        if not key:
+            yield "a toleration without key tolerates every taint, other pools' included (give it a key)"
+        elif key in review.pool_keys and toleration not in own:
+            yield (f"toleration of {key} ({toleration.get('operator', 'Equal')} {toleration.get('value', '')}) "
+                   "reaches other pools' nodes; the guard adds the tenant's pool toleration (remove it)")
+
+
+@rule("node-name", "`spec.nodeName` set at creation (bypasses the scheduler and the pool)")
+def _node_name(review: Review) -> Iterator[str]:
+    if review.operation == "CREATE" and review.spec.get("nodeName"):
+        yield (f"spec.nodeName {review.spec['nodeName']} bypasses the scheduler and the tenant's pool "
+               "(remove spec.nodeName)")
+
+
+@rule("runtime-class", "a `runtimeClassName` not in the configuration's `guard.runtimeClassNames` (the nvidia "
+      "runtime shows a container the GPUs its variables name)")
+def _runtime_class(review: Review) -> Iterator[str]:
+    name = review.spec.get("runtimeClassName")
+    if name and name not in review.settings.runtime_class_names:
+        allowed = ", ".join(review.settings.runtime_class_names) or "none"
+        yield f"runtimeClassName {name} is not granted to tenants (allowed: {allowed}); remove runtimeClassName"
+
+
+# -- the node and the GPU's software isolation -------------------------------------------------
+
+
+@rule("privileged", "a privileged container, init or ephemeral container")
+def _privileged(review: Review) -> Iterator[str]:
+    for _, kind, _, container in containers(review.pod):
+        if (container.get("securityContext") or {}).get("privileged"):
+            yield (f"{kind} {container.get('name')} is privileged; privileged containers see every GPU of the "
+                   "node (remove securityContext.privileged)")
+
+
+@rule("host-namespaces", "`hostPID`, `hostIPC`, `hostNetwork`")
+def _host_namespaces(review: Review) -> Iterator[str]:
+    for name in ("hostPID", "hostIPC", "hostNetwork"):
+        if review.spec.get(name):
+            yield f"spec.{name} shares the node's namespaces with the pod (remove spec.{name})"
+
+
+@rule("device-env", "`NVIDIA_*` container-runtime variables (GPU visibility and driver features), except the "
+      "guard's own `NVIDIA_VISIBLE_DEVICES=void` in containers without GPUs")
+def _device_env(review: Review) -> Iterator[str]:
+    for _, kind, _, container in containers(review.pod):
+        for variable in container.get("env") or []:
+            name = variable.get("name", "")
+            if not name.startswith(DEVICE_ENV_FAMILIES):
+                continue
+            if (name == VISIBLE_DEVICES and variable.get("value") == NO_DEVICES and "valueFrom" not in variable
+                    and not container_gpu_amounts(container)):
+                continue
+            yield (f"{kind} {container.get('name')} sets {name}, which chooses the GPUs the container sees "
+                   "(remove the variable)")
+
+
+def _isolation_variable(name: str) -> bool:
+    return name.startswith(ISOLATION_ENV_FAMILIES) and name not in ISOLATION_ENV_ALLOWED
+
+
+@rule("isolation-env", "variables HAMi-core or the loader read (`CUDA_*`, `GPU_*`, `LIBCUDA_*`, `HAMI_*`, "
+      "`ACTIVE_OOM_KILLER`, `LD_PRELOAD`, `LD_AUDIT`) except a few that only narrow (`CUDA_VISIBLE_DEVICES`, ...)",
+      STRICT)
+def _isolation_env(review: Review) -> Iterator[str]:
+    for _, kind, _, container in containers(review.pod):
+        for variable in container.get("env") or []:
+            name = variable.get("name", "")
+            if _isolation_variable(name):
+                yield f"{kind} {container.get('name')} sets {name}, which overrides GPU isolation (remove the variable)"
+
+
+def _families(review: Review) -> tuple[str, ...]:
+    return DEVICE_ENV_FAMILIES + (ISOLATION_ENV_FAMILIES if review.trust in STRICT else ())
+
+
+@rule("env-from", "`envFrom` whose prefix could produce a guarded variable (`NVIDIA_*`; for Internal and "
+      "Untrusted also the isolation families): a ConfigMap's keys are not known at admission")
+def _env_from(review: Review) -> Iterator[str]:
+    families = _families(review)
+    for _, kind, _, container in containers(review.pod):
+        for source in container.get("envFrom") or []:
+            prefix = source.get("prefix", "")
+            if any(family.startswith(prefix) or prefix.startswith(family) for family in families):
+                what = f"prefix {prefix!r}" if prefix else "no prefix"
+                yield (f"{kind} {container.get('name')} takes variables from envFrom with {what}, so GPU isolation "
+                       "variables could arrive unseen; set envFrom[].prefix to one no GPU variable starts with, "
+                       "e.g. APP_")
+
+
+@rule("hami-preload", "a volume mounted on or above HAMi-core's `/etc/ld.so.preload` or "
+      "`/usr/local/vgpu/libvgpu.so`", STRICT)
+def _hami_preload(review: Review) -> Iterator[str]:
+    for _, kind, _, container in containers(review.pod):
+        for mount in container.get("volumeMounts") or []:
+            path = (mount.get("mountPath") or "").rstrip("/") or "/"
+            for guarded in HAMI_CORE_PATHS:
+                if guarded == path or guarded.startswith(path if path.endswith("/") else path + "/"):
+                    yield (f"{kind} {container.get('name')} mounts a volume at {mount.get('mountPath')}, which "
+                           f"hides {guarded} that loads GPU isolation (mount it elsewhere)")
+                    break
+
+
+@rule("pod-field", "a pod spec field no rule accounts for (fields added by newer Kubernetes versions)")
+def _pod_fields(review: Review) -> Iterator[str]:
+    for name in sorted(set(review.spec) - POD_SPEC_FIELDS):
+        yield f"spec.{name} is not reviewed by the admission guard yet (remove it)"
+
+
+def rule_table() -> str:
+    """The docs' rule table (docs/admission-guard.md), one row per registered rule, in order."""
+    rows = ["| rule | refuses | trust |", "|---|---|---|"]
+    for r in RULES.values():
+        trust = "all" if r.trust == ALL_TRUST else ", ".join(t.value for t in Trust if t in r.trust)
+        rows.append(f"| `{r.id}` | {r.refuses} | {trust} |")
+    return "\n".join(rows)

@@ -1,22 +1,27 @@
-"""The guard's HTTPS endpoint: kopf's WebhookServer, plus the two things kopf does not do for us:
-generated certificates renewed before expiry, and webhook configurations with a namespace selector
-kept in sync with the server's URL and CA bundle."""
+"""The guard's HTTPS endpoint: kopf's WebhookServer, plus what kopf does not do for us: generated
+certificates renewed before expiry, webhook configurations with a namespace selector kept in sync
+with the server's URL and CA bundle, callers authenticated by client certificate, and no memory
+kept per reviewed pod."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
+import functools
 import logging
 import socket
+import ssl
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator, Optional
 
 import kopf
 
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.certs import CertificatePaths, ensure_certificates
 from gputenant.guard.configuration import sync_webhook_configurations
+from gputenant.guard.flags import CERT_WITHOUT_KEY
 from gputenant.kube import KubeClient
 
 log = logging.getLogger(__name__)
@@ -28,15 +33,19 @@ class GuardServer:
     """Set as ``settings.admission.server``. With ``cert_file``/``key_file`` it serves those (kopf
     reloads them when they change, e.g. from cert-manager); without, it generates a CA and a leaf
     for ``hostnames`` in ``cert_dir`` and renews them. Every time the server (re)starts, the
-    webhook configurations are applied with its URL and CA bundle."""
+    webhook configurations are applied with its URL and CA bundle.
 
-    def __init__(self, client: KubeClient, config: OperatorConfig, *, host: str = "127.0.0.1", port: Optional[int] = 9443,
-                 listen: Optional[str] = None, hostnames: Optional[list[str]] = None,
-                 cert_dir: Optional[Path] = None, cert_file: Optional[Path] = None, key_file: Optional[Path] = None,
-                 ca_file: Optional[Path] = None, renewal_check_seconds: float = RENEWAL_CHECK_SECONDS,
+    With ``client_ca_file`` only callers with a client certificate signed by it get an answer
+    (the API server presents one through its admission configuration's kubeconfig): the answers
+    name tenants' pods and quotas, and tenant pods can reach the operator's network."""
+
+    def __init__(self, client: KubeClient, config: OperatorConfig, *, host: str = "127.0.0.1", port: int | None = 9443,
+                 listen: str | None = None, hostnames: list[str] | None = None,
+                 cert_dir: Path | None = None, cert_file: Path | None = None, key_file: Path | None = None,
+                 ca_file: Path | None = None, client_ca_file: Path | None = None, renewal_check_seconds: float = RENEWAL_CHECK_SECONDS,
                  file_check_interval: float = 60.0):
         if (cert_file is None) != (key_file is None):
-            raise ValueError("--webhook-cert and --webhook-key go together: pass both, or neither to generate them")
+            raise ValueError(CERT_WITHOUT_KEY)
         self.client = client
         self.config = config
         self.host = host
@@ -50,6 +59,7 @@ class GuardServer:
             self.cert_file, self.key_file, self.ca_file = paths.cert, paths.key, paths.ca_bundle
         else:
             self.cert_file, self.key_file, self.ca_file = cert_file, key_file, ca_file or cert_file
+        self.client_ca_file = client_ca_file
         self.renewal_check_seconds = renewal_check_seconds
         self.file_check_interval = file_check_interval
 
@@ -66,10 +76,12 @@ class GuardServer:
             self.port = _free_port(self.listen)
         server = kopf.WebhookServer(addr=self.listen, port=self.port, host=self.host, certfile=str(self.cert_file),
                                     pkeyfile=str(self.key_file), cafile=str(self.ca_file),
-                                    file_check_interval=self.file_check_interval)
+                                    file_check_interval=self.file_check_interval,
+                                    verify_mode=ssl.CERT_REQUIRED if self.client_ca_file else None,
+                                    verify_cafile=str(self.client_ca_file) if self.client_ca_file else None)
         renewer = asyncio.create_task(self._renew_forever()) if self.generated else None
         try:
-            async for client_config in server(fn):
+            async for client_config in server(without_object_memory(fn)):
                 written = await sync_webhook_configurations(self.client, self.config, dict(client_config))
                 log.info("admission guard serving at %s; %d webhook configurations updated",
                          client_config["url"], written)
@@ -79,6 +91,21 @@ class GuardServer:
                 renewer.cancel()
 
 
+class _NoObjectMemory:
+    """kopf keeps a memory per object named in an admission UPDATE (for handlers that also watch
+    it) and forgets it only on a watch event; the guard watches no pods, so every pod ever updated
+    would stay in memory. The guard's handlers use no memo, so each review gets a fresh one."""
+
+    async def recall_memo(self, raw_body: dict, *, memobase: kopf.Memo | None = None,
+                          ephemeral: bool = False) -> kopf.Memo:
+        return copy.copy(memobase) if memobase is not None else kopf.Memo()
+
+
+def without_object_memory(fn):
+    """kopf's webhook function (a partial of its admission entry point) with no per-object memory."""
+    return functools.partial(fn, memories=_NoObjectMemory())
+
+
 def _free_port(address: str) -> int:
     """A port chosen once, so restarts on renewed certificates keep the webhook URL."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -86,10 +113,10 @@ def _free_port(address: str) -> int:
         return probe.getsockname()[1]
 
 
-def server_from_args(args: argparse.Namespace, client: KubeClient, config: OperatorConfig) -> Optional[GuardServer]:
+def server_from_args(args: argparse.Namespace, client: KubeClient, config: OperatorConfig) -> GuardServer | None:
     """A GuardServer from the flags of `guard.flags.add_webhook_arguments`, or None if --webhook-host is unset."""
     if not args.webhook_host:
         return None
     return GuardServer(client, config, host=args.webhook_host, port=args.webhook_port, listen=args.webhook_listen,
                        cert_dir=args.webhook_cert_dir, cert_file=args.webhook_cert, key_file=args.webhook_key,
-                       ca_file=args.webhook_ca)
+                       ca_file=args.webhook_ca, client_ca_file=args.webhook_client_ca)

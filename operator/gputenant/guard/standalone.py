@@ -1,19 +1,25 @@
-"""Run the admission guard alone, in a background thread: a kopf operator whose registry holds only
-the guard. The end-to-end tests and ``bench/webhook_latency.py`` use it to put the real webhook
-server in front of a real apiserver; ``gputenant run`` serves the same handlers with the rest."""
+"""Run the admission guard alone: a kopf operator whose registry holds only the guard, on an event
+loop of its own, in a thread (``GuardThread``: the end-to-end tests, the benchmark) or in a child
+process (``GuardProcess``: ``gputenant run``). Reconciliation keeps the operator's event loop, and
+its interpreter, busy for seconds while many tenants onboard; pod reviews answered from there queue
+behind it, so the operator serves the guard from a process with an interpreter of its own."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import multiprocessing
+import queue
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import kopf
 import kubernetes
 
 from gputenant.config.models import OperatorConfig
-from gputenant.guard.server import GuardServer
+from gputenant.guard.server import GuardServer, server_from_args
 from gputenant.guard.webhook import Guard, register
 from gputenant.kube import KubeClient
 
@@ -25,25 +31,34 @@ def _connection(kubeconfig: Path) -> kopf.ConnectionInfo:
                                certificate_path=configuration.cert_file, private_key_path=configuration.key_file)
 
 
+ServerFactory = Callable[[KubeClient], GuardServer]
+
+
 class GuardThread:
     """``with GuardThread(kubeconfig, config) as guard:`` serves the guard on 127.0.0.1 with generated
-    certificates and registered webhook configurations until the block ends."""
+    certificates and registered webhook configurations until the block ends. `make_server` builds
+    another server (e.g. ``server_from_args``) from the thread's own client; without `kubeconfig`
+    the thread logs in as kopf does by default (in-cluster service account)."""
 
-    def __init__(self, kubeconfig: Path, config: OperatorConfig, *, cert_dir: Optional[Path] = None,
-                 port: Optional[int] = None, file_check_interval: float = 60.0):
-        self.kubeconfig = Path(kubeconfig)
+    def __init__(self, kubeconfig: Path | None, config: OperatorConfig, *, cert_dir: Path | None = None,
+                 port: int | None = None, file_check_interval: float = 60.0,
+                 client_ca_file: Path | None = None, make_server: ServerFactory | None = None):
         self.config = config
         self.registry = kopf.OperatorRegistry()
-        self.client = KubeClient.from_kubeconfig(str(self.kubeconfig), config.field_manager)
+        self.client = KubeClient.from_kubeconfig(str(kubeconfig) if kubeconfig else None, config.field_manager)
         self.guard: Guard = register(self.registry, config, self.client)
-        connection = _connection(self.kubeconfig)
-        kopf.on.login(registry=self.registry)(lambda **_: connection)
-        self.server = GuardServer(self.client, config, host="127.0.0.1", port=port, cert_dir=cert_dir,
-                                  file_check_interval=file_check_interval)
+        if kubeconfig is not None:
+            connection = _connection(Path(kubeconfig))
+            kopf.on.login(registry=self.registry)(lambda **_: connection)
+        else:
+            kopf.on.login(registry=self.registry)(kopf.login_via_client)
+        self.server = make_server(self.client) if make_server else GuardServer(
+            self.client, config, host="127.0.0.1", port=port, cert_dir=cert_dir,
+            file_check_interval=file_check_interval, client_ca_file=client_ca_file)
         self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self._ready = threading.Event()
-        self.error: Optional[BaseException] = None
+        self.error: BaseException | None = None
 
     async def _main(self) -> None:
         settings = kopf.OperatorSettings()
@@ -63,7 +78,7 @@ class GuardThread:
             self.error = error
             self._ready.set()
 
-    def start(self, timeout: float = 60) -> "GuardThread":
+    def start(self, timeout: float = 60) -> GuardThread:
         self._thread = threading.Thread(target=self._run, name="gputenant-guard", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout) or self.error:
@@ -75,9 +90,63 @@ class GuardThread:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def __enter__(self) -> "GuardThread":
+    def __enter__(self) -> GuardThread:
         return self.start()
 
     def __exit__(self, *_: Any) -> None:
         self.stop()
 
+
+
+class GuardProcess:
+    """``GuardThread`` in a child process (spawned, so it shares no lock or loop with the parent),
+    serving with the ``gputenant run`` webhook flags in `server_args`. ``start`` returns once the
+    guard serves, or raises with the child's error."""
+
+    def __init__(self, kubeconfig: Path | None, config: OperatorConfig, server_args: argparse.Namespace):
+        self._context = multiprocessing.get_context("spawn")
+        self._arguments = (str(kubeconfig) if kubeconfig else None, config.model_dump_json(by_alias=True),
+                           server_args)
+        self._stop = self._context.Event()
+        self._outcome = self._context.Queue()
+        self._process: Any | None = None
+
+    def start(self, timeout: float = 120) -> GuardProcess:
+        self._process = self._context.Process(target=_serve_in_child, name="gputenant-guard", daemon=True,
+                                              args=(*self._arguments, self._stop, self._outcome))
+        self._process.start()
+        try:
+            error = self._outcome.get(timeout=timeout)
+        except queue.Empty:
+            error = f"no answer in {timeout:g} s"
+        if error:
+            self.stop()
+            raise RuntimeError(f"the admission guard did not start: {error}")
+        return self
+
+    def stop(self, timeout: float = 30) -> None:
+        self._stop.set()
+        if self._process is not None:
+            self._process.join(timeout)
+            if self._process.is_alive():
+                self._process.terminate()
+
+
+def _serve_in_child(kubeconfig: str | None, config_json: str, server_args: argparse.Namespace,
+                    stop: Any, outcome: Any) -> None:
+    config = OperatorConfig.model_validate_json(config_json)
+
+    def make_server(client: KubeClient) -> GuardServer:
+        server = server_from_args(server_args, client, config)
+        if server is None:
+            raise ValueError("the guard process needs --webhook-host")
+        return server
+
+    try:
+        thread = GuardThread(Path(kubeconfig) if kubeconfig else None, config, make_server=make_server).start()
+    except BaseException as error:  # reported to the parent, which raises it
+        outcome.put(repr(error))
+        return
+    outcome.put("")
+    stop.wait()
+    thread.stop()

@@ -1,18 +1,20 @@
-"""kopf admission handlers of the guard: the IO around ``rules``.
+"""kopf admission handlers of the guard: the IO around ``rules`` and ``mutation``.
 
-Every pod review is answered from memory: kopf indexes keep the tenant namespaces and the
-GpuTenants, and specs and policy decisions are cached per tenant generation, so a pod review makes
-no API call. GpuTenant reviews are rare and read the tenant's GPU pods from the API instead of
+Every pod review is answered from memory: a kopf index keeps the GpuTenants by the host namespace
+the operator recorded for each (``status.namespace``, or the one the configuration names before the
+first status), and specs and policy decisions are cached per tenant uid and generation, so a pod
+review makes no API call. A namespace's own labels never name its tenant: they only route pods to
+the guard, and a namespace labelled as a tenant's that is not that tenant's host namespace has its
+pods refused. GpuTenant reviews are rare and read the tenant's GPU pods from the API instead of
 watching every pod of the cluster. ``register(registry, config, client)`` adds the handlers and
-indexes to a kopf registry; the operator's ``handlers.py`` calls it and sets
-``settings.admission.server`` to a ``GuardServer``.
+the index to a kopf registry; ``standalone.GuardThread`` serves them on an event loop of their own.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import jsonpatch
 import kopf
@@ -22,7 +24,9 @@ from gputenant import GROUP, PLURAL, VERSION, naming
 from gputenant.api.v1alpha1 import GpuTenantSpec
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.configuration import MUTATE_POD, VALIDATE_POD, VALIDATE_TENANT
-from gputenant.guard.rules import mutate_pod, pod_summary, rejection_message, requests_gpus, validate_pod
+from gputenant.guard.mutation import mutate_pod
+from gputenant.guard.pods import pod_summary, requests_gpus
+from gputenant.guard.rules import rejection_message, validate_pod
 from gputenant.guard.tenant_checks import check_tenant_change
 from gputenant.kube import KubeClient
 from gputenant.policy.choose import decide
@@ -30,10 +34,11 @@ from gputenant.policy.decision import Decision
 
 log = logging.getLogger(__name__)
 
-NAMESPACES_INDEX = "gputenant_guard_namespaces"
 TENANTS_INDEX = "gputenant_guard_tenants"
+"""GpuTenants by host namespace."""
 DENIED = 403
 NOT_READY = 503
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 
 
 @dataclass
@@ -41,25 +46,32 @@ class TenantView:
     """What the guard keeps of a GpuTenant: enough to decide, nothing more."""
 
     name: str
+    uid: str
     generation: int
     spec: dict
+    namespace: str
 
 
 @dataclass
 class Guard:
-    """The guard's state in one operator process."""
+    """The guard's state in one process. ``decisions`` holds one entry per live tenant uid."""
 
     config: OperatorConfig
     client: KubeClient
     decisions: dict[str, tuple[int, GpuTenantSpec, Decision]] = field(default_factory=dict)
 
-    def decision(self, tenant: TenantView) -> tuple[GpuTenantSpec, Decision]:
-        """The tenant's validated spec and policy decision, computed once per generation."""
-        cached = self.decisions.get(tenant.name)
+    def decision(self, tenant: TenantView, live_uids: set[str] | None = None) -> tuple[GpuTenantSpec, Decision]:
+        """The tenant's validated spec and policy decision, computed once per uid and generation: a
+        tenant deleted and re-created under the same name is a new uid, judged by its own spec.
+        `live_uids` (the index's tenants) lets a new entry drop those of deleted tenants."""
+        cached = self.decisions.get(tenant.uid)
         if cached is None or cached[0] != tenant.generation:
             spec = GpuTenantSpec.model_validate(tenant.spec)
             cached = (tenant.generation, spec, decide(tenant.name, spec, self.config))
-            self.decisions[tenant.name] = cached
+            if live_uids is not None:
+                for uid in [uid for uid in self.decisions if uid not in live_uids]:
+                    del self.decisions[uid]
+            self.decisions[tenant.uid] = cached
         return cached[1], cached[2]
 
     async def gpu_pods(self, namespace: str) -> list[tuple[str, dict[str, str]]]:
@@ -68,13 +80,15 @@ class Guard:
         return [(p["metadata"]["name"], pod_summary(p)) for p in pods
                 if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and requests_gpus(p)]
 
-
-def _only(store: Any, key: str) -> Optional[Any]:
-    """The single value an index holds for `key` (None if absent)."""
-    if store is None or key not in store:
-        return None
-    values = list(store[key])
-    return values[-1] if values else None
+    def by_tenant(self, userinfo: dict | None, namespace: str) -> bool:
+        """Whether a request comes from the tenant's side: its users and any ServiceAccount of a tenant
+        namespace (the vCluster syncer), as opposed to the platform's controllers (``system:``
+        users and ServiceAccounts elsewhere, e.g. KAI's)."""
+        username = (userinfo or {}).get("username", "")
+        if username.startswith(SERVICE_ACCOUNT_PREFIX):
+            account_namespace = username.removeprefix(SERVICE_ACCOUNT_PREFIX).split(":", 1)[0]
+            return account_namespace == namespace or account_namespace.startswith(self.config.namespace_prefix)
+        return not username.startswith("system:")
 
 
 def _values(index: Any) -> list[Any]:
@@ -82,63 +96,69 @@ def _values(index: Any) -> list[Any]:
 
 
 def _tenant_of_namespace(namespace: str, indices: dict) -> TenantView:
-    """The tenant a pod's namespace belongs to. The webhook configuration only sends tenant
-    namespaces, so a namespace or tenant the indexes have not seen yet is refused (fail closed)."""
-    tenant_name = _only(indices[NAMESPACES_INDEX], namespace)
-    if tenant_name is None:
-        raise kopf.AdmissionError(f"namespace {namespace} is labelled {naming.TENANT_LABEL} but the admission guard "
-                                  "has not seen it yet; retry in a few seconds", code=NOT_READY)
-    tenant = _only(indices[TENANTS_INDEX], tenant_name)
-    if tenant is None:
-        raise kopf.AdmissionError(f"namespace {namespace} belongs to tenant {tenant_name}, which does not exist "
-                                  "(or the guard has not seen it yet); pods here are refused until it does",
-                                  code=NOT_READY)
-    return tenant
+    """The tenant whose recorded host namespace this is. The webhook configuration sends only
+    namespaces labelled as a tenant's, so one no tenant records is refused (fail closed)."""
+    store = indices[TENANTS_INDEX]
+    tenants = list(store[namespace]) if namespace in store else []
+    if len(tenants) == 1:
+        return tenants[0]
+    if tenants:
+        raise kopf.AdmissionError(f"namespace {namespace} is recorded as the host namespace of several tenants "
+                                  f"({', '.join(sorted(t.name for t in tenants))}); pods here are refused",
+                                  code=DENIED)
+    raise kopf.AdmissionError(f"namespace {namespace} is labelled {naming.TENANT_LABEL} but is not the host namespace "
+                              "of any GpuTenant the admission guard knows; pods here are refused (if the tenant was "
+                              "just created, retry in a few seconds)", code=NOT_READY)
 
 
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: KubeClient) -> Guard:
-    """Add the guard's indexes and admission handlers to `registry`; returns the guard's state.
+    """Add the guard's index and admission handlers to `registry`; returns the guard's state.
     `client` is only used on GpuTenant reviews (to list the tenant's GPU pods)."""
     guard = Guard(config, client)
 
-    @kopf.index("", "v1", "namespaces", id=NAMESPACES_INDEX, registry=registry,
-                labels={naming.TENANT_LABEL: kopf.PRESENT})
-    def tenant_namespaces(name: str, labels: dict, **_: Any) -> dict:
-        return {name: labels[naming.TENANT_LABEL]}
-
     @kopf.index(GROUP, VERSION, PLURAL, id=TENANTS_INDEX, registry=registry)
-    def tenants(name: str, body: kopf.Body, **_: Any) -> dict:
-        return {name: TenantView(name=name, generation=body["metadata"].get("generation", 0),
-                                 spec=dict(body.get("spec") or {}))}
+    def tenants(name: str, uid: str, body: kopf.Body, status: dict, **_: Any) -> dict:
+        namespace = (status or {}).get("namespace") or naming.host_namespace(name, config)
+        return {namespace: TenantView(name=name, uid=uid, generation=body["metadata"].get("generation", 0),
+                                      spec=dict(body.get("spec") or {}), namespace=namespace)}
 
-    @kopf.on.mutate("", "v1", "pods", id=MUTATE_POD, registry=registry, operations=["CREATE", "UPDATE"])
-    def mutate(body: kopf.Body, patch: kopf.Patch, operation: str, **kwargs: Any) -> None:
+    def tenant_decision(tenant: TenantView, indices: dict) -> tuple[GpuTenantSpec, Decision]:
+        return guard.decision(tenant, {view.uid for view in _values(indices[TENANTS_INDEX])})
+
+    @kopf.on.mutate("", "v1", "pods", id=MUTATE_POD, registry=registry, subresource="*",
+                    operations=["CREATE", "UPDATE"])
+    def mutate(body: kopf.Body, old: kopf.Body | None, patch: kopf.Patch, operation: str,
+               subresource: str | None, **kwargs: Any) -> None:
         pod = dict(body)
         tenant = _tenant_of_namespace(pod["metadata"]["namespace"], kwargs)
         try:
-            _, decision = guard.decision(tenant)
+            _, decision = tenant_decision(tenant, kwargs)
         except ValidationError:
             return  # validate() refuses the pod with the reason
-        operations = mutate_pod(pod, tenant.name, decision, operation=operation)
+        operations = mutate_pod(pod, tenant.name, decision, operation=operation, subresource=subresource,
+                                old=dict(old) if old is not None else None)
         if operations:
             patch.fns.append(lambda document: jsonpatch.apply_patch(document, operations, in_place=True))
 
     @kopf.on.validate("", "v1", "pods", id=VALIDATE_POD, registry=registry, subresource="*",
                       operations=["CREATE", "UPDATE"])
-    def validate(body: kopf.Body, operation: str, **kwargs: Any) -> None:
+    def validate(body: kopf.Body, old: kopf.Body | None, operation: str, userinfo: dict, **kwargs: Any) -> None:
         pod = dict(body)
-        tenant = _tenant_of_namespace(pod["metadata"]["namespace"], kwargs)
+        namespace = pod["metadata"]["namespace"]
+        tenant = _tenant_of_namespace(namespace, kwargs)
         try:
-            spec, decision = guard.decision(tenant)
+            spec, decision = tenant_decision(tenant, kwargs)
         except ValidationError as error:
             raise kopf.AdmissionError(f"tenant {tenant.name} has an invalid spec, so its pods are refused: "
-                                      f"{error.errors()[0]['msg']}", code=DENIED)
-        violations = validate_pod(pod, tenant.name, spec.trust, decision, operation=operation)
+                                      f"{error.errors()[0]['msg']}", code=DENIED) from error
+        violations = validate_pod(pod, tenant.name, spec.trust, decision, operation=operation,
+                                  old=dict(old) if old is not None else None, config=config,
+                                  by_tenant=guard.by_tenant(userinfo, namespace))
         if violations:
             raise kopf.AdmissionError(rejection_message(violations, tenant.name, spec.trust, decision), code=DENIED)
 
     @kopf.on.validate(GROUP, VERSION, PLURAL, id=VALIDATE_TENANT, registry=registry, operations=["CREATE", "UPDATE"])
-    async def validate_tenant(name: str, body: kopf.Body, old: Optional[kopf.Body], warnings: list[str],
+    async def validate_tenant(name: str, body: kopf.Body, old: kopf.Body | None, warnings: list[str],
                         **kwargs: Any) -> None:
         try:
             spec = GpuTenantSpec.model_validate(dict(body.get("spec") or {}))
@@ -147,7 +167,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
         others = []
         for view in _values(kwargs[TENANTS_INDEX]):
             try:
-                others.append((view.name, *guard.decision(view)))
+                others.append((view.name, *tenant_decision(view, kwargs)))
             except ValidationError:
                 continue
         namespace = naming.host_namespace(name, config)

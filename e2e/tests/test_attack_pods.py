@@ -1,0 +1,464 @@
+"""A hostile tenant against the admission guard, on the real apiserver (issue 12, classes 1-6).
+
+The tenant is cluster-admin of its vCluster, so its pods reach the host namespace shaped however it
+likes, written by the vCluster syncer's ServiceAccount. Every attack below is sent as that
+ServiceAccount (a client certificate whose user is ``system:serviceaccount:<ns>:vc-<tenant>``,
+bound to ``edit`` there), on CREATE or UPDATE, and each is either refused (the rule ids in the
+message are asserted) or neutralised (the stored object is read back). GPU nodes are not part of the
+plane: what a pod would do on one is argued in docs/threat-model.md, which names these tests.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+from kubernetes.client.rest import ApiException
+
+from gputenant import naming
+from gputenant.api.v1alpha1 import GpuTenant
+from gputenant.config.models import OperatorConfig
+from gputenant.guard.standalone import GuardThread
+from gputenant.policy.choose import decide
+from gputenant.render.tenant import render_tenant
+from kubeplane import wait_for
+from kubeplane.fixtures import install_crds
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TENANT_CRD = REPO_ROOT / "crds" / "tenant.yaml"
+QUEUE = "kai.scheduler/queue"
+POOL = "gputenant.io/pool"
+
+
+def pool(name: str, mode: str, **extra) -> dict:
+    return {"name": name, "mode": mode, "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920, "gpus": 8,
+            "nodeSelector": {POOL: name},
+            "tolerations": [{"key": POOL, "operator": "Equal", "value": name, "effect": "NoSchedule"}], **extra}
+
+
+CONFIG = OperatorConfig.model_validate({"pools": [
+    pool("ts", "TimeSlicing", timeSlicing={"replicas": 4}),
+    pool("hami", "HAMi"),
+    pool("mig", "MIG", mig={"config": "all-balanced", "profiles": ["1g.10gb", "2g.20gb", "3g.40gb"]}),
+]})
+TRUSTED, INTERNAL, UNTRUSTED, QUOTA = "atk-ts", "atk-hami", "atk-mig", "atk-quota"
+TRUST = {TRUSTED: "Trusted", INTERNAL: "Internal", UNTRUSTED: "Untrusted", QUOTA: "Internal"}
+EXTRA_SPEC = {UNTRUSTED: {"sharing": {"mig": {"profile": "1g.10gb"}}}}
+GPU = {TRUSTED: "nvidia.com/gpu", INTERNAL: "nvidia.com/gpu", UNTRUSTED: "nvidia.com/mig-1g.10gb"}
+POOL_OF = {TRUSTED: "ts", INTERNAL: "hami", UNTRUSTED: "mig"}
+
+
+def namespace(tenant: str) -> str:
+    return f"tenant-{tenant}"
+
+
+def syncer(tenant: str) -> str:
+    return f"system:serviceaccount:{namespace(tenant)}:vc-{tenant}"
+
+
+def container(name: str = "main", limits: dict | None = None, **fields) -> dict:
+    result = {"name": name, "image": "registry.example/app:1", **fields}
+    if limits:
+        result["resources"] = {"limits": limits}
+    return result
+
+
+def pod(*containers: dict, labels: dict | None = None, annotations: dict | None = None, **spec) -> dict:
+    metadata: dict[str, Any] = {"generateName": "attack-"}
+    if labels:
+        metadata["labels"] = labels
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+            "spec": {"containers": list(containers) or [container()], **spec}}
+
+
+def gpu_pod(tenant: str, **fields) -> dict:
+    return pod(container(limits={GPU[tenant]: "1"}), **fields)
+
+
+def env(name: str, value: str = "x") -> dict:
+    return {"env": [{"name": name, "value": value}]}
+
+
+def affinity(key: str, operator: str, values: list[str]) -> dict:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": operator, "values": values}]}]}}}
+
+
+@dataclass
+class Attack:
+    """One thing a tenant tries. `refused`: the rule ids the guard must name; otherwise `stored`
+    reads the field the guard neutralised from the stored pod and `expect` is its value."""
+
+    id: str
+    threat: int
+    """The class of issue 12 it belongs to."""
+    tenant: str
+    manifest: dict
+    refused: tuple[str, ...] = ()
+    update: Callable[[dict], Any] | None = None
+    """For UPDATE attacks: the patch (a JSON patch list, or a dict the client sends as a merge
+    patch) the tenant sends to the stored, admitted `manifest`."""
+    ephemeral: dict | None = None
+    """An ephemeral container the tenant adds through pods/ephemeralcontainers."""
+    stored: Callable[[dict], Any] | None = None
+    expect: Any = None
+    operation: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.operation = "CREATE" if self.update is None and self.ephemeral is None else "UPDATE"
+
+
+def labels_of(stored: dict) -> dict:
+    return stored["metadata"].get("labels", {})
+
+
+def visible_devices(stored: dict) -> list:
+    return [v for c in stored["spec"]["containers"] for v in c.get("env", []) if v["name"] == "NVIDIA_VISIBLE_DEVICES"]
+
+
+ATTACKS = [
+    # 1. Every pod is governed, not only GPU pods.
+    Attack("cpu-pod-on-kai-is-charged-to-the-tenants-queue", 1, INTERNAL, pod(schedulerName="kai-scheduler"),
+           stored=lambda p: labels_of(p).get(QUEUE), expect=INTERNAL),
+    Attack("cpu-pod-on-kai-names-another-tenants-queue", 1, INTERNAL,
+           pod(schedulerName="kai-scheduler", labels={QUEUE: TRUSTED}), refused=("queue-label",)),
+    Attack("cpu-pod-names-kais-default-queue", 1, UNTRUSTED, pod(labels={QUEUE: "default-queue"}),
+           refused=("queue-label",)),
+    Attack("cpu-pod-selects-a-foreign-pool", 1, TRUSTED, pod(nodeSelector={POOL: "mig"}), refused=("node-selector",)),
+    Attack("cpu-pod-tolerates-every-taint", 1, INTERNAL, pod(tolerations=[{"operator": "Exists"}]),
+           refused=("toleration",)),
+    Attack("cpu-pod-tolerates-every-pool", 1, TRUSTED,
+           pod(tolerations=[{"key": POOL, "operator": "Exists", "effect": "NoSchedule"}]), refused=("toleration",)),
+    Attack("cpu-pod-sets-node-name", 1, TRUSTED, pod(nodeName="gpu-node-1"), refused=("node-name",)),
+    Attack("cpu-pod-picks-the-nvidia-runtime", 1, INTERNAL, pod(runtimeClassName="nvidia"),
+           refused=("runtime-class",)),
+    Attack("cpu-pod-sees-no-gpu-on-a-gpu-node", 1, UNTRUSTED, pod(),
+           stored=visible_devices, expect=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]),
+    Attack("project-label-picks-a-queue", 1, INTERNAL, pod(labels={"project": TRUSTED}), refused=("scheduler-key",)),
+    Attack("legacy-runai-queue-label", 1, UNTRUSTED, pod(labels={"runai/queue": TRUSTED}),
+           refused=("scheduler-key",)),
+    Attack("pod-group-annotation-joins-a-group", 1, INTERNAL, gpu_pod(INTERNAL, annotations={"pod-group-name": "pg-x"}),
+           refused=("scheduler-key",)),
+    Attack("skip-podgrouper-annotation", 1, TRUSTED, pod(annotations={"kai.scheduler/skip-podgrouper": "true"}),
+           refused=("scheduler-key",)),
+    Attack("priority-label-for-kai", 1, INTERNAL, gpu_pod(INTERNAL, labels={"priorityClassName": "inference"}),
+           refused=("scheduler-key",)),
+    Attack("non-preemptible-label-for-kai", 1, UNTRUSTED,
+           gpu_pod(UNTRUSTED, labels={"kai.scheduler/preemptibility": "non-preemptible"}), refused=("scheduler-key",)),
+    Attack("system-priority-class", 1, TRUSTED, pod(priorityClassName="system-node-critical"),
+           refused=("priority-class",)),
+    Attack("affinity-to-a-foreign-pool", 1, INTERNAL, pod(affinity=affinity(POOL, "In", ["mig"])),
+           refused=("node-affinity",)),
+    Attack("affinity-away-from-the-own-pool", 1, UNTRUSTED, gpu_pod(UNTRUSTED, affinity=affinity(POOL, "NotIn", ["mig"])),
+           refused=("node-affinity",)),
+    Attack("foreign-scheduler-for-a-cpu-pod", 1, UNTRUSTED, pod(schedulerName="my-scheduler"),
+           refused=("scheduler-name",)),
+    Attack("another-vendors-device", 1, INTERNAL, pod(container(limits={"amd.com/gpu": "1"})),
+           refused=("resource-name",)),
+    Attack("dra-device-class-resource", 1, UNTRUSTED,
+           pod(container(limits={"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "1"})),
+           refused=("resource-name",)),
+    # 3. Updates and subresources.
+    Attack("update-adds-a-project-label", 3, INTERNAL, gpu_pod(INTERNAL),
+           update=lambda _: {"metadata": {"labels": {"project": TRUSTED}}}, refused=("scheduler-key",)),
+    Attack("update-moves-the-pod-to-another-queue", 3, UNTRUSTED, gpu_pod(UNTRUSTED),
+           update=lambda _: {"metadata": {"labels": {QUEUE: "default-queue"}}}, refused=("queue-label",)),
+    Attack("update-removes-the-queue-label", 3, INTERNAL, gpu_pod(INTERNAL),
+           update=lambda _: [{"op": "remove", "path": "/metadata/labels/kai.scheduler~1queue"}],
+           stored=lambda p: labels_of(p).get(QUEUE), expect=INTERNAL),
+    Attack("update-adds-a-pod-group-annotation", 3, TRUSTED, gpu_pod(TRUSTED),
+           update=lambda _: {"metadata": {"annotations": {"pod-group-name": "pg-other"}}},
+           refused=("scheduler-key",)),
+    Attack("update-adds-a-hami-annotation", 3, INTERNAL, gpu_pod(INTERNAL),
+           update=lambda _: {"metadata": {"annotations": {"hami.io/vgpu-node": "gpu-node-1"}}},
+           refused=("scheduler-key",)),
+    Attack("update-tolerates-every-taint", 3, INTERNAL, gpu_pod(INTERNAL),
+           update=lambda _: [{"op": "add", "path": "/spec/tolerations/-", "value": {"operator": "Exists"}}],
+           refused=("toleration",)),
+    Attack("gated-pod-retargeted-to-a-foreign-pool", 3, TRUSTED, pod(schedulingGates=[{"name": "example.com/hold"}]),
+           update=lambda _: {"spec": {"nodeSelector": {POOL: "mig"}}}, refused=("node-selector",)),
+    Attack("privileged-debug-container", 3, UNTRUSTED, gpu_pod(UNTRUSTED),
+           ephemeral=container("debug", securityContext={"privileged": True}), refused=("privileged",)),
+    Attack("debug-container-switches-hami-off", 3, INTERNAL, gpu_pod(INTERNAL),
+           ephemeral=container("debug", **env("CUDA_DISABLE_CONTROL", "true")), refused=("isolation-env",)),
+    Attack("debug-container-sees-every-gpu", 3, TRUSTED, gpu_pod(TRUSTED),
+           ephemeral=container("debug", **env("NVIDIA_VISIBLE_DEVICES", "all")), refused=("device-env",)),
+    Attack("debug-container-with-a-cuda-image-sees-no-gpu", 3, UNTRUSTED, gpu_pod(UNTRUSTED),
+           ephemeral=container("debug", image="nvcr.io/nvidia/cuda:12.4.0-base-ubuntu22.04"),
+           stored=lambda p: p["spec"]["ephemeralContainers"][0].get("env"),
+           expect=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]),
+    Attack("debug-container-takes-a-configmaps-variables", 3, INTERNAL, gpu_pod(INTERNAL),
+           ephemeral=container("debug", envFrom=[{"configMapRef": {"name": "knobs"}}]), refused=("env-from",)),
+    # 4. HAMi switches.
+    Attack("env-from-without-prefix", 4, INTERNAL, pod(container(limits={"nvidia.com/gpu": "1"},
+                                                                 envFrom=[{"configMapRef": {"name": "knobs"}}])),
+           refused=("env-from",)),
+    Attack("env-from-with-a-cuda-prefix", 4, UNTRUSTED, pod(container(envFrom=[
+        {"prefix": "CUDA_", "secretRef": {"name": "knobs"}}])), refused=("env-from",)),
+    Attack("env-from-with-a-prefix-that-completes-a-variable", 4, INTERNAL, pod(container(envFrom=[
+        {"prefix": "CUDA_DEVICE_", "configMapRef": {"name": "knobs"}}])), refused=("env-from",)),
+    Attack("env-from-nvidia-prefix-on-trusted", 4, TRUSTED, pod(container(envFrom=[
+        {"prefix": "NVIDIA_", "configMapRef": {"name": "knobs"}}])), refused=("env-from",)),
+    Attack("memory-limit-from-a-secret", 4, INTERNAL, pod(container(env=[{"name": "CUDA_DEVICE_MEMORY_LIMIT",
+        "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}])), refused=("isolation-env",)),
+    Attack("preload-shadows-hami-core", 4, INTERNAL, pod(container(**env("LD_PRELOAD", "/opt/nolimit.so"))),
+           refused=("isolation-env",)),
+    Attack("oom-killer-off", 4, UNTRUSTED, pod(container(**env("ACTIVE_OOM_KILLER", "false"))),
+           refused=("isolation-env",)),
+    Attack("task-priority", 4, INTERNAL, pod(container(**env("CUDA_TASK_PRIORITY", "0"))), refused=("isolation-env",)),
+    Attack("core-policy-in-an-init-container", 4, INTERNAL, pod(container(), initContainers=[
+        container("setup", **env("GPU_CORE_UTILIZATION_POLICY", "disable"))]), refused=("isolation-env",)),
+    Attack("driver-capabilities", 4, TRUSTED, pod(container(**env("NVIDIA_DRIVER_CAPABILITIES", "all"))),
+           refused=("device-env",)),
+    Attack("tenant-sets-hami-allocation-annotation", 4, INTERNAL,
+           gpu_pod(INTERNAL, annotations={"hami.io/vgpu-devices-to-allocate": "GPU-0,NVIDIA,81920,100"}),
+           refused=("scheduler-key",)),
+    Attack("tenant-picks-hami-mode", 4, INTERNAL, gpu_pod(INTERNAL, annotations={"nvidia.com/vgpu-mode": "mig"}),
+           refused=("scheduler-key",)),
+    Attack("volume-hides-ld-so-preload", 4, INTERNAL, pod(container(volumeMounts=[
+        {"name": "etc", "mountPath": "/etc"}]), volumes=[{"name": "etc", "emptyDir": {}}]), refused=("hami-preload",)),
+    Attack("memory-percentage-escapes-the-quota", 4, INTERNAL,
+           pod(container(limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "100"})),
+           refused=("gpu-resource",)),
+    Attack("vgpu-without-caps-gets-the-defaults", 4, INTERNAL, gpu_pod(INTERNAL),
+           stored=lambda p: p["spec"]["containers"][0]["resources"]["limits"],
+           expect={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20480", "nvidia.com/gpucores": "25"}),
+    # 5. Pools: a tenant cannot reach a pool of another trust.
+    Attack("trusted-gpu-pod-selects-the-customers-mig-pool", 5, TRUSTED, gpu_pod(TRUSTED, nodeSelector={POOL: "mig"}),
+           refused=("node-selector",)),
+    Attack("trusted-pod-tolerates-the-mig-pool", 5, TRUSTED, gpu_pod(TRUSTED, tolerations=[
+        {"key": POOL, "operator": "Equal", "value": "mig", "effect": "NoSchedule"}]), refused=("toleration",)),
+    Attack("trusted-pod-asks-for-a-mig-instance", 5, TRUSTED, pod(container(limits={"nvidia.com/mig-1g.10gb": "1"})),
+           refused=("gpu-resource",)),
+    Attack("internal-pod-prefers-the-time-sliced-pool", 5, INTERNAL, gpu_pod(INTERNAL, affinity={"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [
+            {"key": POOL, "operator": "In", "values": ["ts"]}]}}]}}), refused=("node-affinity",)),
+]
+
+
+def test_at_least_45_attacks_over_classes_1_to_6():
+    assert len(ATTACKS) >= 45 and {a.threat for a in ATTACKS} >= {1, 3, 4, 5}
+    assert len({a.id for a in ATTACKS}) == len(ATTACKS)
+
+
+# -- the guarded plane -------------------------------------------------------------------------
+
+
+def tenant_object(name: str) -> dict:
+    spec = {"trust": TRUST[name], "owners": [{"kind": "User", "name": f"{name}-owner"}], "gpu": {"quota": 1, "limit": 1},
+            **EXTRA_SPEC.get(name, {})}
+    return {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name}, "spec": spec}
+
+
+@dataclass
+class Plane:
+    plane: Any
+    identities: dict[str, Path]
+
+    def api(self, identity: str) -> kubernetes.client.ApiClient:
+        return self.plane.api_client(self.identities[identity])
+
+    def as_syncer(self, tenant: str) -> kubernetes.client.ApiClient:
+        return self.api(syncer(tenant))
+
+
+def _serving(plane, ns: str) -> bool:
+    with plane.api_client() as client:
+        try:
+            answer = kubernetes.client.CoreV1Api(client).create_namespaced_pod(
+                ns, pod(container(limits={"nvidia.com/gpu": "1"})), dry_run="All")
+        except ApiException as error:
+            return "[gpu-resource]" in (error.body or "")
+        return answer.spec.scheduler_name == "kai-scheduler"
+
+
+@pytest.fixture(scope="module")
+def attacked(plane, tmp_path_factory):
+    if not TENANT_CRD.is_file():
+        pytest.skip("crds/tenant.yaml is missing: generate it with `gputenant crd`")
+    install_crds(plane, TENANT_CRD)
+    # The GPU Operator installs this RuntimeClass on every GPU cluster; without it the API server's
+    # RuntimeClass plugin would refuse the attack before the guard sees it.
+    plane.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"}))
+    identities = {}
+    with plane.api_client() as client:
+        custom = kubernetes.client.CustomObjectsApi(client)
+        rbac = kubernetes.client.RbacAuthorizationV1Api(client)
+        for name in TRUST:
+            body = tenant_object(name)
+            custom.create_cluster_custom_object("gputenant.io", "v1alpha1", "gputenants", body)
+            rendered = render_tenant(GpuTenant.model_validate(body), decide(name, GpuTenant.model_validate(body).spec,
+                                                                            CONFIG), CONFIG)
+            labels = next(o for o in rendered.objects if o["kind"] == "Namespace")["metadata"]["labels"]
+            labels = {k: v for k, v in labels.items() if not k.startswith("pod-security.")}
+            plane.create_namespace(namespace(name), labels=labels)
+            if name == QUOTA:
+                for kind in ("ResourceQuota", "LimitRange"):
+                    document = next(o for o in rendered.objects if o["kind"] == kind)
+                    plane.kubectl("apply", "-f", "-", input=json.dumps(document))
+            rbac.create_namespaced_role(namespace(name), {
+                "metadata": {"name": "syncer"},
+                "rules": [{"apiGroups": [""], "resources": ["pods", "pods/ephemeralcontainers"], "verbs": ["*"]}]})
+            rbac.create_namespaced_role_binding(namespace(name), {
+                "metadata": {"name": "syncer"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "syncer"},
+                "subjects": [{"kind": "ServiceAccount", "name": f"vc-{name}", "namespace": namespace(name)}]})
+            identities[syncer(name)] = plane.user(syncer(name), ["system:serviceaccounts",
+                                                                 f"system:serviceaccounts:{namespace(name)}"])
+    # With a plane whose API server presents a webhook client certificate, the guard requires it, as
+    # in production with --webhook-client-ca; every attack then also proves the API server gets through.
+    client_ca = getattr(plane, "webhook_client_ca_path", None)
+    guard = GuardThread(plane.kubeconfig_path, CONFIG, cert_dir=tmp_path_factory.mktemp("attack-guard-certs"),
+                        client_ca_file=client_ca).start()
+    try:
+        for name in TRUST:
+            wait_for(lambda name=name: _serving(plane, namespace(name)), timeout=60, what=f"the guard to serve {namespace(name)}")
+        yield Plane(plane, identities)
+    finally:
+        guard.stop()
+        with plane.api_client() as client:
+            admission = kubernetes.client.AdmissionregistrationV1Api(client)
+            admission.delete_mutating_webhook_configuration("gputenant-guard")
+            admission.delete_validating_webhook_configuration("gputenant-guard")
+            core = kubernetes.client.CoreV1Api(client)
+            custom = kubernetes.client.CustomObjectsApi(client)
+            for name in TRUST:
+                core.delete_namespace(namespace(name))
+                custom.delete_cluster_custom_object("gputenant.io", "v1alpha1", "gputenants", name)
+
+
+def rules_named(error: ApiException) -> set[str]:
+    message = json.loads(error.body)["message"] if error.body else str(error)
+    return set(re.findall(r"\[([a-z-]+)\]", message))
+
+
+def carry_out(attacked: Plane, attack: Attack) -> dict:
+    """Send the attack as the tenant's syncer; returns the stored pod (raises ApiException if refused)."""
+    ns = namespace(attack.tenant)
+    with attacked.as_syncer(attack.tenant) as client:
+        core = kubernetes.client.CoreV1Api(client)
+        created = client.sanitize_for_serialization(core.create_namespaced_pod(ns, attack.manifest))
+        if attack.operation == "CREATE":
+            return created
+        name = created["metadata"]["name"]
+        if attack.ephemeral is not None:
+            result = core.patch_namespaced_pod_ephemeralcontainers(
+                name, ns, {"spec": {"ephemeralContainers": [attack.ephemeral]}})
+        else:
+            result = core.patch_namespaced_pod(name, ns, attack.update(created))
+        return client.sanitize_for_serialization(result)
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: f"{a.threat}-{a.operation.lower()}-{a.id}")
+def test_attack_is_refused_or_neutralised(attacked, attack):
+    if attack.refused:
+        with pytest.raises(ApiException) as refused:
+            carry_out(attacked, attack)
+        assert rules_named(refused.value) == set(attack.refused), json.loads(refused.value.body or "{}").get("message")
+    else:
+        assert attack.stored(carry_out(attacked, attack)) == attack.expect
+
+
+# -- 2. identity -------------------------------------------------------------------------------
+
+
+def test_a_namespace_labelled_as_a_tenants_is_not_that_tenant(attacked):
+    """Someone with namespace rights labels a namespace as tenant atk-ts's (Trusted, the weakest rules):
+    it is not the namespace the operator recorded for atk-ts, so its pods are refused outright."""
+    impostor = "impostor-of-atk-ts"
+    attacked.plane.create_namespace(impostor, labels=naming.tenant_labels(TRUSTED, "namespace"))
+    try:
+        with attacked.plane.api_client() as client:
+            with pytest.raises(ApiException) as refused:
+                kubernetes.client.CoreV1Api(client).create_namespaced_pod(impostor, pod())
+        assert json.loads(refused.value.body)["message"].endswith(
+            f"namespace {impostor} is labelled gputenant.io/tenant but is not the host namespace of any GpuTenant "
+            "the admission guard knows; pods here are refused (if the tenant was just created, retry in a few seconds)")
+    finally:
+        with attacked.plane.api_client() as client:
+            kubernetes.client.CoreV1Api(client).delete_namespace(impostor)
+
+
+def test_a_tenant_recreated_under_the_same_name_is_judged_by_its_new_trust(attacked):
+    """Deleted and re-created at generation 1 again with a lower trust: the guard's decision cache
+    is keyed by uid, so the old Trusted decision does not leak into the Internal tenant."""
+    knob = pod(container(**env("CUDA_DISABLE_CONTROL", "true")))
+    ns = namespace(TRUSTED)
+    with attacked.plane.api_client() as client:
+        core = kubernetes.client.CoreV1Api(client)
+        custom = kubernetes.client.CustomObjectsApi(client)
+        assert core.create_namespaced_pod(ns, knob, dry_run="All").metadata.namespace == ns
+        custom.delete_cluster_custom_object("gputenant.io", "v1alpha1", "gputenants", TRUSTED)
+        lowered = tenant_object(TRUSTED)
+        lowered["spec"]["trust"] = "Internal"
+        custom.create_cluster_custom_object("gputenant.io", "v1alpha1", "gputenants", lowered)
+
+        def refused_now() -> bool:
+            try:
+                core.create_namespaced_pod(ns, knob, dry_run="All")
+            except ApiException as error:
+                return "[isolation-env]" in (error.body or "")
+            return False
+        try:
+            wait_for(refused_now, timeout=30, what="the re-created tenant's Internal rules")
+        finally:
+            custom.delete_cluster_custom_object("gputenant.io", "v1alpha1", "gputenants", TRUSTED)
+            custom.create_cluster_custom_object("gputenant.io", "v1alpha1", "gputenants", tenant_object(TRUSTED))
+
+
+def test_kai_may_still_group_a_pod_the_tenant_may_not(attacked):
+    """The platform side of an UPDATE: KAI's pod-grouper writes pod-group-name onto a tenant pod
+    (refused from the tenant's syncer, see update-adds-a-pod-group-annotation)."""
+    kai = "system:serviceaccount:kai-scheduler:podgrouper"
+    ns = namespace(INTERNAL)
+    identity = attacked.plane.user(kai, ["system:serviceaccounts"])
+    with attacked.plane.api_client() as client:
+        kubernetes.client.RbacAuthorizationV1Api(client).create_namespaced_role_binding(ns, {
+            "metadata": {"name": "podgrouper"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "syncer"},
+            "subjects": [{"kind": "ServiceAccount", "name": "podgrouper", "namespace": "kai-scheduler"}]})
+    with attacked.as_syncer(INTERNAL) as client:
+        name = kubernetes.client.CoreV1Api(client).create_namespaced_pod(ns, gpu_pod(INTERNAL)).metadata.name
+    with attacked.plane.api_client(identity) as client:
+        grouped = kubernetes.client.CoreV1Api(client).patch_namespaced_pod(
+            name, ns, {"metadata": {"annotations": {"pod-group-name": f"pg-{name}"}}})
+    assert grouped.metadata.annotations["pod-group-name"] == f"pg-{name}"
+
+
+# -- 4. HAMi totals, and what admission cannot see ---------------------------------------------
+
+
+def test_hami_memory_beyond_the_tenants_total_is_refused_by_the_quota(attacked):
+    """atk-quota (Internal, gpu.limit 1) may hold 4 vGPU shares of 20480 MiB: 81920 MiB in all. The
+    guard fills gpumem into every share, and the rendered ResourceQuota's requests.nvidia.com/gpumem
+    makes the API server count it; a fifth share is refused however its memory is spelled."""
+    ns = namespace(QUOTA)
+    with attacked.as_syncer(QUOTA) as client:
+        core = kubernetes.client.CoreV1Api(client)
+        big = core.create_namespaced_pod(ns, pod(container(limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "61440"})))
+        assert big.spec.containers[0].resources.requests["nvidia.com/gpumem"] == "61440"
+        core.create_namespaced_pod(ns, gpu_pod(INTERNAL))
+        with pytest.raises(ApiException) as refused:
+            core.create_namespaced_pod(ns, gpu_pod(INTERNAL))
+    message = json.loads(refused.value.body)["message"]
+    assert "exceeded quota: gputenant-quota" in message and "requests.nvidia.com/gpumem" in message
+
+
+def test_a_process_that_unsets_its_own_limits_is_admitted_as_documented(attacked):
+    """No admission check reads a container's command: a tenant whose program unsets HAMi's variables
+    (or calls the driver directly) is admitted. docs/trust-levels.md states this limit."""
+    sneaky = gpu_pod(INTERNAL)
+    sneaky["spec"]["containers"][0]["command"] = ["sh", "-c", "unset CUDA_DEVICE_MEMORY_LIMIT; exec python train.py"]
+    with attacked.as_syncer(INTERNAL) as client:
+        stored = kubernetes.client.CoreV1Api(client).create_namespaced_pod(namespace(INTERNAL), sneaky)
+    assert stored.spec.containers[0].command[2].startswith("unset CUDA_DEVICE_MEMORY_LIMIT")
+    assert "a process that unsets a variable itself" in (REPO_ROOT / "docs" / "trust-levels.md").read_text()

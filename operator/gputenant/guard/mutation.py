@@ -1,0 +1,152 @@
+"""What the guard fills in on a tenant pod: queue, scheduler, pool, HAMi caps, a blind GPU view.
+
+Values the tenant set are never overwritten: a foreign queue or scheduler is left in place so that
+validation refuses it with a message instead of silently rewriting it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gputenant import naming
+from gputenant.api.v1alpha1 import SharingMode
+from gputenant.guard.pods import asks_for_fraction, container_gpu_amounts, requests_gpus
+from gputenant.policy.decision import Decision, PodRules
+
+DEFAULT_SCHEDULER = "default-scheduler"
+"""What the apiserver defaults an unset schedulerName to, before any webhook sees the pod."""
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+NO_DEVICES = "void"
+"""NVIDIA's container runtime shows a container the GPUs this variable names; CUDA images set it to
+``all``. A container that asked for no GPU gets ``void`` (as KAI's deviceaccess plugin does), so
+landing on a GPU node shows it none."""
+HAMI_MEMORY_PERCENTAGE = "nvidia.com/gpumem-percentage"
+HAMI_MEMORY = "nvidia.com/gpumem"
+HAMI_GPU_COUNT = "nvidia.com/gpu"
+
+
+def tenant_queue(tenant_name: str, decision: Decision) -> str:
+    return decision.queue.name if decision.queue else naming.queue_name(tenant_name)
+
+
+def pointer(segment: str) -> str:
+    """Escape one JSON-pointer segment (RFC 6901): label keys and resource names contain '/'."""
+    return segment.replace("~", "~0").replace("/", "~1")
+
+
+def on_pool_scheduler(pod: dict, decision: Decision) -> bool:
+    scheduler = (pod.get("spec") or {}).get("schedulerName")
+    return decision.pool is not None and scheduler == decision.pool.scheduler_name
+
+
+def mutate_pod(pod: dict, tenant_name: str, decision: Decision, *, operation: str = "CREATE",
+               subresource: str | None = None, old: dict | None = None) -> list[dict]:
+    """JSON-patch operations for a tenant pod.
+
+    GPU pods are put on the tenant's queue, scheduler and pool; any pod the pool's scheduler places
+    gets the queue label (KAI charges a pod without it to a default queue). Pods without GPUs (the
+    vCluster control plane, CoreDNS) stay on ordinary nodes and get a blind GPU view, and so does
+    every ephemeral container added later (it has no GPU resources). On UPDATE only labels may
+    change, so only the queue label is filled.
+    """
+    if subresource == "ephemeralcontainers":
+        return list(_blind_new_ephemeral_containers(pod, old))
+    gpu_pod = decision.possible and decision.pool is not None and requests_gpus(pod)
+    patch: list[dict] = []
+    if gpu_pod or on_pool_scheduler(pod, decision):
+        patch.extend(_queue_label(pod, tenant_queue(tenant_name, decision)))
+    if operation != "CREATE":
+        return patch
+    if gpu_pod:
+        patch.extend(_placement(pod, decision))
+    if not asks_for_fraction(pod):
+        patch.extend(_blind_gpu_view(pod))
+    rules = decision.pod_rules
+    if gpu_pod and decision.mode == SharingMode.HAMI and rules is not None and rules.default_limits:
+        patch.extend(_hami_default_limits(pod.get("spec") or {}, rules))
+    return patch
+
+
+def _queue_label(pod: dict, queue: str) -> Iterator[dict]:
+    labels = (pod.get("metadata") or {}).get("labels")
+    if labels is None:
+        yield {"op": "add", "path": "/metadata/labels", "value": {naming.QUEUE_LABEL: queue}}
+    elif naming.QUEUE_LABEL not in labels:
+        yield {"op": "add", "path": f"/metadata/labels/{pointer(naming.QUEUE_LABEL)}", "value": queue}
+
+
+def _placement(pod: dict, decision: Decision) -> Iterator[dict]:
+    pool = decision.pool
+    assert pool is not None
+    spec = pod.get("spec") or {}
+    if spec.get("schedulerName") in (None, DEFAULT_SCHEDULER):
+        yield {"op": "add", "path": "/spec/schedulerName", "value": pool.scheduler_name}
+
+    node_selector = spec.get("nodeSelector")
+    if pool.node_selector:
+        if node_selector is None:
+            yield {"op": "add", "path": "/spec/nodeSelector", "value": dict(pool.node_selector)}
+        else:
+            for key, value in pool.node_selector.items():
+                if key not in node_selector:
+                    yield {"op": "add", "path": f"/spec/nodeSelector/{pointer(key)}", "value": value}
+
+    tolerations = spec.get("tolerations")
+    wanted = [t.model_dump(exclude_none=True, by_alias=True) for t in pool.tolerations]
+    missing = [t for t in wanted if t not in (tolerations or [])]
+    if missing:
+        if tolerations is None:
+            yield {"op": "add", "path": "/spec/tolerations", "value": missing}
+        else:
+            yield from ({"op": "add", "path": "/spec/tolerations/-", "value": t} for t in missing)
+
+
+def _blind_gpu_view(pod: dict) -> Iterator[dict]:
+    spec = pod.get("spec") or {}
+    for key in ("containers", "initContainers"):
+        for index, container in enumerate(spec.get(key) or []):
+            if not container_gpu_amounts(container):
+                yield from _blind(key, index, container)
+
+
+def _blind_new_ephemeral_containers(pod: dict, old: dict | None) -> Iterator[dict]:
+    """Existing ephemeral containers cannot change; only those this request adds are blinded."""
+    existing = {c.get("name") for c in ((old or {}).get("spec") or {}).get("ephemeralContainers") or []}
+    for index, container in enumerate((pod.get("spec") or {}).get("ephemeralContainers") or []):
+        if container.get("name") not in existing:
+            yield from _blind("ephemeralContainers", index, container)
+
+
+def _blind(key: str, index: int, container: dict) -> Iterator[dict]:
+    env = container.get("env")
+    variable = {"name": VISIBLE_DEVICES, "value": NO_DEVICES}
+    if env is None:
+        yield {"op": "add", "path": f"/spec/{key}/{index}/env", "value": [variable]}
+    elif not any(v.get("name") == VISIBLE_DEVICES for v in env):
+        yield {"op": "add", "path": f"/spec/{key}/{index}/env/-", "value": variable}
+
+
+def _hami_default_limits(spec: dict, rules: PodRules) -> Iterator[dict]:
+    """Fill HAMi memory/core limits into containers that ask for vGPUs without them, so every share
+    is capped (HAMi would otherwise hand out a whole GPU's memory) and counted by the quota."""
+    for key in ("containers", "initContainers"):
+        for index, container in enumerate(spec.get(key) or []):
+            if HAMI_GPU_COUNT not in container_gpu_amounts(container):
+                continue
+            resources = container.get("resources")
+            limits = (resources or {}).get("limits")
+            missing = {
+                name: value for name, value in rules.default_limits.items()
+                if name not in (limits or {})
+                and not (name == HAMI_MEMORY and HAMI_MEMORY_PERCENTAGE in (limits or {}))
+            }
+            if not missing:
+                continue
+            base = f"/spec/{key}/{index}/resources"
+            if resources is None:
+                yield {"op": "add", "path": base, "value": {"limits": missing}}
+            elif limits is None:
+                yield {"op": "add", "path": f"{base}/limits", "value": missing}
+            else:
+                for name, value in missing.items():
+                    yield {"op": "add", "path": f"{base}/limits/{pointer(name)}", "value": value}
