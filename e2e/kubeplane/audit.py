@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 

@@ -7,8 +7,8 @@ Every function takes a `ControlPlane` or a `VirtualAPIServer` (anything with `ap
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import kubernetes
 import yaml
@@ -116,7 +116,7 @@ def install_crds(target: Target, path: Path, timeout: float = 30) -> list[str]:
                 extensions.replace_custom_resource_definition(crd["metadata"]["name"], crd)
         names = [crd["metadata"]["name"] for crd in documents]
         for name in names:
-            wait_for(lambda: _established(extensions, name), timeout=timeout,
+            wait_for(lambda name=name: _established(extensions, name), timeout=timeout,
                      what=f"CRD {name} to be Established")
     return names
 

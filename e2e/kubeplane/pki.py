@@ -65,7 +65,7 @@ class CertificateAuthority:
     def create(cls, common_name: str = "kubeplane-ca") -> CertificateAuthority:
         key = _new_key()
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         cert = (
             x509.CertificateBuilder()
             .subject_name(name)
@@ -101,7 +101,7 @@ class CertificateAuthority:
 
     def _issue(self, subject: x509.Name, usage: ExtendedKeyUsageOID, sans: list | None) -> KeyPair:
         key = _new_key()
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         builder = (
             x509.CertificateBuilder()
             .subject_name(subject)

@@ -20,8 +20,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import kubernetes
 
@@ -263,7 +263,7 @@ class ControlPlane:
         for directory in (self._pki_dir, self.log_dir, self.kubeconfig_path.parent):
             directory.mkdir(parents=True)
         names = ("etcd", "etcd-peer", "apiserver", "controller-manager")
-        self.ports = dict(zip(names, free_ports(len(names))))
+        self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         try:
             if self.node:
                 self.node.prepare()

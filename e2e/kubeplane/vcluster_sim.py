@@ -20,7 +20,6 @@ import logging
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Optional
 from urllib.parse import urlparse
 
 import kubernetes
@@ -87,7 +86,7 @@ class VClusterSimulator:
         self._running: dict[_ReleaseKey, VirtualAPIServer] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -115,14 +114,14 @@ class VClusterSimulator:
 
     # -- queries ------------------------------------------------------------------------------
 
-    def virtual(self, release: str, namespace: str) -> Optional[VirtualAPIServer]:
+    def virtual(self, release: str, namespace: str) -> VirtualAPIServer | None:
         """The running virtual apiserver of a release, or None."""
         with self._lock:
             return self._running.get(_ReleaseKey(namespace, release))
 
     def wait_for_control_plane(self, release: str, namespace: str, timeout: float = 60) -> VirtualAPIServer:
         """Wait until the release's virtual apiserver runs and ``vc-<release>`` is written."""
-        def ready() -> Optional[VirtualAPIServer]:
+        def ready() -> VirtualAPIServer | None:
             virtual = self.virtual(release, namespace)
             return virtual if virtual and self._secret_exists(release, namespace) else None
         try:

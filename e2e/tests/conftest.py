@@ -22,8 +22,8 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import kubernetes
 import pytest
@@ -55,7 +55,7 @@ class OperatorProcess:
         self.kubeconfig_path = plane.user(OPERATOR_USER, groups=["system:masters"])
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> "OperatorProcess":
+    def start(self) -> OperatorProcess:
         env = {**self.plane.env(self.kubeconfig_path), "GPUTENANT_RESYNC_SECONDS": str(RESYNC_SECONDS),
                "GPUTENANT_DELETION_RETRY_SECONDS": "3"}
         with open(self.log_path, "ab") as log:

@@ -200,7 +200,7 @@ def test_operator_as_the_chart_service_account_serves_three_tenants_and_deletes_
                        input=yaml.safe_dump_all(tenants))
     for name in TENANTS:
         try:
-            wait_for(lambda: ready_or_forbidden(gpu_tenant(rbac_plane, name)), timeout=180, interval=0.5,
+            wait_for(lambda name=name: ready_or_forbidden(gpu_tenant(rbac_plane, name)), timeout=180, interval=0.5,
                      what=f"GpuTenant {name} Ready")
         except TimeoutError:
             raise AssertionError(f"{name} not Ready: {(gpu_tenant(rbac_plane, name) or {}).get('status')}\n"

@@ -18,8 +18,13 @@ from kubernetes import client
 from gputenant.config.models import OperatorConfig
 from gputenant.render import render_parent_queues
 from kubeplane.fixtures import (
-    MINIMAL_QUEUE_CRD, THIRD_PARTY_DIR, UPSTREAM_CLUSTERPOLICY_CRD, UPSTREAM_PODGROUP_CRD,
-    UPSTREAM_QUEUE_CRD, install_crds, install_kai_queue_crd,
+    MINIMAL_QUEUE_CRD,
+    THIRD_PARTY_DIR,
+    UPSTREAM_CLUSTERPOLICY_CRD,
+    UPSTREAM_PODGROUP_CRD,
+    UPSTREAM_QUEUE_CRD,
+    install_crds,
+    install_kai_queue_crd,
 )
 
 needs_upstream = pytest.mark.skipif(

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from gputenant.api.v1alpha1 import GpuTenant
-from gputenant.guard.rules import mutate_pod
+from gputenant.guard.mutation import mutate_pod
 from gputenant.kube import KubeClient
 from gputenant.policy.choose import decide
 from gputenant.policy.decision import Decision

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import kubernetes
@@ -80,7 +80,7 @@ def test_admin_kubeconfig_can_create(issued):
 
 def test_tokens_expire_as_requested_and_kubeconfigs_hold_no_admin_certificate(issued, vcluster):
     _, admin = vcluster
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for kubeconfig in issued.values():
         assert now + timedelta(seconds=TOKEN_SECONDS - 120) < kubeconfig.expires_at <= now + timedelta(seconds=TOKEN_SECONDS)
         config = yaml.safe_load(kubeconfig.kubeconfig_yaml)
@@ -112,7 +112,7 @@ def test_kubeconfig_secret_is_accepted_by_the_host(plane, vcluster, issued):
     assert created.metadata.name == naming.kubeconfig_secret_name("team", "view")
     assert created.metadata.labels[naming.TENANT_LABEL] == "team"
     expires = created.metadata.annotations[naming.KUBECONFIG_EXPIRES_ANNOTATION]
-    assert datetime.strptime(expires, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) == \
+    assert datetime.strptime(expires, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) == \
         issued["view"].expires_at.replace(microsecond=0)
     assert base64.b64decode(created.data["config"]).decode() == issued["view"].kubeconfig_yaml
 

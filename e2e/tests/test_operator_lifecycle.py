@@ -14,7 +14,6 @@ import yaml
 
 from kubeplane import WRITE_VERBS, wait_for
 
-
 TENANTS = {"team-a": "Trusted", "team-b": "Internal", "team-c": "Untrusted"}
 CROWD = [f"crowd-{index:02d}" for index in range(17)]
 """With TENANTS, the 20 tenants of the zero-writes resync check."""

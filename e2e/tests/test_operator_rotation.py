@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import kubernetes
 import pytest
@@ -39,7 +39,7 @@ def token_of(secret) -> str:
 
 
 def parse(timestamp: str) -> datetime:
-    return datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    return datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def lists_namespaces(kubeconfig: dict) -> bool:
@@ -84,14 +84,14 @@ def test_timer_rotates_a_token_that_is_due(plane, tenants_api, short_lived):
     The token itself is untouched; what is tested is that the drift timer, with no annotation or
     spec change, sees the token due, issues a new one and records its real expiry."""
     old = kubeconfig_secret(plane, "rot-t", "view")
-    near = (datetime.now(timezone.utc) + timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    near = (datetime.now(UTC) + timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
     plane.kubectl("annotate", "secret", "-n", "tenant-rot-t", "rot-t-kubeconfig-view",
                   f"{EXPIRES}={near}", "--overwrite")
     new = wait_for(lambda: (lambda s: s if s.metadata.annotations[EXPIRES] != near else None)(
         kubeconfig_secret(plane, "rot-t", "view")), timeout=4 * tenants_api.operator.resync_seconds,
         interval=0.5, what="the timer to re-issue the view kubeconfig")
     assert token_of(new) != token_of(old)
-    issued_for = parse(new.metadata.annotations[EXPIRES]) - datetime.now(timezone.utc)
+    issued_for = parse(new.metadata.annotations[EXPIRES]) - datetime.now(UTC)
     assert TEN_MINUTES - timedelta(seconds=30) < issued_for <= TEN_MINUTES
     body = wait_for(lambda: (lambda b: b if any(k["expiresAt"] == new.metadata.annotations[EXPIRES]
                                                 for k in b["status"]["kubeconfigs"]) else None)(

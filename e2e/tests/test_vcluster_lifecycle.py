@@ -19,7 +19,12 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 from gputenant.helm import (
-    ChartRef, HelmAction, InvalidValuesError, TransientHelmError, UpgradePathError, VClusterReleases,
+    ChartRef,
+    HelmAction,
+    InvalidValuesError,
+    TransientHelmError,
+    UpgradePathError,
+    VClusterReleases,
 )
 from kubeplane import wait_for
 from kubeplane.process import pid_alive

@@ -14,14 +14,15 @@ import logging
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 import kopf
 
 from gputenant import GROUP, KIND, PLURAL, VERSION, naming
 from gputenant.api import conditions as reasons
 from gputenant.config.models import OperatorConfig
-from gputenant.guard.server import GuardServer, server_from_args
-from gputenant.guard.webhook import register as register_guard
+from gputenant.guard.flags import check_webhook_arguments
+from gputenant.guard.standalone import GuardProcess
 from gputenant.kube import ApiError, KubeClient
 from gputenant.pools import PoolReport, device_plugin_config_data
 from gputenant.pools.apply import apply_pools, collect_pool_reports
@@ -57,7 +58,7 @@ class Runtime:
     deletion_retry_seconds: float
     pools_interval_seconds: float = 0.0
     """How often the GPU pools are applied; 0: never (no pools, or turned off)."""
-    guard_server: GuardServer | None = None
+    guard: GuardProcess | None = None
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     pool_reports: list[PoolReport] = field(default_factory=list)
     pools_task: asyncio.Task | None = None
@@ -113,20 +114,24 @@ def build_runtime(config: OperatorConfig, kubeconfig: str | None, *, helm_concur
 def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_seconds: float = 0.0,
             webhook_args: argparse.Namespace | None = None, helm_concurrency: int | None = None,
             reconcile_concurrency: int | None = None) -> Runtime:
-    """Build the runtime and, when the webhook flags ask for it, register the admission guard.
-    Must run before kopf starts: kopf creates its index watchers from the registry at start, so a
-    guard registered from a startup handler would never see a namespace or tenant. Raises
-    ValueError for flags or pools that cannot work (the message names the fix)."""
+    """Build the runtime and, when the webhook flags ask for it, the admission guard, which the
+    startup handler starts in a process of its own (reconciliation must not delay pod admission).
+    Raises ValueError for flags or pools that cannot work (the message names the fix)."""
     global _runtime
     device_plugin_config_data(config)  # PoolConfigError now rather than in every pools round
     rt = build_runtime(config, kubeconfig, helm_concurrency=helm_concurrency,
                        reconcile_concurrency=reconcile_concurrency)
     rt.pools_interval_seconds = pools_interval_seconds
-    rt.guard_server = server_from_args(webhook_args, rt.client, config) if webhook_args else None
-    if rt.guard_server is not None:
-        register_guard(kopf.get_default_registry(), config, rt.client)
+    if webhook_args is not None and webhook_args.webhook_host:
+        check_webhook_arguments(webhook_args)
+        rt.guard = GuardProcess(Path(kubeconfig) if kubeconfig else None, config, webhook_args)
     _runtime = rt
     return rt
+
+
+RECONCILE_NICENESS = 10
+"""Reconciliation (and the helm processes it starts) yields the CPU to the admission guard's
+process: a pod review is waited on by a user, a tenant's onboarding is not."""
 
 
 @kopf.on.startup()
@@ -139,12 +144,13 @@ async def startup(settings: kopf.OperatorSettings, **_) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key=naming.LAST_HANDLED_ANNOTATION.removeprefix(f"{GROUP}/"))
     settings.posting.level = logging.WARNING
-    if rt.guard_server is not None:
-        settings.admission.server = rt.guard_server
+    if rt.guard is not None:
+        await asyncio.to_thread(rt.guard.start)
+        os.nice(RECONCILE_NICENESS)
     if rt.pools_interval_seconds > 0:
         rt.pools_task = asyncio.create_task(keep_pools(rt), name="gputenant-pools")
     log.info("gpu-tenant-operator started (field manager %s, admission guard %s, GPU pools every %s)",
-             rt.config.field_manager, "on" if rt.guard_server else "off",
+             rt.config.field_manager, "on" if rt.guard else "off",
              f"{rt.pools_interval_seconds:g}s" if rt.pools_interval_seconds > 0 else "never")
 
 
@@ -152,6 +158,8 @@ async def startup(settings: kopf.OperatorSettings, **_) -> None:
 async def cleanup(**_) -> None:
     if _runtime is None:
         return
+    if _runtime.guard is not None:
+        await asyncio.to_thread(_runtime.guard.stop)
     if _runtime.pools_task is not None:
         _runtime.pools_task.cancel()
         await asyncio.gather(_runtime.pools_task, return_exceptions=True)

@@ -6,7 +6,10 @@ import pytest
 from pyhelm3 import errors as pyhelm3_errors
 
 from gputenant.helm import (
-    InvalidValuesError, PermanentHelmError, TransientHelmError, classify_helm_failure,
+    InvalidValuesError,
+    PermanentHelmError,
+    TransientHelmError,
+    classify_helm_failure,
 )
 from gputenant.helm.errors import ChartNotFoundError, from_pyhelm3
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from gputenant.kubeconfigs import needs_rotation
 
-ISSUED = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+ISSUED = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 DAY = timedelta(hours=24)
 
 

@@ -52,8 +52,8 @@ class GuardServer:
         self.port = port
         self.listen = listen or host
         self.hostnames = hostnames or [host]
-        self.generated = cert_file is None
-        if self.generated:
+        self.generated = cert_file is None or key_file is None
+        if cert_file is None or key_file is None:
             self.cert_dir = Path(cert_dir or tempfile.mkdtemp(prefix="gputenant-guard-"))
             paths = CertificatePaths.in_directory(self.cert_dir)
             self.cert_file, self.key_file, self.ca_file = paths.cert, paths.key, paths.ca_bundle
@@ -69,7 +69,7 @@ class GuardServer:
             if ensure_certificates(self.cert_dir, self.hostnames):
                 log.info("renewed the admission guard's serving certificate in %s", self.cert_dir)
 
-    async def __call__(self, fn) -> AsyncIterator[dict]:
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
         if self.generated:
             ensure_certificates(self.cert_dir, self.hostnames)
         if not self.port:

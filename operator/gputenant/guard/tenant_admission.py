@@ -11,7 +11,7 @@ pods/status. ``tenant_api_problems`` is what the GpuTenant webhook adds to them,
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from pydantic import ValidationError
 
@@ -38,7 +38,7 @@ Run:ai), pool and GPU share (KAI fractions, HAMi, NVIDIA). A pods/status write m
 the chart's pod-status-identity policy lists the same keys (operator/tests/test_chart_render.py)."""
 
 
-def host_namespace_problem(name: str, config: OperatorConfig) -> Optional[str]:
+def host_namespace_problem(name: str, config: OperatorConfig) -> str | None:
     """A refusal when the tenant's host namespace would be a system namespace or the operator's."""
     namespace = naming.host_namespace(name, config)
     if namespace not in (*SYSTEM_NAMESPACES, config.operator_namespace):
@@ -47,7 +47,7 @@ def host_namespace_problem(name: str, config: OperatorConfig) -> Optional[str]:
             f"{config.namespace_prefix!r} + the name), which is a system namespace or the operator's; choose another name")
 
 
-def adoption_problem(name: str, config: OperatorConfig, namespace: Optional[dict], queue: Optional[dict]) -> Optional[str]:
+def adoption_problem(name: str, config: OperatorConfig, namespace: dict | None, queue: dict | None) -> str | None:
     """A refusal when a new tenant would take over a namespace or KAI Queue the operator did not
     create for a tenant of that name (and delete it on offboarding)."""
     foreign = [f"{kind} {obj['metadata']['name']}" for kind, obj in (("namespace", namespace), ("KAI Queue", queue))
@@ -59,7 +59,7 @@ def adoption_problem(name: str, config: OperatorConfig, namespace: Optional[dict
             f"{naming.TENANT_LABEL}={name} labels); choose another name, or remove the existing object first")
 
 
-def parent_queue_problem(name: str, spec: GpuTenantSpec, tenant_names: Iterable[str], config: OperatorConfig) -> Optional[str]:
+def parent_queue_problem(name: str, spec: GpuTenantSpec, tenant_names: Iterable[str], config: OperatorConfig) -> str | None:
     """A refusal when gpu.parentQueue names the tenant's own queue, another tenant's, or one outside
     the config's parentQueues: a parent's quota is shared by its children, so that tenant's
     guarantee would be taken."""
@@ -84,7 +84,7 @@ def weakens_isolation(before: Trust, after: Trust) -> bool:
 
 
 def trust_change_problem(name: str, before: Trust, after: Trust, annotations: dict[str, str],
-                         running_pods: list[str], namespace: str) -> Optional[str]:
+                         running_pods: list[str], namespace: str) -> str | None:
     """A refusal when spec.trust moves to weaker isolation while the tenant's pods run, unless the
     platform team allowed exactly that trust with ALLOW_TRUST_CHANGE_ANNOTATION."""
     if not weakens_isolation(before, after) or not running_pods:
@@ -98,7 +98,7 @@ def trust_change_problem(name: str, before: Trust, after: Trust, annotations: di
 
 
 async def tenant_api_problems(client: KubeClient, config: OperatorConfig, name: str, body: dict,
-                              old: Optional[dict]) -> list[str]:
+                              old: dict | None) -> list[str]:
     """Refusals for a GpuTenant CREATE (``old`` None) or UPDATE that need the API (namespaces,
     Queues, pods). The parent queue is checked by ``tenant_checks.check_tenant_change``, which
     has the other tenants from the guard's index."""
@@ -129,14 +129,14 @@ def _made_for(obj: dict, name: str) -> bool:
     return labels.get(naming.MANAGED_BY_LABEL) == naming.MANAGED_BY and labels.get(naming.TENANT_LABEL) == name
 
 
-def _spec(body: Optional[dict]) -> Optional[GpuTenantSpec]:
+def _spec(body: dict | None) -> GpuTenantSpec | None:
     try:
         return GpuTenantSpec.model_validate((body or {}).get("spec") or {})
     except ValidationError:
         return None
 
 
-async def _queue(client: KubeClient, queue_name: str) -> Optional[dict]:
+async def _queue(client: KubeClient, queue_name: str) -> dict | None:
     """The KAI Queue, or None where it or KAI's Queue CRD does not exist."""
     try:
         return await client.get(*QUEUE_API, queue_name)

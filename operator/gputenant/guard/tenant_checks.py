@@ -4,7 +4,7 @@ in the pool, which GPU resources the tenant's running pods use, and whose queues
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from pydantic import ValidationError
 
@@ -17,7 +17,7 @@ from gputenant.policy.decision import Decision
 
 
 def pool_capacity_problem(name: str, spec: GpuTenantSpec, decision: Decision,
-                          others: Iterable[tuple[str, float, Optional[str]]]) -> Optional[str]:
+                          others: Iterable[tuple[str, float, str | None]]) -> str | None:
     """A refusal when the tenant's guaranteed GPUs no longer fit next to the other tenants' in its
     pool. `others` holds (tenant, quota, pool) of every other tenant."""
     pool = decision.pool
@@ -35,7 +35,7 @@ def pool_capacity_problem(name: str, spec: GpuTenantSpec, decision: Decision,
 
 
 def resources_in_use_problem(name: str, before: Decision, after: Decision,
-                             pods: Iterable[tuple[str, dict[str, str]]], namespace: str) -> Optional[str]:
+                             pods: Iterable[tuple[str, dict[str, str]]], namespace: str) -> str | None:
     """A refusal when the change withdraws a GPU resource (e.g. a MIG profile) running pods use:
     those pods would keep it outside the tenant's new policy, and MIG layouts change only on drained nodes."""
     granted_before = set(before.pod_rules.gpu_resources) if before.possible and before.pod_rules else set()
@@ -56,7 +56,7 @@ def resources_in_use_problem(name: str, before: Decision, after: Decision,
             "delete those pods first, then change the tenant")
 
 
-def check_tenant_change(config: OperatorConfig, name: str, spec: GpuTenantSpec, old_spec: Optional[dict],
+def check_tenant_change(config: OperatorConfig, name: str, spec: GpuTenantSpec, old_spec: dict | None,
                         other_tenants: Iterable[tuple[str, GpuTenantSpec, Decision]],
                         gpu_pods: Iterable[tuple[str, dict[str, str]]]) -> tuple[list[str], list[str]]:
     """(refusals, warnings) for a GpuTenant create/update. `other_tenants` are (name, spec, decision)
@@ -66,7 +66,7 @@ def check_tenant_change(config: OperatorConfig, name: str, spec: GpuTenantSpec, 
     parent_queue = parent_queue_problem(name, spec, [other for other, _, _ in other_tenants if other != name], config)
     problems = [parent_queue] if parent_queue else []
     others = [(other, other_spec.gpu.quota, _pool_name(d)) for other, other_spec, d in other_tenants if other != name]
-    before: Optional[tuple[GpuTenantSpec, Decision]] = None
+    before: tuple[GpuTenantSpec, Decision] | None = None
     if old_spec is not None:
         try:
             validated = GpuTenantSpec.model_validate(old_spec)
@@ -84,7 +84,7 @@ def check_tenant_change(config: OperatorConfig, name: str, spec: GpuTenantSpec, 
     return problems, list(decision.warnings)
 
 
-def _pool_name(decision: Decision) -> Optional[str]:
+def _pool_name(decision: Decision) -> str | None:
     return decision.pool.name if decision.possible and decision.pool else None
 
 

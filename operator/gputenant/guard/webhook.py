@@ -13,6 +13,7 @@ the index to a kopf registry; ``standalone.GuardThread`` serves them on an event
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from gputenant.guard.configuration import MUTATE_POD, VALIDATE_POD, VALIDATE_TEN
 from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.pods import pod_summary, requests_gpus
 from gputenant.guard.rules import rejection_message, validate_pod
+from gputenant.guard.tenant_admission import tenant_api_problems
 from gputenant.guard.tenant_checks import check_tenant_change
 from gputenant.kube import KubeClient
 from gputenant.policy.choose import decide
@@ -80,7 +82,7 @@ class Guard:
         return [(p["metadata"]["name"], pod_summary(p)) for p in pods
                 if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and requests_gpus(p)]
 
-    def by_tenant(self, userinfo: dict | None, namespace: str) -> bool:
+    def by_tenant(self, userinfo: Mapping[str, Any] | None, namespace: str) -> bool:
         """Whether a request comes from the tenant's side: its users and any ServiceAccount of a tenant
         namespace (the vCluster syncer), as opposed to the platform's controllers (``system:``
         users and ServiceAccounts elsewhere, e.g. KAI's)."""
@@ -111,14 +113,26 @@ def _tenant_of_namespace(namespace: str, indices: dict) -> TenantView:
                               "just created, retry in a few seconds)", code=NOT_READY)
 
 
+def _other_tenants(indices: dict, tenant_decision: Any) -> list[tuple[str, GpuTenantSpec, Decision]]:
+    """Every indexed tenant with its decision, for the pool capacity check; invalid ones are skipped
+    (the operator reports them in their own status)."""
+    others = []
+    for view in _values(indices[TENANTS_INDEX]):
+        try:
+            others.append((view.name, *tenant_decision(view, indices)))
+        except ValidationError:
+            continue
+    return others
+
+
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: KubeClient) -> Guard:
     """Add the guard's index and admission handlers to `registry`; returns the guard's state.
-    `client` is only used on GpuTenant reviews (to list the tenant's GPU pods)."""
+    `client` is only used on GpuTenant reviews (the tenant's pods, its namespace and Queue, other tenants' queues)."""
     guard = Guard(config, client)
 
     @kopf.index(GROUP, VERSION, PLURAL, id=TENANTS_INDEX, registry=registry)
-    def tenants(name: str, uid: str, body: kopf.Body, status: dict, **_: Any) -> dict:
-        namespace = (status or {}).get("namespace") or naming.host_namespace(name, config)
+    def tenants(name: str, uid: str, body: kopf.Body, status: kopf.Status, **_: Any) -> dict:
+        namespace = dict(status or {}).get("namespace") or naming.host_namespace(name, config)
         return {namespace: TenantView(name=name, uid=uid, generation=body["metadata"].get("generation", 0),
                                       spec=dict(body.get("spec") or {}), namespace=namespace)}
 
@@ -127,8 +141,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
 
     @kopf.on.mutate("", "v1", "pods", id=MUTATE_POD, registry=registry, subresource="*",
                     operations=["CREATE", "UPDATE"])
-    def mutate(body: kopf.Body, old: kopf.Body | None, patch: kopf.Patch, operation: str,
-               subresource: str | None, **kwargs: Any) -> None:
+    def mutate(body: kopf.Body, patch: kopf.Patch, subresource: str | None, old: kopf.Body | None = None,
+               operation: str = "CREATE", **kwargs: Any) -> None:
         pod = dict(body)
         tenant = _tenant_of_namespace(pod["metadata"]["namespace"], kwargs)
         try:
@@ -142,7 +156,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
 
     @kopf.on.validate("", "v1", "pods", id=VALIDATE_POD, registry=registry, subresource="*",
                       operations=["CREATE", "UPDATE"])
-    def validate(body: kopf.Body, old: kopf.Body | None, operation: str, userinfo: dict, **kwargs: Any) -> None:
+    def validate(body: kopf.Body, userinfo: kopf.UserInfo, old: kopf.Body | None = None, operation: str = "CREATE",
+                 **kwargs: Any) -> None:
         pod = dict(body)
         namespace = pod["metadata"]["namespace"]
         tenant = _tenant_of_namespace(namespace, kwargs)
@@ -158,22 +173,21 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
             raise kopf.AdmissionError(rejection_message(violations, tenant.name, spec.trust, decision), code=DENIED)
 
     @kopf.on.validate(GROUP, VERSION, PLURAL, id=VALIDATE_TENANT, registry=registry, operations=["CREATE", "UPDATE"])
-    async def validate_tenant(name: str, body: kopf.Body, old: kopf.Body | None, warnings: list[str],
+    async def validate_tenant(name: str, body: kopf.Body, warnings: list[str], old: kopf.Body | None = None,
                         **kwargs: Any) -> None:
+        refusals = await tenant_api_problems(client, config, name, dict(body), dict(old) if old else None)
         try:
             spec = GpuTenantSpec.model_validate(dict(body.get("spec") or {}))
         except ValidationError:
+            if refusals:
+                raise kopf.AdmissionError("; ".join(refusals), code=DENIED) from None
             return  # the operator reports an invalid spec in status; nothing cluster-wide to check
-        others = []
-        for view in _values(kwargs[TENANTS_INDEX]):
-            try:
-                others.append((view.name, *tenant_decision(view, kwargs)))
-            except ValidationError:
-                continue
+        others = _other_tenants(kwargs, tenant_decision)
         namespace = naming.host_namespace(name, config)
         old_spec = dict(old.get("spec") or {}) if old else None
         pods = await guard.gpu_pods(namespace) if old_spec is not None else []
         problems, advice = check_tenant_change(config, name, spec, old_spec, others, pods)
+        problems = [*refusals, *problems]
         warnings.extend(advice)
         if problems:
             raise kopf.AdmissionError("; ".join(problems), code=DENIED)

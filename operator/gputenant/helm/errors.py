@@ -4,7 +4,6 @@ a condition that stays until the tenant's spec (and so the values hash) changes.
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from pyhelm3 import errors as pyhelm3_errors
 
@@ -18,7 +17,7 @@ class HelmError(Exception):
 
     reason = "HelmFailed"
 
-    def __init__(self, message: str, *, values_hash: Optional[str] = None):
+    def __init__(self, message: str, *, values_hash: str | None = None):
         super().__init__(message)
         self.message = message
         self.values_hash = values_hash
@@ -58,7 +57,7 @@ class UpgradePathError(PermanentHelmError):
 
     reason = "UpgradePathRefused"
 
-    def __init__(self, message: str, *, installed: str, wanted: str, values_hash: Optional[str] = None):
+    def __init__(self, message: str, *, installed: str, wanted: str, values_hash: str | None = None):
         super().__init__(message, values_hash=values_hash)
         self.installed = installed
         self.wanted = wanted
@@ -81,7 +80,7 @@ _PERMANENT_PATTERNS = [
 ]
 
 
-def classify_helm_failure(stderr: str, *, values_hash: Optional[str] = None) -> HelmError:
+def classify_helm_failure(stderr: str, *, values_hash: str | None = None) -> HelmError:
     """Map Helm's stderr to a typed error. Anything not known to be permanent counts as transient:
     a bounded retry of an unknown failure costs little, while a wrong "permanent" would leave a
     tenant stuck until someone edits its spec."""
@@ -95,7 +94,7 @@ def classify_helm_failure(stderr: str, *, values_hash: Optional[str] = None) -> 
     return TransientHelmError(text or "helm failed without a message", values_hash=values_hash)
 
 
-def from_pyhelm3(error: pyhelm3_errors.Error, *, values_hash: Optional[str] = None) -> HelmError:
+def from_pyhelm3(error: pyhelm3_errors.Error, *, values_hash: str | None = None) -> HelmError:
     """Type a pyhelm3 failure, trusting pyhelm3's own classes where they are unambiguous."""
     stderr = error.stderr.decode(errors="replace") if isinstance(error.stderr, bytes) else str(error)
     if isinstance(error, (pyhelm3_errors.ConnectionError, pyhelm3_errors.CommandCancelledError)):

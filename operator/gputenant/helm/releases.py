@@ -11,10 +11,11 @@ import asyncio
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import yaml
 from pyhelm3 import Client, Command
@@ -56,11 +57,11 @@ class ChartRef:
     """Where the vcluster chart comes from: a local directory wins over a repository."""
 
     name: str = "vcluster"
-    repository: Optional[str] = "https://charts.loft.sh"
-    local_path: Optional[Path] = None
+    repository: str | None = "https://charts.loft.sh"
+    local_path: Path | None = None
 
     @classmethod
-    def from_config(cls, chart: VClusterChart) -> "ChartRef":
+    def from_config(cls, chart: VClusterChart) -> ChartRef:
         return cls(name=chart.name, repository=chart.repository,
                    local_path=Path(chart.local_path).resolve() if chart.local_path else None)
 
@@ -91,7 +92,7 @@ class HelmOutcome:
     """The version in force: ``version``, or a local chart's own version such as 0.36.1-local."""
     values_hash: str
     """Store in status.vcluster.valuesHash and pass back as ``applied_hash`` next time."""
-    revision: Optional[int]
+    revision: int | None
     """The release revision in force; None when Helm was skipped by the hash."""
     helm_invocations: int
 
@@ -111,7 +112,7 @@ class _CountingCommand(Command):
         self._counters = counters
         self._slots = asyncio.Semaphore(max_concurrent)
 
-    async def run(self, command: list[str], input: Optional[bytes] = None) -> bytes:
+    async def run(self, command: list[str], input: bytes | None = None) -> bytes:
         async with self._slots:
             self._counters.invocations += 1
             return await super().run(command, input)
@@ -133,7 +134,7 @@ class VClusterReleases:
 
     def __init__(self, kubeconfig: str | Path | None = None, *, helm_path: str | Path | None = None,
                  timeout: str = "5m", retry_attempts: int = 3, retry_max_wait_seconds: float = 8.0,
-                 max_concurrent: Optional[int] = None):
+                 max_concurrent: int | None = None):
         if max_concurrent is not None and max_concurrent < 1:
             raise ValueError(f"max_concurrent helm processes is {max_concurrent}; give 1 or more")
         self.counters = HelmCounters()
@@ -148,7 +149,7 @@ class VClusterReleases:
         self._client = Client(self._command, executable=str(self.helm_path))
 
     async def ensure(self, release: str, namespace: str, chart_ref: ChartRef, version: str,
-                     values: Mapping[str, Any], *, applied_hash: Optional[str] = None,
+                     values: Mapping[str, Any], *, applied_hash: str | None = None,
                      known_absent: bool = False) -> HelmOutcome:
         """Make the release run chart ``version`` with exactly ``values``.
 
@@ -237,6 +238,7 @@ class VClusterReleases:
         A stand-in chart may mark itself with a pre-release or build suffix (``0.36.1-local``); it
         serves the request for ``0.36.1``, but not for another major.minor.patch.
         """
+        assert chart_ref.local_path is not None, "only called for a chart in a local directory"
         chart_yaml = chart_ref.local_path / "Chart.yaml"
         try:
             metadata = yaml.safe_load(chart_yaml.read_text())

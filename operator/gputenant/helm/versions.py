@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from gputenant.helm.errors import InvalidValuesError, UpgradePathError
 
@@ -31,7 +32,7 @@ def parse_version(version: str) -> tuple[int, int, int, tuple]:
     return int(major), int(minor), int(patch), pre_key
 
 
-def check_upgrade_path(installed: Optional[str], wanted: str) -> None:
+def check_upgrade_path(installed: str | None, wanted: str) -> None:
     """Raise UpgradePathError unless going from ``installed`` to ``wanted`` is one vCluster supports.
 
     A fresh install (``installed`` None) and patch upgrades are fine; a minor upgrade may move one

@@ -9,7 +9,6 @@ cluster-wide right on them (the Helm chart's least-privilege RBAC).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from gputenant.kube.client import KubeClient
 from gputenant.kube.compare import holds
@@ -29,12 +28,12 @@ class LiveSnapshot:
     _objects: dict[tuple[str, str, str], dict[str, dict]] = field(default_factory=dict)
 
     async def lookup(self, api_version: str, kind: str, name: str,
-                     namespace: Optional[str] = None) -> Optional[dict]:
+                     namespace: str | None = None) -> dict | None:
         """The live object if it carries the selector's labels, else None (then GET it)."""
         await self.items(api_version, kind, namespace)
         return self._objects[(api_version, kind, namespace or "")].get(name)
 
-    async def items(self, api_version: str, kind: str, namespace: Optional[str] = None) -> list[dict]:
+    async def items(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict]:
         """Every live object of a kind carrying the selector's labels, in `namespace` (None: a
         cluster-scoped kind), listed on first use."""
         key = (api_version, kind, namespace or "")
@@ -82,7 +81,7 @@ class Applier:
         self.snapshot = snapshot
         self.result = ApplyResult()
 
-    async def live(self, obj: dict) -> Optional[dict]:
+    async def live(self, obj: dict) -> dict | None:
         metadata = obj["metadata"]
         found = await self.snapshot.lookup(obj["apiVersion"], obj["kind"], metadata["name"],
                                            metadata.get("namespace"))
@@ -94,7 +93,7 @@ class Applier:
     async def ensure(self, obj: dict) -> dict:
         """Make the live object hold `obj`; write only when it does not already."""
         live = await self.live(obj)
-        if holds(obj, live):
+        if live is not None and holds(obj, live):
             self.result.unchanged.append(object_key(obj))
             return live
         applied = await self.client.apply(obj)

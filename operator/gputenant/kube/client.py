@@ -14,7 +14,7 @@ import ssl
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
@@ -54,7 +54,7 @@ class Resource:
     plural: str
     namespaced: bool
 
-    def path(self, namespace: Optional[str] = None, name: Optional[str] = None) -> str:
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
         prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
         parts = [prefix]
         if self.namespaced and namespace:
@@ -76,12 +76,12 @@ class KubeClient:
         self.counters = RequestCounters()
         self._resources: dict[tuple[str, str], Resource] = {}
         self._discovery_lock = asyncio.Lock()
-        self._session: Optional[aiohttp.ClientSession] = None
+        self._session: aiohttp.ClientSession | None = None
 
     # -- construction ---------------------------------------------------------------------------
 
     @classmethod
-    def from_kubeconfig(cls, path: Optional[str], field_manager: str, **kwargs) -> "KubeClient":
+    def from_kubeconfig(cls, path: str | None, field_manager: str, **kwargs) -> KubeClient:
         """From a kubeconfig file (None: $KUBECONFIG or ~/.kube/config), else in-cluster."""
         configuration = kubernetes.client.Configuration()
         try:
@@ -93,7 +93,7 @@ class KubeClient:
         return cls(configuration, field_manager, **kwargs)
 
     @classmethod
-    def from_kubeconfig_dict(cls, kubeconfig: dict, field_manager: str, **kwargs) -> "KubeClient":
+    def from_kubeconfig_dict(cls, kubeconfig: dict, field_manager: str, **kwargs) -> KubeClient:
         """From a kubeconfig held in memory, e.g. the virtual cluster's ``vc-<release>`` Secret."""
         configuration = kubernetes.client.Configuration()
         kubernetes.config.load_kube_config_from_dict(kubeconfig, client_configuration=configuration,
@@ -122,7 +122,7 @@ class KubeClient:
             await self._session.close()
             self._session = None
 
-    async def __aenter__(self) -> "KubeClient":
+    async def __aenter__(self) -> KubeClient:
         return self
 
     async def __aexit__(self, *_) -> None:
@@ -130,7 +130,7 @@ class KubeClient:
 
     # -- transport ------------------------------------------------------------------------------
 
-    def _headers(self, content_type: Optional[str]) -> dict[str, str]:
+    def _headers(self, content_type: str | None) -> dict[str, str]:
         c = self._configuration
         if c.refresh_api_key_hook is not None:
             c.refresh_api_key_hook(c)
@@ -142,8 +142,8 @@ class KubeClient:
             headers["Content-Type"] = content_type
         return headers
 
-    async def request(self, method: str, path: str, *, params: Optional[dict] = None,
-                      body: Any = None, content_type: Optional[str] = None) -> Any:
+    async def request(self, method: str, path: str, *, params: dict | None = None,
+                      body: Any = None, content_type: str | None = None) -> Any:
         """Send one request; the decoded JSON answer, or ApiError (status 0: no answer)."""
         session = await self._get_session()
         self.counters.by_method[method] += 1
@@ -159,7 +159,7 @@ class KubeClient:
                 return json.loads(text) if text else None
         except aiohttp.ClientError as error:
             raise ApiError(0, "ConnectionFailed", str(error), method, path) from error
-        except asyncio.TimeoutError as error:
+        except TimeoutError as error:
             raise ApiError(0, "Timeout", "no answer in time", method, path) from error
 
     # -- discovery ------------------------------------------------------------------------------
@@ -185,7 +185,7 @@ class KubeClient:
     # -- objects --------------------------------------------------------------------------------
 
     async def get(self, api_version: str, kind: str, name: str,
-                  namespace: Optional[str] = None) -> Optional[dict]:
+                  namespace: str | None = None) -> dict | None:
         """The object, or None if it does not exist."""
         resource = await self.resource(api_version, kind)
         try:
@@ -195,8 +195,8 @@ class KubeClient:
                 return None
             raise
 
-    async def list(self, api_version: str, kind: str, *, namespace: Optional[str] = None,
-                   label_selector: Optional[str] = None) -> list[dict]:
+    async def list(self, api_version: str, kind: str, *, namespace: str | None = None,
+                   label_selector: str | None = None) -> list[dict]:
         """All objects of a kind (in one namespace or all), optionally filtered by labels."""
         resource = await self.resource(api_version, kind)
         params = {"labelSelector": label_selector} if label_selector else None
@@ -217,7 +217,7 @@ class KubeClient:
             content_type="application/apply-patch+yaml")
 
     async def patch(self, api_version: str, kind: str, name: str, patch: dict,
-                    namespace: Optional[str] = None, subresource: str = "") -> dict:
+                    namespace: str | None = None, subresource: str = "") -> dict:
         """A JSON merge patch (None values delete keys)."""
         resource = await self.resource(api_version, kind)
         path = resource.path(namespace, name) + (f"/{subresource}" if subresource else "")
@@ -225,12 +225,12 @@ class KubeClient:
                                   content_type="application/merge-patch+json")
 
     async def patch_status(self, api_version: str, kind: str, name: str, status: dict,
-                           namespace: Optional[str] = None) -> dict:
+                           namespace: str | None = None) -> dict:
         """Replace the parts of `.status` named in `status` through the status subresource."""
         return await self.patch(api_version, kind, name, {"status": status}, namespace, "status")
 
     async def delete(self, api_version: str, kind: str, name: str,
-                     namespace: Optional[str] = None) -> bool:
+                     namespace: str | None = None) -> bool:
         """Delete with background propagation; False if it was already gone."""
         resource = await self.resource(api_version, kind)
         try:

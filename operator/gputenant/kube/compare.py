@@ -60,7 +60,7 @@ def is_subset(desired: Any, live: Any) -> bool:
         if _empty(desired):
             return _empty(live)
         return (isinstance(live, list) and len(live) == len(desired)
-                and all(is_subset(d, l) for d, l in zip(desired, live)))
+                and all(is_subset(d, l) for d, l in zip(desired, live, strict=True)))
     if isinstance(desired, bool) or isinstance(live, bool):
         return desired is live
     if desired == live:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from gputenant import GROUP, KIND, VERSION, naming
 from gputenant.config.models import OperatorConfig
-from gputenant.guard.rules import requests_gpus
+from gputenant.guard.pods import requests_gpus
 from gputenant.kube import ApiError, KubeClient, holds
 from gputenant.pools.plan import BlockedChange, PoolsPlan, parent_queue_conflict, plan_pools
 from gputenant.pools.report import PoolReport, grants_from_tenants, pool_reports

@@ -7,7 +7,6 @@ guarantees add up to more than its GPUs cannot keep them all, which this report 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from gputenant.config.models import OperatorConfig
 from gputenant.pools.plan import node_gpus, node_name, pool_nodes
@@ -31,7 +30,7 @@ class PoolReport:
     nodes: list[str]
     node_gpus: int
     """Physical GPUs on the pool's nodes (nvidia.com/gpu.count labels)."""
-    configured_gpus: Optional[int]
+    configured_gpus: int | None
     """``pools[].gpus`` from the operator config, if set."""
     granted: float
     """Sum of the tenants' guaranteed GPUs (quota)."""
@@ -45,7 +44,7 @@ class PoolReport:
         return self.configured_gpus if self.configured_gpus is not None else self.node_gpus
 
     @property
-    def overcommit(self) -> Optional[float]:
+    def overcommit(self) -> float | None:
         """Guaranteed GPUs per GPU (above 1.0: promises the pool cannot keep); None without GPUs."""
         return self.granted / self.capacity if self.capacity else None
 
