@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from gputenant import GROUP, naming
 from gputenant.api.v1alpha1 import GpuTenantSpec, Trust
 from gputenant.config.models import OperatorConfig
+from gputenant.guard import keys
 from gputenant.kube import ApiError, KubeClient
 
 ALLOW_TRUST_CHANGE_ANNOTATION = f"{GROUP}/allow-trust-change"
@@ -28,11 +29,8 @@ ISOLATION_ORDER = (Trust.TRUSTED, Trust.INTERNAL, Trust.UNTRUSTED)
 QUEUE_API = ("scheduling.run.ai/v2", "Queue")
 MAX_NAMED_PODS = 5
 
-PROTECTED_POD_KEYS = (
-    naming.QUEUE_LABEL, "runai/queue", "project", "priorityClassName", "pod-group-name", "gpu-fraction", "gpu-memory",
-    "gpu-fraction-num-devices", "gpu-fraction-container-name", "mps", "kai-resource-isolator.io/inject",
-)
-PROTECTED_POD_KEY_PREFIXES = (f"{GROUP}/", "kai.scheduler/", "hami.io/", "runai/", "nvidia.com/", "scheduling.run.ai/")
+PROTECTED_POD_KEYS = tuple(dict.fromkeys((*keys.PROTECTED_LABELS, *keys.PROTECTED_ANNOTATIONS)))
+PROTECTED_POD_KEY_PREFIXES = keys.RESERVED_PREFIXES
 """Pod labels and annotations that carry identity (the tenant label), queue and grouping (KAI,
 Run:ai), pool and GPU share (KAI fractions, HAMi, NVIDIA). A pods/status write may not change them:
 the chart's pod-status-identity policy lists the same keys (operator/tests/test_chart_render.py)."""
