@@ -384,13 +384,38 @@ class ControlPlane:
         self._processes.append(process)
         wait_until_serving(process, lambda: _http_ok(self.ports["etcd"], "/health"), "etcd /health")
 
+    @property
+    def webhook_client_ca_path(self) -> Path:
+        """CA of the client certificate the API server presents to admission webhooks (its own CA,
+        not the one that signs users: a user's certificate must not pass for the API server's)."""
+        return self._pki_dir / "webhook-client-ca.crt"
+
+    def _webhook_admission_config(self) -> Path:
+        """--admission-control-config-file: every webhook ("*") gets the API server's client certificate."""
+        client_ca = CertificateAuthority.create("kubeplane-webhook-client-ca")
+        self.webhook_client_ca_path.write_bytes(client_ca.pair.cert_pem)
+        pair = client_ca.client_pair("kube-apiserver-webhook-client")
+        (self._pki_dir / "webhook-client.crt").write_bytes(pair.cert_pem)
+        (self._pki_dir / "webhook-client.key").write_bytes(pair.key_pem)
+        webhook_kubeconfig = self._pki_dir / "webhook-client.kubeconfig"
+        webhook_kubeconfig.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", "users": [
+            {"name": "*", "user": {"client-certificate": str(self._pki_dir / "webhook-client.crt"),
+                                   "client-key": str(self._pki_dir / "webhook-client.key")}}]}))
+        plugin_config = {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "WebhookAdmissionConfiguration",
+                         "kubeConfigFile": str(webhook_kubeconfig)}
+        path = self._pki_dir / "admission-config.json"
+        path.write_text(json.dumps({"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+                                    "plugins": [{"name": name, "configuration": plugin_config} for name in
+                                                ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")]}))
+        return path
+
     def _start_apiserver(self) -> None:
-        extra = []
+        extra = [f"--admission-control-config-file={self._webhook_admission_config()}"]
         if self.audit:
             policy = self._pki_dir / "audit-policy.yaml"
             policy.write_text(audit.POLICY)
-            extra = [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log_path}",
-                     "--audit-log-format=json", "--audit-log-mode=blocking"]
+            extra += [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log_path}",
+                      "--audit-log-format=json", "--audit-log-mode=blocking"]
         if self.node:
             # The API server calls the kubelet for logs, exec and port-forward: it verifies the
             # kubelet's serving certificate and presents a client certificate of its own.

@@ -314,11 +314,10 @@ def attacked(plane, tmp_path_factory):
                 "subjects": [{"kind": "ServiceAccount", "name": f"vc-{name}", "namespace": namespace(name)}]})
             identities[syncer(name)] = plane.user(syncer(name), ["system:serviceaccounts",
                                                                  f"system:serviceaccounts:{namespace(name)}"])
-    # With a plane whose API server presents a webhook client certificate, the guard requires it, as
-    # in production with --webhook-client-ca; every attack then also proves the API server gets through.
-    client_ca = getattr(plane, "webhook_client_ca_path", None)
+    # The plane's API server presents a webhook client certificate and the guard requires it, as in
+    # production with --webhook-client-ca: every attack also proves the API server gets through.
     guard = GuardThread(plane.kubeconfig_path, CONFIG, cert_dir=tmp_path_factory.mktemp("attack-guard-certs"),
-                        client_ca_file=client_ca).start()
+                        client_ca_file=plane.webhook_client_ca_path).start()
     try:
         for name in TRUST:
             wait_for(lambda name=name: _serving(plane, namespace(name)), timeout=60, what=f"the guard to serve {namespace(name)}")
