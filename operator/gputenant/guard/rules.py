@@ -11,20 +11,15 @@ or the kubelet's later writes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Iterable, Iterator
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
 from gputenant.config.models import GuardConfig, OperatorConfig
 from gputenant.guard import keys
-from gputenant.guard.mutation import DEFAULT_SCHEDULER, NO_DEVICES, VISIBLE_DEVICES, tenant_queue
-from gputenant.guard.pods import container_gpu_amounts, containers, number, pod_gpu_amounts, requests_gpus, resource_names
+from gputenant.guard.mutation import DEFAULT_SCHEDULER, NO_DEVICES, VISIBLE_DEVICES
+from gputenant.guard.pods import container_gpu_amounts, containers, number, pod_gpu_amounts, resource_names
+from gputenant.guard.registry import ALL_TRUST, RULES, STRICT, Review, Violation, rule
 from gputenant.policy.decision import Decision
-
-ALL_TRUST = frozenset(Trust)
-STRICT = frozenset({Trust.INTERNAL, Trust.UNTRUSTED})
-"""Trust levels whose GPU isolation the tenant's own variables must not switch off."""
 
 ISOLATION_ENV_FAMILIES = ("CUDA_", "GPU_", "LIBCUDA_", "HAMI_", "VGPU_", "ACTIVE_OOM_KILLER", "LD_PRELOAD",
                           "LD_AUDIT")
@@ -53,91 +48,6 @@ POD_SPEC_FIELDS = frozenset({
 })
 """Pod spec fields the rules below account for; a field a newer Kubernetes adds is refused until
 a rule has looked at it."""
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken rule: ``rule`` is its registry id (also in docs/admission-guard.md), ``message``
-    says what is wrong and what to change."""
-
-    rule: str
-    message: str
-
-
-@dataclass
-class Review:
-    """One pod under review, with everything a rule may need to judge it."""
-
-    pod: dict
-    tenant: str
-    trust: Trust
-    decision: Decision
-    operation: str = "CREATE"
-    old: dict | None = None
-    settings: GuardConfig = field(default_factory=GuardConfig)
-    pool_keys: frozenset[str] = frozenset()
-    """Node label and taint keys of every configured pool: where the pools are told apart."""
-    by_tenant: bool = True
-    """Whether the request comes from the tenant's side (its syncer, its users) rather than from a
-    platform controller (KAI writes its own keys onto pods it groups)."""
-
-    @cached_property
-    def spec(self) -> dict:
-        return self.pod.get("spec") or {}
-
-    @cached_property
-    def labels(self) -> dict:
-        return (self.pod.get("metadata") or {}).get("labels") or {}
-
-    @cached_property
-    def annotations(self) -> dict:
-        return (self.pod.get("metadata") or {}).get("annotations") or {}
-
-    @cached_property
-    def gpu_pod(self) -> bool:
-        return requests_gpus(self.pod)
-
-    @property
-    def queue(self) -> str:
-        return tenant_queue(self.tenant, self.decision)
-
-    @property
-    def rules(self):
-        return self.decision.pod_rules if self.decision.possible else None
-
-    @property
-    def pool_selector(self) -> dict[str, str]:
-        pool = self.decision.pool if self.decision.possible else None
-        return dict(pool.node_selector) if pool else {}
-
-    @property
-    def mode(self) -> str:
-        return self.decision.mode.value if self.decision.mode else "none"
-
-
-Check = Callable[[Review], Iterable[str]]
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    trust: frozenset[Trust]
-    refuses: str
-    """What the rule refuses, in one line: the docs' rule table is this text."""
-    check: Check
-
-
-RULES: dict[str, Rule] = {}
-
-
-def rule(rule_id: str, refuses: str, trust: frozenset[Trust] = ALL_TRUST) -> Callable[[Check], Check]:
-    """Register a check under `rule_id`; rules run (and report) in registration order."""
-    def register(check: Check) -> Check:
-        if rule_id in RULES:
-            raise ValueError(f"guard rule {rule_id} is registered twice")
-        RULES[rule_id] = Rule(rule_id, trust, refuses, check)
-        return check
-    return register
 
 
 def _violations(review: Review) -> list[Violation]:
@@ -222,10 +132,15 @@ def _scheduler_name(review: Review) -> Iterator[str]:
 @rule("priority-class", "a `priorityClassName` not in the configuration's `guard.priorityClassNames` "
       "(KAI derives priority and preemptibility from it)")
 def _priority_class(review: Review) -> Iterator[str]:
-    name = review.spec.get("priorityClassName")
-    if name and name not in review.settings.priority_class_names:
-        allowed = ", ".join(review.settings.priority_class_names) or "none"
-        yield f"priorityClassName {name} is not granted to tenants (allowed: {allowed}); remove priorityClassName"
+    yield from _granted_name(review, "priorityClassName", review.settings.priority_class_names)
+
+
+def _granted_name(review: Review, field: str, granted: Iterable[str]) -> Iterator[str]:
+    """A pod spec field naming a cluster object (a class) that the configuration must grant."""
+    name = review.spec.get(field)
+    if name and name not in granted:
+        allowed = ", ".join(granted) or "none"
+        yield f"{field} {name} is not granted to tenants (allowed: {allowed}); remove {field}"
 
 
 # -- GPU resources -----------------------------------------------------------------------------
@@ -393,10 +308,7 @@ def _node_name(review: Review) -> Iterator[str]:
 @rule("runtime-class", "a `runtimeClassName` not in the configuration's `guard.runtimeClassNames` (the nvidia "
       "runtime shows a container the GPUs its variables name)")
 def _runtime_class(review: Review) -> Iterator[str]:
-    name = review.spec.get("runtimeClassName")
-    if name and name not in review.settings.runtime_class_names:
-        allowed = ", ".join(review.settings.runtime_class_names) or "none"
-        yield f"runtimeClassName {name} is not granted to tenants (allowed: {allowed}); remove runtimeClassName"
+    yield from _granted_name(review, "runtimeClassName", review.settings.runtime_class_names)
 
 
 # -- the node and the GPU's software isolation -------------------------------------------------
