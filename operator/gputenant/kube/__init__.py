@@ -2,8 +2,8 @@
 
 from gputenant.kube.applier import Applier, LiveSnapshot
 from gputenant.kube.client import KubeClient, RequestCounters, Resource
-from gputenant.kube.compare import holds, is_subset, parse_quantity
+from gputenant.kube.compare import holds, is_subset
 from gputenant.kube.errors import ApiError
 
 __all__ = ["ApiError", "Applier", "KubeClient", "LiveSnapshot", "RequestCounters", "Resource",
-           "holds", "is_subset", "parse_quantity"]
+           "holds", "is_subset"]

@@ -9,38 +9,9 @@ fields, status), so the test is "desired ⊆ live", with Kubernetes quantities c
 from __future__ import annotations
 
 import base64
-import re
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
-_SUFFIX = {
-    "": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
-    "P": Decimal("1e15"), "E": Decimal("1e18"),
-    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
-}
-
-
-def parse_quantity(value: Any) -> Decimal | None:
-    """The value of a Kubernetes quantity ("500m", "1Gi", 2, "1e3"), or None if it is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return Decimal(str(value))
-    if not isinstance(value, str):
-        return None
-    match = _QUANTITY.match(value.strip())
-    if not match:
-        return None
-    number, suffix = match.group(1), match.group(2) or ""
-    try:
-        if suffix[:1] in ("e", "E"):
-            return Decimal(number + suffix)
-        return Decimal(number) * _SUFFIX[suffix]
-    except (InvalidOperation, KeyError):
-        return None
+from gputenant.quantities import parse_quantity
 
 
 def _empty(value: Any) -> bool:
