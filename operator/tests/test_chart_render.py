@@ -335,3 +335,14 @@ def test_scope_policy_names_the_operator_and_the_prefix():
         f"request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:{FULLNAME}'")
     assert "startsWith('team-')" in json.dumps(policy["spec"]["validations"])
     assert not [o for o in render("--set", "scopePolicy.enabled=false") if "AdmissionPolicy" in o["kind"]]
+
+
+def test_the_operator_may_read_only_the_cluster_role_that_owns_the_guard_configurations():
+    """The guard's webhook configurations are owned by the tenant-namespace ClusterRole (so
+    `helm uninstall` removes them); reading its uid is the only ClusterRole read allowed."""
+    cluster_rules = _rules(render(), "ClusterRole", FULLNAME)
+    reads = [r for r in cluster_rules if "clusterroles" in r["resources"] and "get" in r["verbs"]]
+    assert reads == [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                      "verbs": ["get"], "resourceNames": [f"{FULLNAME}-tenant-namespace"]}]
+    without_guard = _rules(render("--set", "webhook.enabled=false"), "ClusterRole", FULLNAME)
+    assert not [r for r in without_guard if "clusterroles" in r["resources"] and "get" in r["verbs"]]
