@@ -157,3 +157,35 @@ def test_kubeconfig_files_merge_like_kubectl_with_relative_paths_resolved(tmp_pa
     assert merged["clusters"] == [
         {"name": "one", "cluster": {"server": "https://one", "certificate-authority": str(first.parent / "ca.crt")}},
         {"name": "two", "cluster": {"server": "https://two"}}]
+
+
+def test_kopf_logs_in_with_the_same_identity_and_no_file(pki, private_tmpdir, tmp_path):
+    """kopf's default login copies an inline key into TMPDIR for the process's life; the login
+    KubeClient.kopf_connection gives it reads the key from memory, as often as kopf logs in."""
+    async def scenario() -> list[dict]:
+        server, port = await _serve_peer_name(pki)
+        answers = []
+        async with server:
+            path = tmp_path / "kubeconfig"
+            path.write_text(yaml.safe_dump(_kubeconfig(f"https://localhost:{port}", pki)))
+            client = KubeClient.from_kubeconfig(str(path), "test")
+            for _ in range(2):
+                connection = client.kopf_connection()
+                reader, writer = await asyncio.open_connection("localhost", port, ssl=connection.as_ssl_context())
+                writer.write(b"GET /api HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                answers.append(json.loads((await reader.read()).split(b"\r\n\r\n", 1)[1]))
+                writer.close()
+            await client.close()
+        return answers
+
+    assert asyncio.run(scenario()) == [{"commonName": "vcluster-admin"}] * 2
+    assert _files_under(private_tmpdir) == []
+
+
+def test_kopf_connection_carries_a_bearer_token():
+    kubeconfig = {"current-context": "c", "clusters": [{"name": "c", "cluster": {"server": "https://h:6443"}}],
+                  "users": [{"name": "u", "user": {"token": "abc.def"}}],
+                  "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}
+    connection = KubeClient.from_kubeconfig_dict(kubeconfig, "test").kopf_connection()
+    assert (connection.server, connection.scheme, connection.token) == ("https://h:6443", "Bearer", "abc.def")
+    assert connection.certificate_path is None and connection.private_key_data is None

@@ -22,7 +22,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 from urllib.parse import quote
 
 import aiohttp
@@ -31,6 +31,9 @@ import yaml
 from kubernetes.config.kube_config import KubeConfigLoader
 
 from gputenant.kube.errors import ApiError
+
+if TYPE_CHECKING:
+    import kopf
 
 USER_AGENT = "gpu-tenant-operator"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -149,16 +152,22 @@ def _kubeconfig_paths(path: Optional[str]) -> list[Path]:
     return [p for p in candidates if p.is_file()]
 
 
+def _memory_file(pem: bytes) -> int:
+    """An anonymous in-memory file (memfd) holding `pem`; its path is /proc/self/fd/<fd>."""
+    fd = os.memfd_create("kube-client-credentials", os.MFD_CLOEXEC)
+    with os.fdopen(os.dup(fd), "wb") as memory_file:
+        memory_file.write(pem)
+    return fd
+
+
 @contextmanager
 def _private_pem_path(pem: bytes) -> Iterator[str]:
     """A path `ssl` can read the PEM from, which no other process can open and which is gone
     when the block ends: an anonymous in-memory file (memfd, Linux), else a file in a fresh 0700
     folder unlinked right after the read."""
     if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("kube-client-credentials", os.MFD_CLOEXEC)
+        fd = _memory_file(pem)
         try:
-            with os.fdopen(os.dup(fd), "wb") as memory_file:
-                memory_file.write(pem)
             yield f"/proc/self/fd/{fd}"
         finally:
             os.close(fd)
@@ -204,6 +213,8 @@ class KubeClient:
         self._resources: dict[tuple[str, str], Resource] = {}
         self._discovery_lock = asyncio.Lock()
         self._session: Optional[aiohttp.ClientSession] = None
+        self._credential_fd: Optional[int] = None
+        """The memfd kopf_connection hands kopf, open as long as this client lives."""
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -234,6 +245,35 @@ class KubeClient:
     def _ssl_context(self) -> ssl.SSLContext | bool:
         return tls_context(self._configuration, self._credentials)
 
+    def kopf_connection(self) -> "kopf.ConnectionInfo":
+        """The same identity for kopf's own API client (a ``@kopf.on.login`` handler returns it).
+
+        kopf's default login goes through the `kubernetes` package's loader, which copies an inline
+        client key into TMPDIR for the life of the process; here the key stays in an in-memory file
+        (memfd) this client holds open, which kopf reads by path whenever it logs in again."""
+        import kopf
+
+        c = self._configuration
+        if c.refresh_api_key_hook is not None:
+            c.refresh_api_key_hook(c)
+        header = c.get_api_key_with_prefix("authorization") or c.get_api_key_with_prefix("BearerToken")
+        scheme, _, token = (header or "").rpartition(" ")
+        certificate_path, key_path = c.cert_file, c.key_file
+        certificate_data = key_data = None
+        if self._credentials.client_certificate and self._credentials.client_key:
+            if hasattr(os, "memfd_create"):
+                if self._credential_fd is None:
+                    self._credential_fd = _memory_file(
+                        self._credentials.client_certificate + b"\n" + self._credentials.client_key)
+                certificate_path = key_path = f"/proc/self/fd/{self._credential_fd}"
+            else:
+                certificate_data, key_data = self._credentials.client_certificate, self._credentials.client_key
+        return kopf.ConnectionInfo(
+            server=c.host, ca_path=c.ssl_ca_cert, ca_data=self._credentials.ca, insecure=not c.verify_ssl,
+            scheme=scheme or None, token=token or None,
+            certificate_path=certificate_path, private_key_path=key_path,
+            certificate_data=certificate_data, private_key_data=key_data)
+
     async def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(ssl=self._ssl_context(), limit=32)
@@ -246,6 +286,9 @@ class KubeClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._credential_fd is not None:
+            os.close(self._credential_fd)
+            self._credential_fd = None
 
     async def __aenter__(self) -> "KubeClient":
         return self
