@@ -70,7 +70,9 @@ def churn(plane, operator: OperatorProcess, names: list[str], timeout: float) ->
 def growth_report(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, top: int) -> str:
     ignore = [tracemalloc.Filter(False, "<frozen importlib._bootstrap*>"), tracemalloc.Filter(False, tracemalloc.__file__)]
     before, after = before.filter_traces(ignore), after.filter_traces(ignore)
-    lines = [f"top {top} growth by line (after - baseline):"]
+    totals = [sum(stat.size for stat in snap.statistics("filename")) / 1024 for snap in (before, after)]
+    lines = [f"traced by Python: {totals[0]:.0f} KiB at the baseline, {totals[1]:.0f} KiB at the end "
+             f"({totals[1] - totals[0]:+.0f} KiB)", "", f"top {top} growth by line (after - baseline):"]
     lines += [f"  {stat.size_diff / 1024:+9.1f} KiB {stat.count_diff:+7d} blocks  {stat.traceback[0]}"
               for stat in after.compare_to(before, "lineno")[:top]]
     lines += ["", "top 8 growth by call stack (innermost last):"]
