@@ -255,17 +255,48 @@ def _grants(rules: list[dict]) -> set[tuple[str, str, str]]:
             for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
 
 
-def test_tenant_namespace_role_holds_every_right_the_vcluster_charts_role_grants():
-    """RBAC refuses to let the operator's Helm release create the vCluster Role unless the
-    operator holds every rule in it (no `escalate`). Rendered with ingress sync on, the widest."""
-    out = helm("template", "team", str(REPO_ROOT / "charts" / "vcluster-local"), "--namespace", "tenant-team",
-               "--set", "sync.toHost.ingresses.enabled=true").stdout
-    vcluster_roles = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Role"]
-    assert vcluster_roles
+REAL_VCLUSTER_CHART = REPO_ROOT.parent / "shared" / "third_party" / "vcluster-0.36.1" / "chart"
+EXAMPLE_TENANTS = sorted((REPO_ROOT / "examples" / "tenants").glob("*.yaml"))
+PLANE_KUBE_VERSION = "1.35.4"
+"""tools/build.sh's KUBE_VERSION: the chart's rules depend on the cluster's version (pods/resize
+from 1.35 on)."""
+
+
+def _real_chart_rbac(tenant_file: Path, sync_ingresses: bool, tmp_path: Path) -> list[dict]:
+    """Every Role and ClusterRole the real vCluster chart renders with the values the operator
+    renders for the tenant (as `gputenant render` prints them)."""
+    from gputenant.commands.render import load_and_render
+
+    if not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file():
+        pytest.skip(f"the real vCluster chart is absent at {REAL_VCLUSTER_CHART}")
+    results, _ = load_and_render(str(tenant_file), str(EXAMPLE_CONFIG))
+    roles = []
+    for result in results:
+        name = result.tenant.metadata.name
+        values = dict(result.rendered.vcluster_values)
+        values["sync"] = {**values["sync"], "toHost": {**values["sync"]["toHost"],
+                                                       "ingresses": {"enabled": sync_ingresses}}}
+        values_file = tmp_path / f"{name}-{sync_ingresses}.yaml"
+        values_file.write_text(yaml.safe_dump(values))
+        out = helm("template", name, str(REAL_VCLUSTER_CHART), "--namespace", f"tenant-{name}",
+                   "--kube-version", PLANE_KUBE_VERSION, "--values", str(values_file)).stdout
+        roles += [d for d in yaml.safe_load_all(out) if d and d["kind"] in ("Role", "ClusterRole")]
+    return roles
+
+
+@pytest.mark.parametrize("sync_ingresses", [False, True], ids=["default", "syncIngresses"])
+@pytest.mark.parametrize("tenant_file", EXAMPLE_TENANTS, ids=lambda path: path.stem)
+def test_tenant_namespace_role_holds_every_right_the_real_vcluster_chart_grants(tenant_file, sync_ingresses, tmp_path):
+    """RBAC refuses to let the operator's Helm release create the vCluster chart's Role unless the
+    operator holds every rule in it (no `escalate`), and a ClusterRole it cannot create at all: the
+    real chart, rendered for each example tenant as the operator installs it, must fit."""
+    vcluster_roles = _real_chart_rbac(tenant_file, sync_ingresses, tmp_path)
+    assert [r["kind"] for r in vcluster_roles] == ["Role"], "the operator cannot create ClusterRoles for a tenant"
     held = _grants(_rules(render(), "ClusterRole", f"{FULLNAME}-tenant-namespace"))
     for role in vcluster_roles:
         missing = _grants(role["rules"]) - held
         assert not missing, f"the tenant-namespace role lacks {sorted(missing)} of Role {role['metadata']['name']}"
+        assert not [rule for rule in role["rules"] if rule.get("resourceNames") or rule.get("nonResourceURLs")]
 
 
 def test_tenant_namespace_role_holds_the_tenant_roles_the_operator_renders():
@@ -304,3 +335,14 @@ def test_scope_policy_names_the_operator_and_the_prefix():
         f"request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:{FULLNAME}'")
     assert "startsWith('team-')" in json.dumps(policy["spec"]["validations"])
     assert not [o for o in render("--set", "scopePolicy.enabled=false") if "AdmissionPolicy" in o["kind"]]
+
+
+def test_the_operator_may_read_only_the_cluster_role_that_owns_the_guard_configurations():
+    """The guard's webhook configurations are owned by the tenant-namespace ClusterRole (so
+    `helm uninstall` removes them); reading its uid is the only ClusterRole read allowed."""
+    cluster_rules = _rules(render(), "ClusterRole", FULLNAME)
+    reads = [r for r in cluster_rules if "clusterroles" in r["resources"] and "get" in r["verbs"]]
+    assert reads == [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                      "verbs": ["get"], "resourceNames": [f"{FULLNAME}-tenant-namespace"]}]
+    without_guard = _rules(render("--set", "webhook.enabled=false"), "ClusterRole", FULLNAME)
+    assert not [r for r in without_guard if "clusterroles" in r["resources"] and "get" in r["verbs"]]

@@ -105,11 +105,30 @@ def test_a_parent_queue_is_never_applied_over_a_tenants_queue():
     assert parent_queue_conflict(queue, {"metadata": {"name": "gpu-tenants"}}) is None
 
 
+def test_report_counts_what_the_policy_granted_never_what_the_spec_asked():
+    """Issue 17: a tenant refused with PoolModeMismatch showed as 1 GPU granted on the pool its
+    spec named."""
+    refused = {"metadata": {"name": "wrong-mode", "generation": 1},
+               "spec": {"trust": "Untrusted", "gpu": {"quota": 1, "pool": "ts"}},
+               "status": {"observedGeneration": 1, "sharing": {"reason": "gpu.pool ts is a TimeSlicing pool"},
+                          "conditions": [{"type": "Ready", "status": "False", "reason": "PoolModeMismatch"}]}}
+    not_reconciled_yet = {"metadata": {"name": "new", "generation": 1}, "spec": {"gpu": {"quota": 2, "pool": "ts"}}}
+    spec_raised_since = {"metadata": {"name": "raised", "generation": 3}, "spec": {"gpu": {"quota": 8, "pool": "ts"}},
+                         "status": {"observedGeneration": 2, "sharing": {"pool": "ts"}}}
+    granted = {"metadata": {"name": "granted", "generation": 3}, "spec": {"gpu": {"quota": 1, "pool": "ts"}},
+               "status": {"observedGeneration": 3, "sharing": {"pool": "ts"}}}
+    grants = grants_from_tenants([refused, not_reconciled_yet, spec_raised_since, granted])
+    assert grants == [Grant("granted", "ts", 1, 1)]
+    [ts] = [r for r in pool_reports(CONFIG, [node("ts-1", pool="ts")], grants) if r.name == "ts"]
+    assert (ts.granted, ts.tenants) == (1, ["granted"])
+
+
 def test_report_counts_nodes_gpus_grants_and_overcommit():
     nodes = [node("ts-1", pool="ts"), node("ts-2", gpus=4, pool="ts"), node("mig-1", pool="mig")]
     tenants = [
         {"metadata": {"name": "a"}, "spec": {"gpu": {"quota": 6, "limit": 8}}, "status": {"sharing": {"pool": "ts"}}},
-        {"metadata": {"name": "b"}, "spec": {"gpu": {"quota": 4, "pool": "ts"}}},
+        {"metadata": {"name": "b", "generation": 2}, "spec": {"gpu": {"quota": 4, "pool": "ts"}},
+         "status": {"observedGeneration": 2, "sharing": {"mode": "TimeSlicing", "pool": "ts"}}},
         {"metadata": {"name": "c"}, "spec": {"gpu": {"quota": 1}}},
     ]
     grants = grants_from_tenants(tenants)

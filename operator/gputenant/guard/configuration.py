@@ -3,13 +3,20 @@
 kopf's own managed configurations cannot select namespaces, so the guard applies its own: pods are
 sent only from namespaces labelled ``gputenant.io/tenant`` (never kube-system or the operator's
 namespace), and the webhook fails closed for them.
+
+Failing closed, they would block every tenant pod once the operator is gone; so when the operator
+runs from its Helm chart, both are owned by the release's tenant-namespace ClusterRole
+(``tenantNamespaceClusterRole``) and the garbage collector deletes them when `helm uninstall`
+deletes that ClusterRole (docs/install.md).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from gputenant import GROUP, PLURAL, VERSION, naming
 from gputenant.config.models import OperatorConfig
-from gputenant.kube import KubeClient, holds
+from gputenant.kube import ApiError, KubeClient, holds
 
 CONFIGURATION_NAME = "gputenant-guard"
 MUTATE_POD = "mutate-pod"
@@ -52,8 +59,10 @@ def _webhook(name: str, client_config: dict, handler_id: str, rules: list[dict],
     return webhook
 
 
-def webhook_configurations(config: OperatorConfig, client_config: dict) -> list[dict]:
-    """Both configuration objects for the server at ``client_config`` ({url, caBundle})."""
+def webhook_configurations(config: OperatorConfig, client_config: dict,
+                           owner: dict | None = None) -> list[dict]:
+    """Both configuration objects for the server at ``client_config`` ({url, caBundle}), owned by
+    ``owner`` (an object's apiVersion, kind and metadata) when given."""
     selector = tenant_namespace_selector(config)
     pods = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
             "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}
@@ -64,12 +73,16 @@ def webhook_configurations(config: OperatorConfig, client_config: dict) -> list[
     labels = {naming.MANAGED_BY_LABEL: naming.MANAGED_BY, naming.COMPONENT_LABEL: "admission-guard"}
     mutating_pod = _webhook("pods.mutate", client_config, MUTATE_POD, [pods, ephemeral], "Fail", selector)
     mutating_pod["reinvocationPolicy"] = "IfNeeded"
+    metadata: dict[str, Any] = {"name": CONFIGURATION_NAME, "labels": labels}
+    if owner is not None:
+        metadata["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                        "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}]
     return [
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-         "metadata": {"name": CONFIGURATION_NAME, "labels": labels},
+         "metadata": {**metadata},
          "webhooks": [mutating_pod]},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-         "metadata": {"name": CONFIGURATION_NAME, "labels": labels},
+         "metadata": {**metadata},
          "webhooks": [
              _webhook("pods.validate", client_config, VALIDATE_POD, [pods, ephemeral], "Fail", selector),
              # Capacity checks are advice on top of the operator's own status: a stopped operator
@@ -79,10 +92,24 @@ def webhook_configurations(config: OperatorConfig, client_config: dict) -> list[
     ]
 
 
+async def release_owner(client: KubeClient, config: OperatorConfig) -> dict | None:
+    """The Helm release's tenant-namespace ClusterRole, to own the configurations; None when the
+    operator does not run from the chart (no such role configured) or cannot see it."""
+    if not config.tenant_namespace_cluster_role:
+        return None
+    try:
+        return await client.get("rbac.authorization.k8s.io/v1", "ClusterRole", config.tenant_namespace_cluster_role)
+    except ApiError as error:
+        if error.status == 403:
+            return None
+        raise
+
+
 async def sync_webhook_configurations(client: KubeClient, config: OperatorConfig, client_config: dict) -> int:
     """Apply both configurations where they differ from the cluster; returns how many were written."""
     written = 0
-    for desired in webhook_configurations(config, client_config):
+    owner = await release_owner(client, config)
+    for desired in webhook_configurations(config, client_config, owner):
         live = await client.get(desired["apiVersion"], desired["kind"], desired["metadata"]["name"])
         if not holds(desired, live):
             await client.apply(desired)

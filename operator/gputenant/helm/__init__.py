@@ -3,7 +3,9 @@ version jumps, and tell transient failures from permanent ones."""
 
 from gputenant.helm.errors import (
     ChartVersionMismatchError,
+    HelmAdmissionDeniedError,
     HelmError,
+    HelmForbiddenError,
     InvalidValuesError,
     PermanentHelmError,
     TransientHelmError,
@@ -22,7 +24,8 @@ from gputenant.helm.state import condition_reason, is_deployed, is_transient, re
 from gputenant.helm.versions import check_upgrade_path, values_hash
 
 __all__ = [
-    "ChartRef", "ChartVersionMismatchError", "HelmAction", "HelmCounters", "HelmError", "HelmOutcome",
+    "ChartRef", "ChartVersionMismatchError", "HelmAction", "HelmAdmissionDeniedError", "HelmCounters",
+    "HelmError", "HelmForbiddenError", "HelmOutcome",
     "InvalidValuesError", "PermanentHelmError", "TransientHelmError", "UpgradePathError",
     "VClusterReleases", "check_upgrade_path", "classify_helm_failure", "condition_reason", "default_helm_path",
     "is_deployed", "is_transient", "release_revisions", "values_hash",

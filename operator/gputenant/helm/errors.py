@@ -36,6 +36,50 @@ class PermanentHelmError(HelmError):
     reason = "HelmRejected"
 
 
+class RefusedByApiServerError(PermanentHelmError):
+    """The API server refused an object of the chart: the same install is refused the same way
+    until the operator's rights, the namespace's admission or the values change. Keeps the object
+    and the API server's own words for the condition."""
+
+    reason = "HelmRefused"
+    verdict = "the API server refused"
+    fix = "change what the API server refused"
+
+    def __init__(self, message: str, *, refused_object: str | None = None, server_message: str = "",
+                 values_hash: str | None = None):
+        super().__init__(message, values_hash=values_hash)
+        self.refused_object = refused_object
+        self.server_message = server_message
+
+    @classmethod
+    def of(cls, refused_object: str | None, server_message: str, *,
+           values_hash: str | None = None) -> RefusedByApiServerError:
+        what = refused_object or "an object of the vCluster chart"
+        return cls(f"{cls.verdict} {what}: {server_message}; {cls.fix}", refused_object=refused_object,
+                   server_message=server_message, values_hash=values_hash)
+
+
+class HelmForbiddenError(RefusedByApiServerError):
+    """RBAC refused the operator: it may not create the object, or the object (a Role) grants a
+    permission the operator does not hold itself (escalation prevention)."""
+
+    reason = "HelmForbidden"
+    verdict = "RBAC forbids the operator to install"
+    fix = ("the operator's tenant-namespace ClusterRole (charts/gpu-tenant-operator, templates/rbac.yaml) "
+           "must hold every permission the vCluster chart grants; upgrade the operator's chart to one that "
+           "matches this vCluster chart version")
+
+
+class HelmAdmissionDeniedError(RefusedByApiServerError):
+    """Admission refused an object: a webhook, a ValidatingAdmissionPolicy, Pod Security, the
+    namespace's ResourceQuota or LimitRange."""
+
+    reason = "HelmAdmissionDenied"
+    verdict = "admission denied"
+    fix = ("change the tenant's spec (vcluster resources, quota) or the policy that denied it so that the "
+           "vCluster chart's objects are admitted in the tenant namespace")
+
+
 class InvalidValuesError(PermanentHelmError):
     """The chart refused the values: schema validation, a template error, an invalid object."""
 
@@ -64,10 +108,20 @@ class UpgradePathError(PermanentHelmError):
 
 
 # Network trouble first: "... is not a valid chart repository or cannot be reached: ... no such host"
-# names the chart too, but a repository outage must not stop a tenant until its spec changes.
+# names the chart too, but a repository outage must not stop a tenant until its spec changes. A
+# namespace being deleted and an admission plugin still starting refuse with "is forbidden" too,
+# but pass by themselves.
 _TRANSIENT_PATTERN = re.compile(
     r"(cannot be reached|no such host|connection refused|connection reset|i/o timeout|tls handshake timeout"
-    r"|cluster unreachable|context deadline exceeded|another operation \(install/upgrade/rollback\) is in progress)")
+    r"|cluster unreachable|context deadline exceeded|another operation \(install/upgrade/rollback\) is in progress"
+    r"|because it is being terminated|not yet ready to handle request)")
+
+# The API server's refusals, as Helm quotes them: `<resource> "<name>" is forbidden: <why>`, and a
+# webhook's `admission webhook "<name>" denied the request: <why>`.
+_FORBIDDEN = re.compile(r'(?P<object>[\w.-]+ "[^"]*") is forbidden: (?P<words>.+)', re.DOTALL)
+_WEBHOOK_DENIED = re.compile(r'(?P<words>admission webhook "[^"]+" denied the request: .+)', re.DOTALL)
+_RBAC_REFUSAL = re.compile(r'^user "[^"]*" cannot |attempting to grant rbac permissions not currently held',
+                           re.IGNORECASE)
 
 # Helm's messages for failures that the same input will always reproduce.
 _PERMANENT_PATTERNS = [
@@ -76,7 +130,6 @@ _PERMANENT_PATTERNS = [
     (re.compile(r"(unable to build kubernetes objects|is invalid|execution error|failed to render)"), InvalidValuesError),
     (re.compile(r"chart \"[^\"]+\" (version \"[^\"]+\" )?not found|no chart version found|not a valid chart"), ChartNotFoundError),
     (re.compile(r"(rendered manifests contain a resource that already exists|invalid ownership metadata)"), PermanentHelmError),
-    (re.compile(r"admission webhook \"[^\"]+\" denied the request"), PermanentHelmError),
 ]
 
 
@@ -88,10 +141,27 @@ def classify_helm_failure(stderr: str, *, values_hash: str | None = None) -> Hel
     lowered = text.lower()
     if _TRANSIENT_PATTERN.search(lowered):
         return TransientHelmError(text, values_hash=values_hash)
+    refusal = _refusal(text, values_hash)
+    if refusal is not None:
+        return refusal
     for pattern, error_type in _PERMANENT_PATTERNS:
         if pattern.search(lowered):
             return error_type(text, values_hash=values_hash)
     return TransientHelmError(text or "helm failed without a message", values_hash=values_hash)
+
+
+def _refusal(text: str, values_hash: str | None) -> RefusedByApiServerError | None:
+    """A refusal by RBAC or admission, with the object and the API server's words; None if the
+    text is none."""
+    forbidden = _FORBIDDEN.search(text)
+    if forbidden:
+        words = forbidden.group("words").strip()
+        error_type = HelmForbiddenError if _RBAC_REFUSAL.search(words) else HelmAdmissionDeniedError
+        return error_type.of(forbidden.group("object"), words, values_hash=values_hash)
+    denied = _WEBHOOK_DENIED.search(text)
+    if denied:
+        return HelmAdmissionDeniedError.of(None, denied.group("words").strip(), values_hash=values_hash)
+    return None
 
 
 def from_pyhelm3(error: pyhelm3_errors.Error, *, values_hash: str | None = None) -> HelmError:
@@ -99,6 +169,10 @@ def from_pyhelm3(error: pyhelm3_errors.Error, *, values_hash: str | None = None)
     stderr = error.stderr.decode(errors="replace") if isinstance(error.stderr, bytes) else str(error)
     if isinstance(error, (pyhelm3_errors.ConnectionError, pyhelm3_errors.CommandCancelledError)):
         return TransientHelmError(stderr.strip(), values_hash=values_hash)
+    if not _TRANSIENT_PATTERN.search(stderr.lower()):
+        refusal = _refusal(stderr.strip(), values_hash)
+        if refusal is not None:
+            return refusal
     if isinstance(error, (pyhelm3_errors.FailedToRenderChartError, pyhelm3_errors.InvalidResourceError)):
         return InvalidValuesError(stderr.strip(), values_hash=values_hash)
     if isinstance(error, pyhelm3_errors.ChartNotFoundError):

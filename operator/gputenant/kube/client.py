@@ -2,25 +2,39 @@
 
 Credentials come from the `kubernetes` package's loaders (a kubeconfig file, a kubeconfig dict
 such as a vCluster's ``vc-<release>`` Secret, or the in-cluster service account), so the operator
-authenticates exactly like kubectl would. Every request is counted (reads and writes by verb), so
+authenticates exactly like kubectl would, with one difference: certificates and keys written inline
+in a kubeconfig (``*-data``) stay in memory. The package's loader writes them to temporary files
+that it removes only at a clean exit; under churn and SIGKILL they piled up as private keys of
+every virtual cluster's admin (issue 17). Every request is counted (reads and writes by verb), so
 tests and benchmarks can check that a resync of unchanged tenants writes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import copy
 import json
+import os
 import ssl
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import aiohttp
 import kubernetes
+import yaml
+from kubernetes.config.kube_config import KubeConfigLoader
 
 from gputenant.kube.errors import ApiError
+
+if TYPE_CHECKING:
+    import kopf
 
 USER_AGENT = "gpu-tenant-operator"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -65,49 +79,201 @@ class Resource:
         return "/".join(parts)
 
 
+@dataclass(frozen=True)
+class InlineCredentials:
+    """PEM bytes a kubeconfig holds inline, kept in memory only."""
+
+    ca: bytes | None = None
+    client_certificate: bytes | None = None
+    client_key: bytes | None = None
+
+
+def split_inline_credentials(kubeconfig: dict, context: str | None = None) -> tuple[dict, InlineCredentials]:
+    """The kubeconfig without the inline certificates and key of its current (or named) context,
+    and those PEMs: what is left loads without the `kubernetes` package writing a file."""
+    stripped = copy.deepcopy(kubeconfig)
+    context_name = context or stripped.get("current-context")
+    context_entry = _named(stripped, "contexts", context_name).get("context") or {}
+    cluster = _named(stripped, "clusters", context_entry.get("cluster")).get("cluster") or {}
+    user = _named(stripped, "users", context_entry.get("user")).get("user") or {}
+    return stripped, InlineCredentials(
+        ca=_pop_pem(cluster, "certificate-authority-data"),
+        client_certificate=_pop_pem(user, "client-certificate-data"),
+        client_key=_pop_pem(user, "client-key-data"))
+
+
+def _named(kubeconfig: dict, section: str, name: str | None) -> dict:
+    return next((entry for entry in kubeconfig.get(section) or []
+                 if isinstance(entry, dict) and entry.get("name") == name), {})
+
+
+def _pop_pem(entry: dict, key: str) -> bytes | None:
+    data = entry.pop(key, None)
+    if not data:
+        return None
+    try:
+        return base64.standard_b64decode(data)
+    except ValueError:
+        raise kubernetes.config.ConfigException(f"kubeconfig {key} is not base64") from None
+
+
+def read_kubeconfig_files(paths: list[Path]) -> tuple[dict, Path]:
+    """kubeconfig files merged as kubectl merges $KUBECONFIG (the first file naming an entry or
+    current-context wins), relative file references resolved against their own file's folder;
+    returns the merged document and the first file's folder."""
+    merged: dict[str, Any] = {"clusters": [], "users": [], "contexts": []}
+    seen: dict[str, set] = {section: set() for section in merged}
+    for path in paths:
+        document = yaml.safe_load(path.read_text()) or {}
+        if not merged.get("current-context"):
+            merged["current-context"] = document.get("current-context")
+        for section, inner, file_keys in (("clusters", "cluster", ("certificate-authority",)),
+                                          ("users", "user", ("client-certificate", "client-key", "tokenFile")),
+                                          ("contexts", "context", ())):
+            for entry in document.get(section) or []:
+                if entry.get("name") in seen[section]:
+                    continue
+                seen[section].add(entry.get("name"))
+                body = dict(entry.get(inner) or {})
+                for key in file_keys:
+                    if body.get(key) and not os.path.isabs(body[key]):
+                        body[key] = str(path.parent / body[key])
+                merged[section].append({**entry, inner: body})
+    return merged, paths[0].parent
+
+
+def _kubeconfig_paths(path: str | None) -> list[Path]:
+    """--kubeconfig, else $KUBECONFIG's existing files, else ~/.kube/config if it exists."""
+    if path:
+        if not os.path.isfile(path):
+            raise kubernetes.config.ConfigException(f"kubeconfig {path} is not a file; check --kubeconfig")
+        return [Path(path)]
+    listed = [Path(p) for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    candidates = listed or [Path.home() / ".kube" / "config"]
+    return [p for p in candidates if p.is_file()]
+
+
+def _memory_file(pem: bytes) -> int:
+    """An anonymous in-memory file (memfd) holding `pem`; its path is /proc/self/fd/<fd>."""
+    fd = os.memfd_create("kube-client-credentials", os.MFD_CLOEXEC)
+    with os.fdopen(os.dup(fd), "wb") as memory_file:
+        memory_file.write(pem)
+    return fd
+
+
+@contextmanager
+def _private_pem_path(pem: bytes) -> Iterator[str]:
+    """A path `ssl` can read the PEM from, which no other process can open and which is gone
+    when the block ends: an anonymous in-memory file (memfd, Linux), else a file in a fresh 0700
+    folder unlinked right after the read."""
+    if hasattr(os, "memfd_create"):
+        fd = _memory_file(pem)
+        try:
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+        return
+    folder = tempfile.mkdtemp(prefix="kube-client-")
+    path = os.path.join(folder, "credentials.pem")
+    try:
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as private_file:
+            private_file.write(pem)
+        yield path
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+        os.rmdir(folder)
+
+
+def tls_context(configuration: kubernetes.client.Configuration,
+                credentials: InlineCredentials) -> ssl.SSLContext | bool:
+    """The TLS context for a loaded configuration plus the inline PEMs kept in memory."""
+    if not configuration.verify_ssl:
+        return False
+    context = ssl.create_default_context(
+        cafile=configuration.ssl_ca_cert,
+        cadata=credentials.ca.decode() if credentials.ca else None)
+    if credentials.client_certificate and credentials.client_key:
+        with _private_pem_path(credentials.client_certificate + b"\n" + credentials.client_key) as path:
+            context.load_cert_chain(path)
+    elif configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    return context
+
+
 class KubeClient:
     """Async Kubernetes API client: get/list/apply/delete/patch-status, TokenRequest and Events."""
 
     def __init__(self, configuration: kubernetes.client.Configuration, field_manager: str,
-                 user_agent: str = USER_AGENT):
+                 user_agent: str = USER_AGENT, credentials: InlineCredentials = InlineCredentials()):
         self._configuration = configuration
+        self._credentials = credentials
         self.field_manager = field_manager
         self.user_agent = user_agent
         self.counters = RequestCounters()
         self._resources: dict[tuple[str, str], Resource] = {}
         self._discovery_lock = asyncio.Lock()
         self._session: aiohttp.ClientSession | None = None
+        self._credential_fd: int | None = None
+        """The memfd kopf_connection hands kopf, open as long as this client lives."""
 
     # -- construction ---------------------------------------------------------------------------
 
     @classmethod
     def from_kubeconfig(cls, path: str | None, field_manager: str, **kwargs) -> KubeClient:
         """From a kubeconfig file (None: $KUBECONFIG or ~/.kube/config), else in-cluster."""
-        configuration = kubernetes.client.Configuration()
-        try:
-            kubernetes.config.load_kube_config(config_file=path, client_configuration=configuration)
-        except kubernetes.config.ConfigException:
-            if path:
-                raise
+        paths = _kubeconfig_paths(path)
+        if not paths:
+            configuration = kubernetes.client.Configuration()
             kubernetes.config.load_incluster_config(client_configuration=configuration)
-        return cls(configuration, field_manager, **kwargs)
+            return cls(configuration, field_manager, **kwargs)
+        kubeconfig, base_path = read_kubeconfig_files(paths)
+        return cls._from_dict(kubeconfig, field_manager, base_path, **kwargs)
 
     @classmethod
     def from_kubeconfig_dict(cls, kubeconfig: dict, field_manager: str, **kwargs) -> KubeClient:
         """From a kubeconfig held in memory, e.g. the virtual cluster's ``vc-<release>`` Secret."""
+        return cls._from_dict(kubeconfig, field_manager, None, **kwargs)
+
+    @classmethod
+    def _from_dict(cls, kubeconfig: dict, field_manager: str, base_path: Path | None,
+                   **kwargs) -> KubeClient:
+        stripped, credentials = split_inline_credentials(kubeconfig)
         configuration = kubernetes.client.Configuration()
-        kubernetes.config.load_kube_config_from_dict(kubeconfig, client_configuration=configuration,
-                                                     temp_file_path=tempfile.gettempdir())
-        return cls(configuration, field_manager, **kwargs)
+        KubeConfigLoader(config_dict=stripped, config_base_path=str(base_path or "")).load_and_set(configuration)
+        return cls(configuration, field_manager, credentials=credentials, **kwargs)
 
     def _ssl_context(self) -> ssl.SSLContext | bool:
+        return tls_context(self._configuration, self._credentials)
+
+    def kopf_connection(self) -> kopf.ConnectionInfo:
+        """The same identity for kopf's own API client (a ``@kopf.on.login`` handler returns it).
+
+        kopf's default login goes through the `kubernetes` package's loader, which copies an inline
+        client key into TMPDIR for the life of the process; here the key stays in an in-memory file
+        (memfd) this client holds open, which kopf reads by path whenever it logs in again."""
+        import kopf
+
         c = self._configuration
-        if not c.verify_ssl:
-            return False
-        context = ssl.create_default_context(cafile=c.ssl_ca_cert)
-        if c.cert_file:
-            context.load_cert_chain(c.cert_file, c.key_file)
-        return context
+        if c.refresh_api_key_hook is not None:
+            c.refresh_api_key_hook(c)
+        header = c.get_api_key_with_prefix("authorization") or c.get_api_key_with_prefix("BearerToken")
+        scheme, _, token = (header or "").rpartition(" ")
+        certificate_path, key_path = c.cert_file, c.key_file
+        certificate_data = key_data = None
+        if self._credentials.client_certificate and self._credentials.client_key:
+            if hasattr(os, "memfd_create"):
+                if self._credential_fd is None:
+                    self._credential_fd = _memory_file(
+                        self._credentials.client_certificate + b"\n" + self._credentials.client_key)
+                certificate_path = key_path = f"/proc/self/fd/{self._credential_fd}"
+            else:
+                certificate_data, key_data = self._credentials.client_certificate, self._credentials.client_key
+        return kopf.ConnectionInfo(
+            server=c.host, ca_path=c.ssl_ca_cert, ca_data=self._credentials.ca, insecure=not c.verify_ssl,
+            scheme=scheme or None, token=token or None,
+            certificate_path=certificate_path, private_key_path=key_path,
+            certificate_data=certificate_data, private_key_data=key_data)
 
     async def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -121,6 +287,9 @@ class KubeClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._credential_fd is not None:
+            os.close(self._credential_fd)
+            self._credential_fd = None
 
     async def __aenter__(self) -> KubeClient:
         return self

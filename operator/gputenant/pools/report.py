@@ -1,7 +1,8 @@
 """Per-pool capacity report: nodes, GPUs, what tenants are guaranteed, over-commitment.
 
-Guarantees (GpuTenant ``spec.gpu.quota``) are what KAI-Scheduler promises each queue; a pool whose
-guarantees add up to more than its GPUs cannot keep them all, which this report makes visible.
+Guarantees (GpuTenant ``spec.gpu.quota``, once the policy granted it) are what KAI-Scheduler
+promises each queue; a pool whose guarantees add up to more than its GPUs cannot keep them all,
+which this report makes visible.
 """
 
 from __future__ import annotations
@@ -50,14 +51,21 @@ class PoolReport:
 
 
 def grants_from_tenants(tenants: list[dict]) -> list[Grant]:
-    """Grants from GpuTenant objects: the pool the operator chose (status.sharing.pool), else the one
-    the spec names. Tenants with neither hold nothing yet."""
+    """Grants from GpuTenant objects: what the policy granted, never what the spec asked.
+
+    The operator writes ``status.sharing.pool`` only when the policy chose a pool (and applied the
+    tenant's quota and queue); a tenant it refused (``PoolModeMismatch``, ``NoPoolForMode``, ...)
+    or has not reconciled yet holds nothing, whatever ``spec.gpu.pool`` says. The GPU amounts are
+    the spec's only while the status describes that spec (``observedGeneration``): a spec changed
+    since could ask for more than the policy has granted so far.
+    """
     grants = []
     for tenant in tenants:
-        spec_gpu = (tenant.get("spec") or {}).get("gpu") or {}
-        pool = ((tenant.get("status") or {}).get("sharing") or {}).get("pool") or spec_gpu.get("pool")
-        if not pool:
+        status = tenant.get("status") or {}
+        pool = (status.get("sharing") or {}).get("pool")
+        if not pool or status.get("observedGeneration") != tenant["metadata"].get("generation"):
             continue
+        spec_gpu = (tenant.get("spec") or {}).get("gpu") or {}
         quota = float(spec_gpu.get("quota") or 0)
         limit = spec_gpu.get("limit")
         grants.append(Grant(tenant=tenant["metadata"]["name"], pool=pool, quota=quota,
