@@ -63,6 +63,10 @@ PREVENT_DELETION_SET: Final = "PreventDeletionSet"
 
 HELM_FAILED: Final = "HelmFailed"
 HELM_UNAVAILABLE: Final = "HelmUnavailable"
+HELM_FORBIDDEN: Final = "HelmForbidden"
+"""RBAC refused an object of the chart (the operator must hold every permission the chart grants)."""
+HELM_ADMISSION_DENIED: Final = "HelmAdmissionDenied"
+"""Admission (a webhook, a policy, Pod Security, quota) refused an object of the chart."""
 INVALID_VALUES: Final = "InvalidValues"
 UPGRADE_REFUSED: Final = "UpgradeRefused"
 

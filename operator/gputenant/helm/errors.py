@@ -7,6 +7,8 @@ import re
 
 from pyhelm3 import errors as pyhelm3_errors
 
+from gputenant.api import conditions as reasons
+
 
 class HelmError(Exception):
     """A Helm operation on a tenant's vCluster release failed.
@@ -15,7 +17,7 @@ class HelmError(Exception):
     chart version that failed, so the pipeline can hold off until they change.
     """
 
-    reason = "HelmFailed"
+    reason = reasons.HELM_FAILED
 
     def __init__(self, message: str, *, values_hash: str | None = None):
         super().__init__(message)
@@ -27,7 +29,7 @@ class TransientHelmError(HelmError):
     """Worth retrying unchanged: the API server was unreachable, another Helm operation held the
     release, a timeout."""
 
-    reason = "HelmUnavailable"
+    reason = reasons.HELM_UNAVAILABLE
 
 
 class PermanentHelmError(HelmError):
@@ -63,7 +65,7 @@ class HelmForbiddenError(RefusedByApiServerError):
     """RBAC refused the operator: it may not create the object, or the object (a Role) grants a
     permission the operator does not hold itself (escalation prevention)."""
 
-    reason = "HelmForbidden"
+    reason = reasons.HELM_FORBIDDEN
     verdict = "RBAC forbids the operator to install"
     fix = ("the operator's tenant-namespace ClusterRole (charts/gpu-tenant-operator, templates/rbac.yaml) "
            "must hold every permission the vCluster chart grants; upgrade the operator's chart to one that "
@@ -74,7 +76,7 @@ class HelmAdmissionDeniedError(RefusedByApiServerError):
     """Admission refused an object: a webhook, a ValidatingAdmissionPolicy, Pod Security, the
     namespace's ResourceQuota or LimitRange."""
 
-    reason = "HelmAdmissionDenied"
+    reason = reasons.HELM_ADMISSION_DENIED
     verdict = "admission denied"
     fix = ("change the tenant's spec (vcluster resources, quota) or the policy that denied it so that the "
            "vCluster chart's objects are admitted in the tenant namespace")
@@ -83,7 +85,7 @@ class HelmAdmissionDeniedError(RefusedByApiServerError):
 class InvalidValuesError(PermanentHelmError):
     """The chart refused the values: schema validation, a template error, an invalid object."""
 
-    reason = "InvalidValues"
+    reason = reasons.INVALID_VALUES
 
 
 class ChartNotFoundError(PermanentHelmError):

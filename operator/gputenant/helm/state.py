@@ -5,7 +5,14 @@ of a Helm failure. The one place that knows Helm's storage format."""
 from __future__ import annotations
 
 from gputenant.api import conditions as reasons
-from gputenant.helm.errors import HelmError, InvalidValuesError, TransientHelmError, UpgradePathError
+from gputenant.helm.errors import (
+    HelmAdmissionDeniedError,
+    HelmError,
+    HelmForbiddenError,
+    InvalidValuesError,
+    TransientHelmError,
+    UpgradePathError,
+)
 from gputenant.kube import KubeClient
 
 
@@ -24,6 +31,10 @@ def condition_reason(error: HelmError) -> str:
     """The VClusterReady reason for a Helm failure."""
     if isinstance(error, TransientHelmError):
         return reasons.HELM_UNAVAILABLE
+    if isinstance(error, HelmForbiddenError):
+        return reasons.HELM_FORBIDDEN
+    if isinstance(error, HelmAdmissionDeniedError):
+        return reasons.HELM_ADMISSION_DENIED
     if isinstance(error, UpgradePathError):
         return reasons.UPGRADE_REFUSED
     if isinstance(error, InvalidValuesError):
