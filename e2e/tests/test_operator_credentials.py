@@ -17,7 +17,6 @@ they run CYCLE_BATCH tenants at a time.
 
 from __future__ import annotations
 
-import base64
 import ctypes
 import ctypes.util
 import os
@@ -148,31 +147,13 @@ def operator_tmpdir(tmp_path_factory):
     watch.close()
 
 
-def kubeconfig_with_credential_files(inline: Path, folder: Path) -> Path:
-    """The kubeconfig with its inline CA, certificate and key moved to files in `folder`."""
-    config = yaml.safe_load(inline.read_text())
-    folder.mkdir(mode=0o700, exist_ok=True)
-    for section, inner, keys in (("clusters", "cluster", ("certificate-authority",)),
-                                 ("users", "user", ("client-certificate", "client-key"))):
-        for entry in config[section]:
-            for key in keys:
-                data = entry[inner].pop(f"{key}-data", None)
-                if data:
-                    path = folder / f"{entry['name']}-{key}.pem"
-                    path.write_bytes(base64.standard_b64decode(data))
-                    entry[inner][key] = str(path)
-    path = folder / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 class Operator:
-    def __init__(self, plane: ControlPlane, config_path: Path, tmpdir: Path, credentials: Path):
+    def __init__(self, plane: ControlPlane, config_path: Path, tmpdir: Path):
         self.plane = plane
         self.config_path = config_path
         self.tmpdir = tmpdir
-        self.kubeconfig = kubeconfig_with_credential_files(
-            plane.user("gpu-tenant-operator", groups=["system:masters"]), credentials)
+        self.kubeconfig = plane.user("gpu-tenant-operator", groups=["system:masters"])
+        """Inline certificate and key (``client-key-data``): the operator's own key must stay off disk too."""
         self.log_path = plane.log_dir / "operator-credentials.log"
         self.process: subprocess.Popen | None = None
 
@@ -202,9 +183,9 @@ class Operator:
 
 
 @pytest.fixture(scope="module")
-def operator(plane, crds, operator_config, vcluster_simulator, operator_tmpdir, tmp_path_factory):
+def operator(plane, crds, operator_config, vcluster_simulator, operator_tmpdir):
     tmpdir, _ = operator_tmpdir
-    running = Operator(plane, operator_config, tmpdir, tmp_path_factory.mktemp("operator-credentials")).start()
+    running = Operator(plane, operator_config, tmpdir).start()
     yield running
     running.stop()
 

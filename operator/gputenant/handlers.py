@@ -134,6 +134,14 @@ RECONCILE_NICENESS = 10
 process: a pod review is waited on by a user, a tenant's onboarding is not."""
 
 
+@kopf.on.login()
+def login(**_: object) -> kopf.ConnectionInfo:
+    """kopf logs in with the operator's own client identity. Its default login goes through the
+    `kubernetes` package, which copies an inline client key into TMPDIR for the life of the process
+    (and leaves it there after a SIGKILL); this one keeps the key in memory."""
+    return runtime().client.kopf_connection()
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, **_) -> None:
     """Own finalizer and annotation storage (status is ours alone); serve the guard and keep the

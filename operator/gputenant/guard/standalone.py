@@ -16,20 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import kopf
-import kubernetes
 
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.server import GuardServer, server_from_args
 from gputenant.guard.webhook import Guard, register
 from gputenant.kube import KubeClient
-
-
-def _connection(kubeconfig: Path) -> kopf.ConnectionInfo:
-    configuration = kubernetes.client.Configuration()
-    kubernetes.config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-    return kopf.ConnectionInfo(server=configuration.host, ca_path=configuration.ssl_ca_cert,
-                               certificate_path=configuration.cert_file, private_key_path=configuration.key_file)
-
 
 ServerFactory = Callable[[KubeClient], GuardServer]
 
@@ -48,7 +39,7 @@ class GuardThread:
         self.client = KubeClient.from_kubeconfig(str(kubeconfig) if kubeconfig else None, config.field_manager)
         self.guard: Guard = register(self.registry, config, self.client)
         if kubeconfig is not None:
-            connection = _connection(Path(kubeconfig))
+            connection = self.client.kopf_connection()
             kopf.on.login(registry=self.registry)(lambda **_: connection)
         else:
             kopf.on.login(registry=self.registry)(kopf.login_via_client)
