@@ -161,11 +161,27 @@ def test_the_real_vcluster_runs_in_the_tenant_namespace_and_its_kubeconfig_works
 
     asyncio.run(releases.uninstall(release, namespace))
     plane.kubectl("delete", "namespace", namespace, "--wait=false")
+    # the claim goes with the namespace; its volume and the directory behind it go with the claim
+    with plane.api_client() as admin:
+        storage = kubernetes.client.CoreV1Api(admin)
+        wait_for(lambda: not _volume_exists(storage, volume.metadata.name), timeout=180, interval=1,
+                 what=f"PersistentVolume {volume.metadata.name} deleted by the provisioner")
+    assert not Path(volume.spec.host_path.path).exists()
 
 
 def _unscheduled_reason(pod: kubernetes.client.V1Pod) -> str:
     return next((f"({c.message})" for c in pod.status.conditions or []
                  if c.type == "PodScheduled" and c.status == "False"), "")
+
+
+def _volume_exists(core: kubernetes.client.CoreV1Api, name: str) -> bool:
+    try:
+        core.read_persistent_volume(name)
+    except kubernetes.client.ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
 
 
 def _secret(core: kubernetes.client.CoreV1Api, namespace: str, name: str) -> kubernetes.client.V1Secret | None:
