@@ -22,10 +22,15 @@ KWOK_VERSION=v0.7.0
 KAI_VERSION=v0.12.0
 PAUSE_VERSION=1.0
 HTTPSGET_VERSION=1.0
+VCLUSTER_VERSION=v0.36.1
+KINE_VERSION=v0.17.5
+COREDNS_VERSION=v1.14.1
+LOCAL_PATH_PROVISIONER_VERSION=v0.0.30
 
 if [[ ${1:-} == --versions ]]; then
   echo "kube=$KUBE_VERSION etcd=$ETCD_VERSION helm=$HELM_VERSION kwok=$KWOK_VERSION kai=$KAI_VERSION" \
-    "pause=$PAUSE_VERSION httpsget=$HTTPSGET_VERSION"
+    "pause=$PAUSE_VERSION httpsget=$HTTPSGET_VERSION vcluster=$VCLUSTER_VERSION kine=$KINE_VERSION" \
+    "coredns=$COREDNS_VERSION local-path-provisioner=$LOCAL_PATH_PROVISIONER_VERSION"
   exit 0
 fi
 
@@ -92,4 +97,16 @@ for component in scheduler binder podgrouper queuecontroller; do
 done
 # tools/kai/podgroupcontroller: upstream's main plus a flag for its metrics address (see there)
 build kai-podgroupcontroller "$KAI_VERSION" kai ./podgroupcontroller
+
+# The real vCluster (e2e/kubeplane/vcluster_images.py makes its images): the syncer at the chart's
+# version (tools/vcluster: the proxy lists no vCluster versions and the checksum database does not
+# answer for loft-sh modules, so the wrapper's go.sum pins them), kine for its embedded SQLite
+# store (pure-Go SQLite without cgo), the CoreDNS it deploys for Kubernetes 1.35, and the dynamic
+# provisioner behind the default StorageClass its data volume claim needs.
+GONOSUMDB=github.com/loft-sh build vcluster "$VCLUSTER_VERSION" vcluster github.com/loft-sh/vcluster/cmd/vcluster \
+  "-X github.com/loft-sh/vcluster/pkg/telemetry.SyncerVersion=${VCLUSTER_VERSION#v}"
+build kine "$KINE_VERSION" kine github.com/k3s-io/kine "-X github.com/k3s-io/kine/pkg/version.Version=$KINE_VERSION"
+build coredns "$COREDNS_VERSION" coredns github.com/coredns/coredns
+build local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" local-path-provisioner \
+  github.com/rancher/local-path-provisioner
 echo "tools: ready in $bin_dir"

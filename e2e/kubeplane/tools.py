@@ -14,7 +14,9 @@ PINS = {"etcd": "etcd", "kube-apiserver": "kube", "kube-controller-manager": "ku
         "kubectl": "kube", "helm": "helm", "kubelet": "kube", "kube-proxy": "kube",
         "kube-scheduler": "kube", "pause": "pause", "httpsget": "httpsget", "kwok": "kwok",
         **{f"kai-{component}": "kai" for component in (
-            "scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller")}}
+            "scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller")},
+        "vcluster": "vcluster", "kine": "kine", "coredns": "coredns",
+        "local-path-provisioner": "local-path-provisioner"}
 
 # Files of the Debian packages build.sh installs for the node (containerd, runc,
 # containernetworking-plugins, iptables, conntrack, busybox-static).
@@ -31,7 +33,8 @@ def tools_bin_dir() -> Path:
 
 
 def pinned_versions() -> dict[str, str]:
-    """The versions build.sh pins, by key (kube, etcd, helm, kwok, kai, pause, httpsget)."""
+    """The versions build.sh pins, by key (kube, etcd, helm, kwok, kai, pause, httpsget, vcluster,
+    kine, coredns, local-path-provisioner)."""
     output = subprocess.run(["bash", str(BUILD_SCRIPT), "--versions"], check=True,
                             capture_output=True, text=True).stdout
     return dict(item.split("=", 1) for item in output.split())
