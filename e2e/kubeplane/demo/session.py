@@ -1,9 +1,11 @@
 """One run of the local demo: start everything, watch the tenants, print how to use one, stop.
 
-Everything is real except the vCluster pod and the GPU nodes. `kubeplane.vcluster_sim.VClusterSimulator`
-plays the pod (a second real kube-apiserver per tenant and the ``vc-<release>`` Secret), because no
-container can run here; kwok keeps the pools' GPU nodes (kubeplane.gpu_nodes) Ready, as no GPU is here. The operator serves its admission guard on loopback, registered before the tenants
-are applied, so their pods (the vCluster pod included) are admitted through it.
+Everything is real except the vCluster pod and the GPU nodes.
+`kubeplane.vcluster_sim.VClusterSimulator` plays the pod (a second real kube-apiserver per tenant
+and the ``vc-<release>`` Secret), because no container can run here; kwok keeps the pools' GPU
+nodes (kubeplane.gpu_nodes) Ready, as no GPU is here. The operator serves its admission guard on
+loopback, registered before the tenants are applied, so their pods (the vCluster pod included) are
+admitted through it.
 """
 
 from __future__ import annotations
@@ -361,7 +363,8 @@ class Session:
 
     def stop(self) -> None:
         """Operator first (so it acts on nothing while the rest goes), then the simulated vCluster
-        apiservers and kwok, then the plane. A second Ctrl-C must not cut this short and leave processes."""
+        apiservers and kwok, then the plane. A second Ctrl-C must not cut this short and leave
+        processes."""
         previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             if self.operator is not None:
