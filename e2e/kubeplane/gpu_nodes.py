@@ -121,6 +121,28 @@ def _mode_resources_and_labels(pool: Pool, gpus: int, product: str) -> tuple[dic
     return {GPU: str(gpus)}, {}
 
 
+def gpu_node(name: str, pool: Pool, gpus: int) -> GpuNode:
+    """One node of `gpus` GPUs shaped as `pool` leaves it. Tests that need a node no configured pool
+    describes (a node not yet configured: an Exclusive pool's shape; a MIG layout other than the
+    pool's) pass a Pool of that shape."""
+    product = f"NVIDIA-{pool.gpu_model}"
+    resources, mode_labels = _mode_resources_and_labels(pool, gpus, product)
+    labels = {
+        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+        SIMULATED_LABEL_KEY: SIMULATED_LABEL_VALUE,
+        "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": product,
+        "nvidia.com/gpu.memory": str(pool.gpu_memory_mi_b), "nvidia.com/gpu.count": str(gpus),
+        "nvidia.com/mig.capable": str(pool.gpu_model in MIG_PROFILES).lower(),
+        "nvidia.com/mig.config": "all-disabled",
+        **mode_labels,
+    }
+    if pool.device_plugin_config:
+        labels["nvidia.com/device-plugin.config"] = pool.device_plugin_config
+    labels.update(pool.node_selector)
+    taints = [taint for taint in map(_taint, pool.tolerations) if taint]
+    return GpuNode(name=name, pool=pool.name, labels=labels, taints=taints, resources=resources)
+
+
 def pool_nodes(config: OperatorConfig) -> list[GpuNode]:
     """The simulated nodes of every pool, `gpu-<pool>-<n>`, sized by the pool's `gpus`."""
     nodes = []
@@ -128,24 +150,8 @@ def pool_nodes(config: OperatorConfig) -> list[GpuNode]:
         if not pool.node_selector:
             raise GpuNodeError(f"pools[{pool.name}].nodeSelector is empty: the pool selects no node; "
                                "give it the labels of its nodes")
-        product = f"NVIDIA-{pool.gpu_model}"
-        taints = [taint for taint in map(_taint, pool.tolerations) if taint]
-        for index, gpus in enumerate(_gpus_per_node(pool), start=1):
-            name = f"gpu-{pool.name}-{index}"
-            resources, mode_labels = _mode_resources_and_labels(pool, gpus, product)
-            labels = {
-                "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                SIMULATED_LABEL_KEY: SIMULATED_LABEL_VALUE,
-                "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": product,
-                "nvidia.com/gpu.memory": str(pool.gpu_memory_mi_b), "nvidia.com/gpu.count": str(gpus),
-                "nvidia.com/mig.capable": str(pool.gpu_model in MIG_PROFILES).lower(),
-                "nvidia.com/mig.config": "all-disabled",
-                **mode_labels,
-            }
-            if pool.device_plugin_config:
-                labels["nvidia.com/device-plugin.config"] = pool.device_plugin_config
-            labels.update(pool.node_selector)
-            nodes.append(GpuNode(name=name, pool=pool.name, labels=labels, taints=taints, resources=resources))
+        nodes.extend(gpu_node(f"gpu-{pool.name}-{index}", pool, gpus)
+                     for index, gpus in enumerate(_gpus_per_node(pool), start=1))
     return nodes
 
 

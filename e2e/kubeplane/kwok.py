@@ -21,7 +21,8 @@ NODE_LEASE_SECONDS = 40
 
 
 class Kwok:
-    """The kwok controller of one plane: `Kwok().start(plane)`, then `stop()`."""
+    """The kwok controller of one plane: `Kwok().start(plane)`, then `stop()`; or
+    `with Kwok().start(plane):`."""
 
     def __init__(self) -> None:
         self._process: Process | None = None
@@ -45,3 +46,9 @@ class Kwok:
         if self._process:
             self._process.stop()
             self._process = None
+
+    def __enter__(self) -> Kwok:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.stop()

@@ -1,6 +1,10 @@
 """The `plane` pytest fixture: one control plane per test session, shared by every conftest that
 imports it (`from kubeplane.pytest_plugin import plane, pytest_runtest_makereport`).
 
+`kwok` runs kwok (kubeplane.kwok) on the session's plane, started once on first use, for tests
+that create SIMULATED GPU nodes (kubeplane.gpu_nodes): kwok marks them Ready and runs the pods
+bound to them.
+
 `node_plane` is a second, separate session plane with a real node and kube-scheduler
 (`ControlPlane(node=True)`), for tests that run pods; tests that rely on pods staying Pending keep
 using `plane`.
@@ -15,11 +19,13 @@ import os
 
 import pytest
 
+from .kwok import Kwok
 from .plane import ControlPlane
 from .tools import ensure_tools
 
 _PLANE = pytest.StashKey[ControlPlane]()
 _START_FAILURE = pytest.StashKey[BaseException]()
+_KWOK = pytest.StashKey[Kwok]()
 _NODE_PLANE = pytest.StashKey[ControlPlane]()
 _NODE_START_FAILURE = pytest.StashKey[BaseException]()
 
@@ -45,6 +51,14 @@ def session_plane(config: pytest.Config) -> ControlPlane:
     return config.stash[_PLANE]
 
 
+def session_kwok(config: pytest.Config) -> Kwok:
+    """kwok on the session's plane, started on first use and stopped before the plane."""
+    if _KWOK not in config.stash:
+        config.stash[_KWOK] = Kwok().start(session_plane(config))
+        config.add_cleanup(config.stash[_KWOK].stop)
+    return config.stash[_KWOK]
+
+
 def session_node_plane(config: pytest.Config) -> ControlPlane:
     """The session's plane with a node, started on first use and stopped when pytest exits."""
     if _NODE_START_FAILURE in config.stash:
@@ -65,6 +79,11 @@ def session_node_plane(config: pytest.Config) -> ControlPlane:
 @pytest.fixture(scope="session")
 def plane(pytestconfig: pytest.Config) -> ControlPlane:
     return session_plane(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def kwok(pytestconfig: pytest.Config) -> Kwok:
+    return session_kwok(pytestconfig)
 
 
 @pytest.fixture(scope="session")

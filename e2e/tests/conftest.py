@@ -31,6 +31,7 @@ import yaml
 
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import install_crds, install_kai_queue_crd
+from kubeplane.pytest_plugin import kwok  # noqa: F401 (fixture: kwok on the session plane, for simulated GPU nodes)
 from kubeplane.vcluster_sim import VClusterSimulator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

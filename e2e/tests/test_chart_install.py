@@ -24,8 +24,11 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
+from gputenant.config.models import Pool
 from kubeplane import ControlPlane, wait_for
-from kubeplane.fixtures import create_gpu_node, install_kai_queue_crd
+from kubeplane.fixtures import install_kai_queue_crd
+from kubeplane.gpu_nodes import create_nodes, gpu_node
+from kubeplane.kwok import Kwok
 from kubeplane.vcluster_sim import VClusterSimulator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +41,10 @@ INSTALL_DOC = REPO_ROOT / "docs" / "install.md"
 TESTED_MARKER = "<!-- tested: e2e/tests/test_chart_install.py"
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:{FULLNAME}"
 TENANTS = {"rbac-a": "Trusted", "rbac-b": "Internal", "rbac-c": "Untrusted"}
+UNPOOLED = Pool.model_validate({"name": "unpooled", "mode": "Exclusive", "gpuModel": "A100-80GB",
+                                "gpuMemoryMiB": 81920, "nodeSelector": {"rbac-test": "unpooled"}})
+"""The shape of a GPU node no pool of the example config selects, so the operator's pools loop
+leaves it alone while the test checks what the chart's ServiceAccount may do to it."""
 
 
 def chart_values(tmp_path: Path) -> Path:
@@ -76,7 +83,8 @@ def test_rendered_chart_passes_server_side_dry_run(plane, tmp_path):
 
 @pytest.fixture(scope="module")
 def rbac_plane():
-    with ControlPlane(audit=True) as own_plane:
+    """With kwok, for the SIMULATED GPU node the operator must not touch."""
+    with ControlPlane(audit=True) as own_plane, Kwok().start(own_plane):
         yield own_plane
 
 
@@ -268,7 +276,7 @@ def test_the_chart_service_account_is_refused_what_it_must_not_do(rbac_plane, in
         admin_core = kubernetes.client.CoreV1Api(admin)
         admin_core.create_namespaced_secret("kube-system", {"metadata": {"name": "not-the-operators"},
                                                             "stringData": {"key": "value"}})
-    create_gpu_node(rbac_plane, "gpu-node-rbac")
+        create_nodes(admin, [gpu_node("gpu-node-rbac", UNPOOLED, gpus=8)])
     rbac = kubernetes.client.RbacAuthorizationV1Api
     with rbac_plane.api_client(token_kubeconfig) as client:
         core = kubernetes.client.CoreV1Api(client)

@@ -3,7 +3,8 @@ with its own control plane (not the session's `plane` fixture), the real operato
 tenants.
 
 Simulated, as the command itself says: the vCluster pod (kubeplane.vcluster_sim starts a second
-real kube-apiserver per tenant and writes vc-<release>), since no container can run here.
+real kube-apiserver per tenant and writes vc-<release>), since no container can run here, and the
+GPU nodes of the example pools (kwok keeps them Ready).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ DEV_UP = [sys.executable, "-m", "kubeplane.demo", "up"]
 
 def processes_using(directory: Path) -> dict[int, str]:
     """pid -> command line of every process whose command line or environment names `directory`:
-    etcd, the apiservers (certificates there), the operator and its helm calls (KUBECONFIG there)."""
+    etcd, the apiservers (certificates there), kwok, the operator and its helm calls (KUBECONFIG
+    there)."""
     marker = str(directory).encode()
     found = {}
     for proc in Path("/proc").iterdir():
@@ -88,7 +90,7 @@ class DevUp:
         """The sampler saw the demo's processes, and none of them (nor anything else using the
         directory) is alive now."""
         seen = " ".join(self.seen.values())
-        for name in ("etcd", "kube-apiserver", "gputenant.cli run"):
+        for name in ("etcd", "kube-apiserver", "kwok", "gputenant.cli run"):
             assert name in seen, f"the sampler never saw {name}: {self.seen}"
         alive = processes_using(self.directory)
         assert not alive, f"left running after `dev up` ended: {alive}"
@@ -123,6 +125,7 @@ def test_exit_when_ready_shows_the_three_tenants_ready_and_leaves_no_process(tmp
     code = dev.wait(START_TIMEOUT_SECONDS + 120)
     assert code == 0, dev.output
     assert "SIMULATED" in dev.output
+    assert "created 7 GPU nodes for 5 pools, SIMULATED by kwok" in dev.output, dev.output
     table = last_table(dev.output)
     assert set(table) == set(EXAMPLE_TENANTS), dev.output
     for name, trust in EXAMPLE_TENANTS.items():

@@ -44,6 +44,7 @@ def test_simulated_nodes_advertise_each_pools_mechanism():
     assert timeslice["metadata"]["labels"]["nvidia.com/device-plugin.config"] == "a100-timeslice-4"
     for hami in by_pool["l4-hami"]:
         assert hami["metadata"]["labels"]["gpu"] == "on"
+        assert hami["metadata"]["labels"]["nvidia.com/mig.capable"] == "false"
         assert hami["status"]["capacity"]["nvidia.com/gpu"] == str(8 * 10)
         assert hami["status"]["capacity"]["nvidia.com/gpumem"] == str(8 * 23034)
     [balanced] = by_pool["h100-mig-balanced"]
@@ -51,6 +52,8 @@ def test_simulated_nodes_advertise_each_pools_mechanism():
         "nvidia.com/mig-1g.10gb": "8", "nvidia.com/mig-2g.20gb": "4", "nvidia.com/mig-3g.40gb": "4"}
     assert balanced["metadata"]["labels"]["nvidia.com/mig.strategy"] == "mixed"
     assert balanced["status"]["capacity"]["nvidia.com/gpu"] == "0"
+    [small] = by_pool["h100-mig-small"]
+    assert small["status"]["capacity"]["nvidia.com/mig-1g.10gb"] == str(4 * 7)
     assert sorted(n["status"]["capacity"]["nvidia.com/gpu"] for n in by_pool["h100-exclusive"]) == ["8", "8"]
 
 

@@ -9,8 +9,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
-from kubeplane.fixtures import create_gpu_node
+from kubeplane.gpu_nodes import create_nodes
+from kubeplane.gpu_nodes import pool_nodes as simulated_nodes
 from kubeplane.process import pid_alive, port_is_free
 
 
@@ -204,25 +206,44 @@ def test_kubectl_and_helm_are_the_pinned_tools_talking_to_the_plane(plane):
     assert isinstance(json.loads(plane.helm("list", "--all-namespaces", "--output", "json").stdout), list)
 
 
-def test_fake_gpu_nodes_show_their_capacity(plane, admin):
-    whole, mig, hami = unique("a100"), unique("h100-mig"), unique("hami")
-    create_gpu_node(plane, whole, gpus=8)
-    create_gpu_node(plane, mig, product="NVIDIA-H100-80GB-HBM3", gpus=2,
-                    mig_profiles={"1g.10gb": 7, "3g.40gb": 2}, mig_config="all-balanced")
-    create_gpu_node(plane, hami, gpus=2, gpu_memory_mib=24576, product="NVIDIA-L4", hami=True,
-                    mig_capable=False)
+def test_simulated_gpu_nodes_are_ready_show_their_capacity_and_run_bound_pods(plane, kwok, admin, namespace):
+    """GPU nodes are SIMULATED by kwok (kubeplane.gpu_nodes): the API shows what the GPU Operator
+    would advertise, a pod bound to one becomes Running without a container, and a deleted one goes."""
+    suffix = uuid.uuid4().hex[:6]
+    pools = OperatorConfig.model_validate({
+        "pools": [
+            {"name": f"whole-{suffix}", "mode": "Exclusive", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920,
+             "gpus": 8, "nodeSelector": {"plane-test": suffix}},
+            {"name": f"mig-{suffix}", "mode": "MIG", "gpuModel": "H100-80GB", "gpuMemoryMiB": 81559, "gpus": 2,
+             "nodeSelector": {"plane-test": suffix}, "mig": {"config": "all-balanced", "profiles": ["1g.10gb"]}},
+            {"name": f"hami-{suffix}", "mode": "HAMi", "gpuModel": "L4", "gpuMemoryMiB": 24576, "gpus": 2,
+             "nodeSelector": {"plane-test": suffix}, "hami": {}},
+        ],
+        "trustModes": {"Trusted": "Exclusive", "Internal": "HAMi", "Untrusted": "MIG"}})
+    nodes = simulated_nodes(pools)
+    whole, mig, hami = (node.name for node in nodes)
     core = client.CoreV1Api(admin)
     try:
+        create_nodes(admin, nodes)
         allocatable = {name: core.read_node(name).status.allocatable for name in (whole, mig, hami)}
         assert allocatable[whole]["nvidia.com/gpu"] == "8"
         assert {key: value for key, value in allocatable[mig].items() if key.startswith("nvidia.com/")} == {
-            "nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "7", "nvidia.com/mig-3g.40gb": "2"}
+            "nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "4", "nvidia.com/mig-2g.20gb": "2",
+            "nvidia.com/mig-3g.40gb": "2"}
         assert allocatable[hami]["nvidia.com/gpumem"] == str(2 * 24576)
         assert allocatable[hami]["nvidia.com/gpucores"] == "200"
+        assert [node.metadata.name for node in core.list_node(label_selector=f"plane-test={suffix}").items] == \
+            sorted([whole, mig, hami])
+        assert core.read_node(mig).metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB"
 
-        mig_nodes = core.list_node(label_selector="nvidia.com/mig.config=all-balanced").items
-        assert mig in [node.metadata.name for node in mig_nodes]
-        assert core.read_node(mig).metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+        pod = gpu_pod("bound", 2)
+        pod.spec.node_name = whole
+        core.create_namespaced_pod(namespace, pod)
+        wait_for(lambda: core.read_namespaced_pod("bound", namespace).status.phase == "Running", timeout=30,
+                 what="kwok to run the pod bound to a simulated node")
+        core.delete_namespaced_pod("bound", namespace)
+        wait_for(lambda: not core.list_namespaced_pod(namespace).items, timeout=30,
+                 what="kwok to finish the pod's graceful deletion")
     finally:
         for name in (whole, mig, hami):
             core.delete_node(name)

@@ -1,7 +1,7 @@
-"""GPU pool configuration applied to fake GPU nodes (kubeplane fixtures: Nodes labelled and sized
-as the GPU Operator leaves them; no kubelet, so a pod "bound" to a node is one created with its
-nodeName) and the platform's parent KAI Queues (upstream Queue CRD), through the real apiserver,
-counted in the audit log."""
+"""GPU pool configuration applied to SIMULATED GPU nodes (kubeplane.gpu_nodes: Nodes labelled and
+sized as the GPU Operator leaves them, kept Ready by kwok, which also runs the pod bound to one) and
+the platform's parent KAI Queues (upstream Queue CRD), through the real apiserver, counted in the
+audit log."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import kubernetes
 import pytest
 import yaml
 
-from gputenant.config.models import OperatorConfig
+from gputenant.config.models import OperatorConfig, Pool
 from gputenant.kube import KubeClient
 from gputenant.pools.apply import apply_pools
-from kubeplane.fixtures import create_gpu_node, install_kai_queue_crd
+from kubeplane import wait_for
+from kubeplane.fixtures import install_kai_queue_crd
+from kubeplane.gpu_nodes import create_nodes, gpu_node
 
 QUEUES = ("scheduling.run.ai", "v2", "queues")
 CONFIG = OperatorConfig.model_validate({
@@ -51,28 +53,47 @@ def labels(plane, node: str) -> dict:
         return kubernetes.client.CoreV1Api(client).read_node(node).metadata.labels
 
 
+def unconfigured(labels: dict[str, str]) -> Pool:
+    """The shape of a GPU node before any pool configuration reached it: whole GPUs, MIG disabled,
+    no device-plugin config; only the labels a pool selects it by."""
+    return Pool.model_validate({"name": "unconfigured", "mode": "Exclusive", "gpuModel": "A100-80GB",
+                                "gpuMemoryMiB": 81920, "nodeSelector": labels})
+
+
+BALANCED_MIG = Pool.model_validate({
+    "name": "balanced", "mode": "MIG", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920,
+    "nodeSelector": {"pools-test": "mig"}, "mig": {"config": "all-balanced", "profiles": ["1g.10gb"]}})
+"""The shape of pools-mig-busy: partitioned all-balanced before pool-mig asked for all-1g.10gb."""
+NODES = [
+    gpu_node("pools-ts-1", unconfigured({"pools-test": "ts"}), gpus=8),
+    gpu_node("pools-mig-free", unconfigured({"pools-test": "mig"}), gpus=8),
+    gpu_node("pools-mig-busy", BALANCED_MIG, gpus=8),
+    gpu_node("pools-hami-1", unconfigured({"pools-test": "hami"}), gpus=8),
+    gpu_node("pools-other", unconfigured({"pools-test": "none"}), gpus=8),
+]
+
+
 @pytest.fixture(scope="module")
-def gpu_nodes(plane):
+def gpu_nodes(plane, kwok):
     install_kai_queue_crd(plane)
-    create_gpu_node(plane, "pools-ts-1", labels={"pools-test": "ts"})
-    create_gpu_node(plane, "pools-mig-free", labels={"pools-test": "mig"})
-    create_gpu_node(plane, "pools-mig-busy", mig_profiles={"1g.10gb": 16}, mig_config="all-balanced",
-                    labels={"pools-test": "mig"})
-    create_gpu_node(plane, "pools-hami-1", labels={"pools-test": "hami"})
-    create_gpu_node(plane, "pools-other", labels={"pools-test": "none"})
+    with plane.api_client() as client:
+        create_nodes(client, NODES)
     plane.create_namespace("gpu-operator-pools")
     plane.create_namespace("pools-workloads")
     with plane.api_client() as client:
-        kubernetes.client.CoreV1Api(client).create_namespaced_pod("pools-workloads", {
+        core = kubernetes.client.CoreV1Api(client)
+        core.create_namespaced_pod("pools-workloads", {
             "metadata": {"name": "trainer"},
             "spec": {"nodeName": "pools-mig-busy", "containers": [{
                 "name": "main", "image": "registry.example/train:1",
                 "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}}}]}})
+        wait_for(lambda: core.read_namespaced_pod("trainer", "pools-workloads").status.phase == "Running",
+                 timeout=30, what="kwok to run the trainer pod")
     yield
     with plane.api_client() as client:
         core = kubernetes.client.CoreV1Api(client)
-        for node in ("pools-ts-1", "pools-mig-free", "pools-mig-busy", "pools-hami-1", "pools-other"):
-            core.delete_node(node)
+        for node in NODES:
+            core.delete_node(node.name)
         core.delete_namespace("pools-workloads")
         core.delete_namespace("gpu-operator-pools")
     for name in ("pools-test-research", "pools-test-tenants", "pools-test-taken"):

@@ -1,5 +1,6 @@
-"""The pure parts of the local demo (`make dev`, `kubeplane.demo`): fake GPU nodes per pool, the
-status table and its verdict, and the checks on its inputs. The whole command runs in e2e/tests/test_dev_up.py."""
+"""The pure parts of the local demo (`make dev`, `kubeplane.demo`): the status table and its
+verdict, and the checks on its inputs. The whole command runs in e2e/tests/test_dev_up.py; the
+simulated GPU nodes it creates per pool are checked in e2e/tests/test_gpu_nodes.py."""
 
 from __future__ import annotations
 
@@ -10,10 +11,8 @@ import yaml
 
 from gputenant.api.v1alpha1 import GpuTenant
 from gputenant.config.models import OperatorConfig
-from gputenant.pools.plan import node_gpus, pool_nodes
 from kubeplane.demo.defaults import DEFAULT_CONFIG, DEFAULT_TENANTS, LOCAL_CHART
-from kubeplane.demo.nodes import FakeNodeError, fake_gpu_nodes
-from kubeplane.demo.session import DevError, load_tenant_manifests, local_operator_config
+from kubeplane.demo.session import DevError, load_tenant_manifests, local_operator_config, simulated_gpu_nodes
 from kubeplane.demo.status import (
     CONVERGING_REASONS,
     assess,
@@ -21,60 +20,8 @@ from kubeplane.demo.status import (
     format_table,
     pick_demo_tenant,
 )
-from kubeplane.fixtures import gpu_node_manifest
 
 EXAMPLE_CONFIG = OperatorConfig.load(DEFAULT_CONFIG)
-
-
-def manifests_of(config: OperatorConfig) -> list[dict]:
-    return [gpu_node_manifest(node.name, **node.options) for node in fake_gpu_nodes(config)]
-
-
-# -- fake GPU nodes ----------------------------------------------------------------------------
-
-def test_every_example_pool_selects_fake_nodes_holding_its_configured_gpus():
-    nodes = manifests_of(EXAMPLE_CONFIG)
-    for pool in EXAMPLE_CONFIG.pools:
-        members = pool_nodes(pool, nodes)
-        assert members, pool.name
-        assert sum(node_gpus(node) for node in members) == pool.gpus, pool.name
-    assert len({node["metadata"]["name"] for node in nodes}) == len(nodes)
-
-
-def test_fake_nodes_advertise_each_pools_mechanism():
-    by_pool = {pool.name: pool_nodes(pool, manifests_of(EXAMPLE_CONFIG)) for pool in EXAMPLE_CONFIG.pools}
-    [timeslice] = by_pool["a100-timeslice"]
-    assert timeslice["status"]["capacity"]["nvidia.com/gpu"] == str(8 * 4)
-    assert all(node["metadata"]["labels"]["gpu"] == "on" for node in by_pool["l4-hami"])
-    assert all(node["metadata"]["labels"]["nvidia.com/mig.capable"] == "false" for node in by_pool["l4-hami"])
-    [balanced] = by_pool["h100-mig-balanced"]
-    assert {key: value for key, value in balanced["status"]["capacity"].items() if "mig-" in key} == {
-        "nvidia.com/mig-1g.10gb": "8", "nvidia.com/mig-2g.20gb": "4", "nvidia.com/mig-3g.40gb": "4"}
-    [small] = by_pool["h100-mig-small"]
-    assert small["status"]["capacity"]["nvidia.com/mig-1g.10gb"] == str(4 * 7)
-    assert sorted(node["status"]["capacity"]["nvidia.com/gpu"] for node in by_pool["h100-exclusive"]) == ["8", "8"]
-
-
-def pool_document(**changes) -> dict:
-    pool = {"name": "odd", "mode": "MIG", "gpuModel": "H100-80GB", "gpuMemoryMiB": 81559, "gpus": 3,
-            "nodeSelector": {"pool": "odd"}, "mig": {"config": "all-1g.10gb", "profiles": ["1g.10gb"]}}
-    return {"pools": [{**pool, **changes}], "trustModes": {"Trusted": "MIG", "Internal": "MIG", "Untrusted": "MIG"}}
-
-
-def test_pool_sizes_are_split_into_nodes_of_at_most_eight_gpus():
-    config = OperatorConfig.model_validate(pool_document(gpus=19))
-    assert [node.options["gpus"] for node in fake_gpu_nodes(config)] == [8, 8, 3]
-    unset = OperatorConfig.model_validate(pool_document(gpus=None))
-    assert [node.options["gpus"] for node in fake_gpu_nodes(unset)] == [8]
-
-
-def test_pools_the_demo_cannot_imitate_are_named_with_the_fix():
-    custom = OperatorConfig.model_validate(pool_document(mig={"config": "custom-layout", "profiles": ["1g.10gb"]}))
-    with pytest.raises(FakeNodeError, match=r"pools\[odd\]\.mig\.config 'custom-layout'.*all-<profile>"):
-        fake_gpu_nodes(custom)
-    no_selector = OperatorConfig.model_validate(pool_document(nodeSelector={}))
-    with pytest.raises(FakeNodeError, match=r"pools\[odd\]\.nodeSelector is empty"):
-        fake_gpu_nodes(no_selector)
 
 
 # -- status table and verdict ------------------------------------------------------------------
@@ -160,3 +107,14 @@ def test_operator_config_uses_the_local_chart_and_bad_configs_name_the_field(tmp
     broken.write_text("pools:\n  - name: p\n    mode: Magic\n    gpuModel: L4\n    gpuMemoryMiB: 1\n")
     with pytest.raises(DevError, match=r"(?s)--config .*config\.yaml: .*pools\[0\]\.mode"):
         local_operator_config(broken)
+
+
+def test_a_pool_kwok_cannot_simulate_is_named_with_the_config_file_before_anything_starts(tmp_path):
+    config = OperatorConfig.model_validate({
+        "pools": [{"name": "odd", "mode": "MIG", "gpuModel": "H100-80GB", "gpuMemoryMiB": 81559, "gpus": 3,
+                   "nodeSelector": {"pool": "odd"}, "mig": {"config": "custom-layout", "profiles": ["1g.10gb"]}}],
+        "trustModes": {"Trusted": "MIG", "Internal": "MIG", "Untrusted": "MIG"}})
+    path = tmp_path / "config.yaml"
+    with pytest.raises(DevError, match=rf"--config {re.escape(str(path))}: pools\[odd\]\.mig\.config 'custom-layout'"):
+        simulated_gpu_nodes(path, config)
+    assert [node.name for node in simulated_gpu_nodes(DEFAULT_CONFIG, EXAMPLE_CONFIG)][:1] == ["gpu-a100-timeslice-1"]

@@ -10,7 +10,7 @@ from types import FrameType
 
 from kubeplane.demo import defaults
 
-HELP = "local demo: control plane, fake GPU nodes, operator, example tenants; status until Ready"
+HELP = "local demo: control plane, kwok-simulated GPU nodes, operator, example tenants; status until Ready"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--dir", type=Path, default=defaults.default_directory(),
                     help="directory for the plane's data, kubeconfigs and logs (default: %(default)s)")
     up.add_argument("--config", type=Path, default=defaults.DEFAULT_CONFIG,
-                    help="operator configuration whose GPU pools get fake nodes (default: examples/config.yaml)")
+                    help="operator configuration whose GPU pools get simulated nodes (default: examples/config.yaml)")
     up.add_argument("--tenants", type=Path, default=defaults.DEFAULT_TENANTS,
                     help="GpuTenant YAML file or directory to apply (default: examples/tenants)")
     up.add_argument("--exit-when-ready", action="store_true",

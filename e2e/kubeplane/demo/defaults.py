@@ -17,7 +17,9 @@ SIMULATION_NOTICE = (
     "NOTE: the vCluster control planes are SIMULATED. Containers cannot run here, so no vCluster pod\n"
     "starts; when a tenant's vCluster StatefulSet gets its Pod, a stand-in starts a second real\n"
     "kube-apiserver for that tenant and writes vc-<release> as vCluster would. Helm, the chart's\n"
-    "objects, RBAC, quotas, the KAI Queue and the kubeconfigs are real.")
+    "objects, RBAC, quotas, the KAI Queue and the kubeconfigs are real.\n"
+    "The GPU nodes are SIMULATED too: kwok keeps Node objects labelled and sized as the GPU Operator\n"
+    "leaves them Ready; there are no GPUs here.")
 
 
 def default_directory() -> Path:

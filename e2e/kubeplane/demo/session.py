@@ -1,9 +1,11 @@
 """One run of the local demo: start everything, watch the tenants, print how to use one, stop.
 
-Everything is real except the vCluster pod: `kubeplane.vcluster_sim.VClusterSimulator` plays it
-(a second real kube-apiserver per tenant and the ``vc-<release>`` Secret), because no container
-can run here. The operator serves its admission guard on loopback, registered before the tenants
-are applied, so their pods (the vCluster pod included) are admitted through it.
+Everything is real except the vCluster pod and the GPU nodes.
+`kubeplane.vcluster_sim.VClusterSimulator` plays the pod (a second real kube-apiserver per tenant
+and the ``vc-<release>`` Secret), because no container can run here; kwok keeps the pools' GPU
+nodes (kubeplane.gpu_nodes) Ready, as no GPU is here. The operator serves its admission guard on
+loopback, registered before the tenants are applied, so their pods (the vCluster pod included) are
+admitted through it.
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ from kubeplane.demo.defaults import (
     SOURCE_ROOT,
     TENANT_CRD,
 )
-from kubeplane.demo.nodes import fake_gpu_nodes
 from kubeplane.demo.status import assess, failure_report, format_table, pick_demo_tenant
+from kubeplane.gpu_nodes import GpuNode, GpuNodeError, pool_nodes
 
 FIELD_MANAGER = "platform-engineer"
 """Who applies the example tenants: the demo's stand-in for the person running kubectl."""
@@ -63,6 +65,15 @@ class DevOptions:
     tenants_path: Path = DEFAULT_TENANTS
     timeout_seconds: float = 600
     exit_when_ready: bool = False
+
+
+def simulated_gpu_nodes(config_path: Path, config: OperatorConfig) -> list[GpuNode]:
+    """The kwok-simulated nodes of every pool, or the pool field kwok cannot imitate, named before
+    anything starts."""
+    try:
+        return pool_nodes(config)
+    except GpuNodeError as error:
+        raise DevError(f"--config {config_path}: {error}") from None
 
 
 def load_tenant_manifests(path: Path) -> list[dict]:
@@ -109,6 +120,7 @@ class Session:
         self.out = out
         self.started_at = time.monotonic()
         self.plane = None
+        self.kwok = None
         self.simulator = None
         self.operator = None
         self._table_lines = 0
@@ -157,7 +169,7 @@ class Session:
         manifests = load_tenant_manifests(options.tenants_path)
         config_document = local_operator_config(options.config_path)
         config = OperatorConfig.model_validate(config_document)
-        nodes = fake_gpu_nodes(config)
+        nodes = simulated_gpu_nodes(options.config_path, config)
 
         print(SIMULATION_NOTICE, file=self.out, flush=True)
         self.start_plane()
@@ -197,15 +209,18 @@ class Session:
         source = "upstream KAI-Scheduler" if queue_crd == UPSTREAM_QUEUE_CRD else "the project's minimal"
         self.say(f"installed CRDs: {TENANT_CRD.relative_to(SOURCE_ROOT)} and {source} Queue CRD ({queue_crd})")
 
-    def create_gpu_nodes(self, config: OperatorConfig, nodes) -> None:
-        from kubeplane.fixtures import create_gpu_node
+    def create_gpu_nodes(self, config: OperatorConfig, nodes: list[GpuNode]) -> None:
+        from kubeplane.gpu_nodes import create_nodes
+        from kubeplane.kwok import Kwok
 
-        for node in nodes:
-            create_gpu_node(self.plane, node.name, **node.options)
+        self.kwok = Kwok().start(self.plane)
+        with self.plane.api_client() as client:
+            create_nodes(client, nodes)
         self.plane.create_namespace(config.device_plugin_config_map.namespace)
         written = asyncio.run(self._apply_pools(config))
-        self.say(f"created {len(nodes)} fake GPU nodes for {len(config.pools)} pools "
-                 f"(no GPUs here: Nodes labelled and sized as the GPU Operator leaves them); "
+        self.say(f"created {len(nodes)} GPU nodes for {len(config.pools)} pools, SIMULATED by kwok "
+                 f"(no GPUs here: Nodes labelled and sized as the GPU Operator leaves them, kept Ready by "
+                 f"kwok, which runs the pods bound to them without containers); "
                  f"pool configuration applied to {written} objects")
 
     async def _apply_pools(self, config: OperatorConfig) -> int:
@@ -348,7 +363,8 @@ class Session:
 
     def stop(self) -> None:
         """Operator first (so it acts on nothing while the rest goes), then the simulated vCluster
-        apiservers, then the plane. A second Ctrl-C must not cut this short and leave processes."""
+        apiservers and kwok, then the plane. A second Ctrl-C must not cut this short and leave
+        processes."""
         previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             if self.operator is not None:
@@ -357,6 +373,9 @@ class Session:
             if self.simulator is not None:
                 self.simulator.stop()
                 self.simulator = None
+            if self.kwok is not None:
+                self.kwok.stop()
+                self.kwok = None
             if self.plane is not None:
                 self.plane.stop()
                 self.say(f"stopped everything; logs kept in {self.plane.log_dir}")
