@@ -23,8 +23,10 @@ from gputenant.config.models import OperatorConfig
 from gputenant.guard.server import GuardServer, server_from_args
 from gputenant.guard.webhook import register as register_guard
 from gputenant.kube import ApiError, KubeClient
+from gputenant.metrics import OperatorMetrics
 from gputenant.pools import PoolReport, device_plugin_config_data
 from gputenant.pools.apply import apply_pools, collect_pool_reports
+from gputenant.pools.report import pool_figures
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.events import API_VERSION, post_event
 from gputenant.reconcile.memory import RETRY_ANNOTATION
@@ -63,6 +65,7 @@ class Runtime:
     pools_task: asyncio.Task | None = None
     reconcile_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(default_reconcile_concurrency()))
     """Pipeline runs in flight across all tenants (`gputenant run --reconcile-concurrency`)."""
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
@@ -76,6 +79,7 @@ class Runtime:
             del self.locks[name]
         if uid:
             self.reconciler.forget(uid)
+        self.metrics.forget_tenant(name)
 
     async def reconcile(self, body: kopf.Body, retry: int = 0):
         """One pipeline run for the tenant, once it holds the tenant's lock and a reconcile slot."""
@@ -93,18 +97,20 @@ def runtime() -> Runtime:
 
 
 def build_runtime(config: OperatorConfig, kubeconfig: str | None, *, helm_concurrency: int | None = None,
-                  reconcile_concurrency: int | None = None) -> Runtime:
+                  reconcile_concurrency: int | None = None, metrics: OperatorMetrics | None = None) -> Runtime:
     """The operator's shared parts; a concurrency left None is the default (helm: twice the cores,
-    reconciles: eight times the cores)."""
+    reconciles: eight times the cores); metrics None: a registry nobody serves."""
     from gputenant.helm import ChartRef, VClusterReleases
     from gputenant.reconcile.adapters import HelmReleases, TokenKubeconfigs
 
+    metrics = metrics or OperatorMetrics()
     client = KubeClient.from_kubeconfig(kubeconfig, config.field_manager)
-    releases = HelmReleases(VClusterReleases(kubeconfig, max_concurrent=helm_concurrency),
+    releases = HelmReleases(VClusterReleases(kubeconfig, max_concurrent=helm_concurrency, metrics=metrics),
                             ChartRef.from_config(config.vcluster))
     issuer = TokenKubeconfigs(config.field_manager)
     return Runtime(
-        config=config, client=client, reconciler=Reconciler(client, config, releases, issuer),
+        config=config, client=client, reconciler=Reconciler(client, config, releases, issuer, metrics=metrics),
+        metrics=metrics,
         resync_seconds=float(os.environ.get(RESYNC_ENV, "60")),
         deletion_retry_seconds=float(os.environ.get(DELETION_RETRY_ENV, "300")),
         reconcile_slots=asyncio.Semaphore(reconcile_concurrency or default_reconcile_concurrency()))
@@ -112,7 +118,7 @@ def build_runtime(config: OperatorConfig, kubeconfig: str | None, *, helm_concur
 
 def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_seconds: float = 0.0,
             webhook_args: argparse.Namespace | None = None, helm_concurrency: int | None = None,
-            reconcile_concurrency: int | None = None) -> Runtime:
+            reconcile_concurrency: int | None = None, metrics: OperatorMetrics | None = None) -> Runtime:
     """Build the runtime and, when the webhook flags ask for it, register the admission guard.
     Must run before kopf starts: kopf creates its index watchers from the registry at start, so a
     guard registered from a startup handler would never see a namespace or tenant. Raises
@@ -120,7 +126,7 @@ def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_se
     global _runtime
     device_plugin_config_data(config)  # PoolConfigError now rather than in every pools round
     rt = build_runtime(config, kubeconfig, helm_concurrency=helm_concurrency,
-                       reconcile_concurrency=reconcile_concurrency)
+                       reconcile_concurrency=reconcile_concurrency, metrics=metrics)
     rt.pools_interval_seconds = pools_interval_seconds
     rt.guard_server = server_from_args(webhook_args, rt.client, config) if webhook_args else None
     if rt.guard_server is not None:
@@ -212,8 +218,9 @@ async def apply_pools_once(rt: Runtime) -> None:
 
 
 async def refresh_pool_reports(rt: Runtime) -> None:
-    """The report served by the `pools` probe; logged when it changes."""
+    """The report served by the `pools` probe and the pool metrics; logged when it changes."""
     reports = await collect_pool_reports(rt.client, rt.config)
+    rt.metrics.publish_pools(pool_figures(reports))
     if reports != rt.pool_reports:
         log.info("GPU pools: %s", "; ".join(f"{r.name}: {pool_summary(r)}" for r in reports))
     rt.pool_reports = reports

@@ -75,6 +75,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - /tmp/webhook-certs
 {{- end }}
 {{- end }}
+{{- if .Values.metrics.enabled }}
+- --metrics-address
+- {{ printf "0.0.0.0:%d" (int .Values.metrics.port) }}
+{{- end }}
 {{- if .Values.logs.json }}
 - --json-logs
 {{- end }}
