@@ -35,6 +35,7 @@ from gputenant.reconcile.pipeline import Reconciler
 from gputenant.reconcile.ports import StepError
 from gputenant.reconcile.steps.argocd import argocd_namespaces
 from gputenant.timefmt import rfc3339
+from gputenant.usage import PrometheusError, UsageQueries, read_usage, tenant_namespaces, usage_figures
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,10 @@ class Runtime:
     reconcile_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(default_reconcile_concurrency()))
     """Pipeline runs in flight across all tenants (`gputenant run --reconcile-concurrency`)."""
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    prometheus_url: str | None = None
+    """Where the DCGM series are read for allocation against use (`gputenant run --prometheus-url`)."""
+    usage_window: str = "1h"
+    usage_task: asyncio.Task | None = None
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
@@ -118,7 +123,8 @@ def build_runtime(config: OperatorConfig, kubeconfig: str | None, *, helm_concur
 
 def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_seconds: float = 0.0,
             webhook_args: argparse.Namespace | None = None, helm_concurrency: int | None = None,
-            reconcile_concurrency: int | None = None, metrics: OperatorMetrics | None = None) -> Runtime:
+            reconcile_concurrency: int | None = None, metrics: OperatorMetrics | None = None,
+            prometheus_url: str | None = None, usage_window: str = "1h") -> Runtime:
     """Build the runtime and, when the webhook flags ask for it, register the admission guard.
     Must run before kopf starts: kopf creates its index watchers from the registry at start, so a
     guard registered from a startup handler would never see a namespace or tenant. Raises
@@ -128,6 +134,7 @@ def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_se
     rt = build_runtime(config, kubeconfig, helm_concurrency=helm_concurrency,
                        reconcile_concurrency=reconcile_concurrency, metrics=metrics)
     rt.pools_interval_seconds = pools_interval_seconds
+    rt.prometheus_url, rt.usage_window = prometheus_url, usage_window
     rt.guard_server = server_from_args(webhook_args, rt.client, config) if webhook_args else None
     if rt.guard_server is not None:
         register_guard(kopf.get_default_registry(), config, rt.client)
@@ -149,6 +156,8 @@ async def startup(settings: kopf.OperatorSettings, **_) -> None:
         settings.admission.server = rt.guard_server
     if rt.pools_interval_seconds > 0:
         rt.pools_task = asyncio.create_task(keep_pools(rt), name="gputenant-pools")
+    if rt.prometheus_url:
+        rt.usage_task = asyncio.create_task(keep_usage(rt), name="gputenant-usage")
     log.info("gpu-tenant-operator started (field manager %s, admission guard %s, GPU pools every %s)",
              rt.config.field_manager, "on" if rt.guard_server else "off",
              f"{rt.pools_interval_seconds:g}s" if rt.pools_interval_seconds > 0 else "never")
@@ -158,9 +167,10 @@ async def startup(settings: kopf.OperatorSettings, **_) -> None:
 async def cleanup(**_) -> None:
     if _runtime is None:
         return
-    if _runtime.pools_task is not None:
-        _runtime.pools_task.cancel()
-        await asyncio.gather(_runtime.pools_task, return_exceptions=True)
+    for task in (_runtime.pools_task, _runtime.usage_task):
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
     await _runtime.client.close()
 
 
@@ -224,6 +234,20 @@ async def refresh_pool_reports(rt: Runtime) -> None:
     if reports != rt.pool_reports:
         log.info("GPU pools: %s", "; ".join(f"{r.name}: {pool_summary(r)}" for r in reports))
     rt.pool_reports = reports
+
+
+async def keep_usage(rt: Runtime) -> None:
+    """Allocation against use per tenant, read from Prometheus every resync period into the metrics.
+    A failed read is a warning; the last figures stay until the next one succeeds."""
+    queries = UsageQueries(window=rt.usage_window, namespace_regex=f"{rt.config.namespace_prefix}.+")
+    while True:
+        try:
+            namespaces = tenant_namespaces(await rt.client.list(API_VERSION, KIND), rt.config)
+            usage = await asyncio.to_thread(read_usage, rt.prometheus_url or "", namespaces, queries)
+            rt.metrics.publish_usage(usage_figures(usage))
+        except (ApiError, PrometheusError) as error:
+            log.warning("GPU usage not read: %s; retrying in %gs", error, rt.resync_seconds)
+        await asyncio.sleep(rt.resync_seconds)
 
 
 async def _reconcile(body: kopf.Body, retry: int) -> None:

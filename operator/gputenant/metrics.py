@@ -86,6 +86,44 @@ class PoolCollector(Collector):
             yield family
 
 
+@dataclass(frozen=True)
+class UsageFigures:
+    """One tenant's GPUs held against used over the usage window (from gputenant.usage)."""
+
+    tenant: str
+    gpus: int
+    held_gpu_hours: float
+    used_gpu_hours: float
+    idle_gpus: int
+    busy_not_working_gpus: int
+
+
+class UsageCollector(Collector):
+    """Allocation against use per tenant, from the last usage read, replaced wholesale."""
+
+    def __init__(self) -> None:
+        self.tenants: tuple[UsageFigures, ...] = ()
+
+    def collect(self) -> Iterator[Metric]:
+        series: tuple[tuple[str, str, Callable[[UsageFigures], float]], ...] = (
+            ("gputenant_tenant_gpus", "GPUs the tenant's pods held in the usage window (DCGM series).",
+             lambda u: u.gpus),
+            ("gputenant_tenant_held_gpu_hours", "GPU-hours the tenant's pods held in the usage window.",
+             lambda u: u.held_gpu_hours),
+            ("gputenant_tenant_used_gpu_hours", "GPU-hours of SM activity (DCGM_FI_PROF_SM_ACTIVE) in the usage window.",
+             lambda u: u.used_gpu_hours),
+            ("gputenant_tenant_idle_gpus", "GPUs the tenant holds whose SMs stayed idle over the usage window.",
+             lambda u: u.idle_gpus),
+            ("gputenant_tenant_busy_not_working_gpus", "GPUs reading busy by GPU_UTIL while their SMs are mostly "
+             "idle (SM_ACTIVE low).", lambda u: u.busy_not_working_gpus),
+        )
+        for name, documentation, value in series:
+            family = GaugeMetricFamily(name, documentation, labels=["tenant"])
+            for figures in self.tenants:
+                family.add_metric([figures.tenant], float(value(figures)))
+            yield family
+
+
 class TenantCollector(Collector):
     """Tenants by phase and reason, each tenant's readiness and its kubeconfigs' time left, read
     from the figures the pipeline last recorded (expiry is computed at scrape time)."""
@@ -146,8 +184,10 @@ class OperatorMetrics:
             buckets=GUARD_BUCKETS, registry=self.registry)
         self.tenants = TenantCollector(clock)
         self.pools = PoolCollector()
+        self.usage = UsageCollector()
         self.registry.register(self.tenants)
         self.registry.register(self.pools)
+        self.registry.register(self.usage)
 
     @contextmanager
     def timing_step(self, step: str) -> Iterator[None]:
@@ -181,6 +221,9 @@ class OperatorMetrics:
 
     def publish_pools(self, pools: Iterable[PoolFigures]) -> None:
         self.pools.pools = tuple(pools)
+
+    def publish_usage(self, tenants: Iterable[UsageFigures]) -> None:
+        self.usage.tenants = tuple(tenants)
 
 
 def pool_exposition(pools: Iterable[PoolFigures]) -> str:

@@ -121,3 +121,16 @@ def test_metrics_address_parses(address, parsed):
 def test_a_bad_metrics_address_is_refused_naming_the_flag(address, capsys):
     assert main(["run", "--metrics-address", address]) == 2
     assert f"--metrics-address {address!r} (or $GPUTENANT_METRICS_ADDRESS) is not HOST:PORT" in capsys.readouterr().err
+
+
+def test_usage_per_tenant_is_replaced_on_each_publish():
+    from gputenant.metrics import UsageFigures
+
+    metrics = fresh()
+    metrics.publish_usage([UsageFigures("a", 2, 2.0, 0.5, 1, 0), UsageFigures("b", 1, 1.0, 0.01, 0, 1)])
+    assert sample(metrics, "gputenant_tenant_held_gpu_hours", tenant="a") == 2.0
+    assert sample(metrics, "gputenant_tenant_used_gpu_hours", tenant="a") == 0.5
+    assert sample(metrics, "gputenant_tenant_idle_gpus", tenant="a") == 1
+    assert sample(metrics, "gputenant_tenant_busy_not_working_gpus", tenant="b") == 1
+    metrics.publish_usage([UsageFigures("a", 2, 2.0, 0.5, 1, 0)])
+    assert sample(metrics, "gputenant_tenant_gpus", tenant="b") is None

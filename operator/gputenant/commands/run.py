@@ -18,6 +18,7 @@ DEFAULT_POOLS_INTERVAL_SECONDS = 300.0
 HELM_CONCURRENCY_ENV = "GPUTENANT_HELM_CONCURRENCY"
 RECONCILE_CONCURRENCY_ENV = "GPUTENANT_RECONCILE_CONCURRENCY"
 METRICS_ADDRESS_ENV = "GPUTENANT_METRICS_ADDRESS"
+PROMETHEUS_URL_ENV = "GPUTENANT_PROMETHEUS_URL"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-address", metavar="HOST:PORT", default=os.environ.get(METRICS_ADDRESS_ENV),
                         help=f"serve Prometheus metrics at http://HOST:PORT/metrics, e.g. 0.0.0.0:9100 (default: "
                         f"${METRICS_ADDRESS_ENV}, else not served)")
+    parser.add_argument("--prometheus-url", metavar="URL", default=os.environ.get(PROMETHEUS_URL_ENV),
+                        help="Prometheus scraping the DCGM exporter: publish each tenant's GPUs held against used, "
+                        f"idle and busy-but-not-working GPUs as metrics (default: ${PROMETHEUS_URL_ENV}, else off)")
+    parser.add_argument("--usage-window", default="1h", metavar="DURATION",
+                        help="window of the GPU usage figures, a Prometheus duration (default 1h)")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
     add_webhook_arguments(parser)
 
@@ -80,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         prepare(config, kubeconfig, pools_interval_seconds=args.pools_interval, webhook_args=args,
                 helm_concurrency=args.helm_concurrency, reconcile_concurrency=args.reconcile_concurrency,
-                metrics=metrics)
+                metrics=metrics, prometheus_url=args.prometheus_url, usage_window=args.usage_window)
     except ValueError as error:  # e.g. --webhook-cert without --webhook-key, two pools with one devicePluginConfig
         print(f"gputenant run: {error}", file=sys.stderr)
         return 2
