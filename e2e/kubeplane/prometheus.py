@@ -96,9 +96,10 @@ class Prometheus:
             raise AssertionError(f"{promql} has {len(result)} series, expected one: {result}")
         return float(result[0]["value"][1]) if result else None
 
-    def wait_for_target_up(self, timeout: float = 60) -> None:
-        """Until every target has been scraped successfully."""
+    def wait_for_target_up(self, instances: list[str] | None = None, timeout: float = 60) -> None:
+        """Until every target (or those of `instances`, host:port) has been scraped successfully."""
+        wanted = set(instances or self.targets)
         def up() -> bool:
-            targets = self.api("targets")["activeTargets"]
-            return bool(targets) and all(target["health"] == "up" for target in targets)
-        wait_for(up, timeout=timeout, interval=0.5, what=f"prometheus to scrape {self.targets}")
+            healthy = {t["labels"]["instance"] for t in self.api("targets")["activeTargets"] if t["health"] == "up"}
+            return wanted <= healthy
+        wait_for(up, timeout=timeout, interval=0.5, what=f"prometheus to scrape {sorted(wanted)}")

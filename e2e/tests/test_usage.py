@@ -1,11 +1,7 @@
 """`gputenant usage` against a real Prometheus (Debian's package, kubeplane/prometheus.py) scraping
-an exporter this test controls, and GpuTenants on the real control plane.
-
-The exporter stands in for NVIDIA's dcgm-exporter (GPU hardware is the one thing simulated): it
-serves DCGM-format series (DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_FB_USED with
-gpu, UUID, Hostname, namespace, pod labels) with the values each case sets. The "spinning" GPU
-reproduces what was measured on an H100: one block on 1 of 132 SMs reads GPU_UTIL 100% while SM
-activity is 0.8%.
+the simulated dcgm-exporter (kubeplane/dcgm_exporter.py: GPU hardware is the one thing simulated),
+and GpuTenants on the real control plane. The "spinning" GPU reproduces what was measured on an
+H100: one block on 1 of 132 SMs reads GPU_UTIL 100% while SM activity is 0.8%.
 """
 
 from __future__ import annotations
@@ -18,47 +14,27 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
+from kubeplane.dcgm_exporter import DcgmExporter, SimulatedGpu
 from kubeplane.process import free_ports
 from kubeplane.prometheus import Prometheus
 
 GPUTENANT = Path(sys.executable).parent / "gputenant"
 SCRAPED_SECONDS = 20
 GPUS = {
-    # tenant: (pod, UUID, SM_ACTIVE, GPU_UTIL %, FB_USED MiB)
-    "usage-idle": ("notebook-0", "GPU-idle", 0.0, 0.0, 30_000.0),
-    "usage-spin": ("trainer-0", "GPU-spin", 0.008, 100.0, 2_000.0),
-    "usage-work": ("trainer-0", "GPU-work", 0.999, 100.0, 70_000.0),
+    # tenant: (pod, UUID, SM_ACTIVE, GPU_UTIL %)
+    "usage-idle": ("notebook-0", "GPU-idle", 0.0, 0.0),
+    "usage-spin": ("trainer-0", "GPU-spin", 0.008, 100.0),
+    "usage-work": ("trainer-0", "GPU-work", 0.999, 100.0),
 }
-
-
-class DcgmSeries(Collector):
-    """The dcgm-exporter's per-GPU gauges, pod-mapped, for the GPUs in `GPUS`."""
-
-    def collect(self):
-        for name, index in (("DCGM_FI_PROF_SM_ACTIVE", 2), ("DCGM_FI_DEV_GPU_UTIL", 3), ("DCGM_FI_DEV_FB_USED", 4)):
-            family = GaugeMetricFamily(name, f"{name} (test exporter)",
-                                       labels=["gpu", "UUID", "Hostname", "modelName", "namespace", "pod", "container"])
-            for position, (tenant, gpu) in enumerate(GPUS.items()):
-                family.add_metric([str(position), gpu[1], "gpu-node-0", "NVIDIA H100 80GB HBM3", f"tenant-{tenant}",
-                                   gpu[0], "main"], gpu[index])
-            family.add_metric(["7", "GPU-other", "gpu-node-0", "NVIDIA H100 80GB HBM3", "kube-system", "other-0",
-                               "main"], 0.0)
-            yield family
 
 
 @pytest.fixture(scope="module")
 def exporter():
-    registry = CollectorRegistry()
-    registry.register(DcgmSeries())
-    port = free_ports(1)[0]
-    server, thread = start_http_server(port, "127.0.0.1", registry=registry)
-    yield f"127.0.0.1:{port}"
-    server.shutdown()
-    thread.join(timeout=5)
+    gpus = [SimulatedGpu(f"tenant-{tenant}", pod, uuid, sm_active, gpu_util)
+            for tenant, (pod, uuid, sm_active, gpu_util) in GPUS.items()]
+    with DcgmExporter([*gpus, SimulatedGpu("kube-system", "other-0", "GPU-other", 0.0, 0.0)]) as running:
+        yield running.address
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +81,7 @@ def test_held_against_used_gpu_hours(plane, prometheus, usage_tenants):
     result = usage(plane, prometheus, "--window", f"{SCRAPED_SECONDS}s", "--step", "1", "--json")
     report = {entry["tenant"]: entry for entry in json.loads(result.stdout)}
     window_hours = SCRAPED_SECONDS / 3600
-    for tenant, (_, _, sm_active, _, _) in GPUS.items():
+    for tenant, (_, _, sm_active, _) in GPUS.items():
         held, used = report[tenant]["heldGpuHours"], report[tenant]["usedGpuHours"]
         assert report[tenant]["gpus"] == 1
         assert 0.7 * window_hours <= held <= 1.05 * window_hours, (tenant, held)

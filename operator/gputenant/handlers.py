@@ -239,7 +239,7 @@ async def refresh_pool_reports(rt: Runtime) -> None:
 async def keep_usage(rt: Runtime) -> None:
     """Allocation against use per tenant, read from Prometheus every resync period into the metrics.
     A failed read is a warning; the last figures stay until the next one succeeds."""
-    queries = UsageQueries(window=rt.usage_window, namespace_regex=f"{rt.config.namespace_prefix}.+")
+    queries = UsageQueries.over(rt.usage_window, f"{rt.config.namespace_prefix}.+")
     while True:
         try:
             namespaces = tenant_namespaces(await rt.client.list(API_VERSION, KIND), rt.config)

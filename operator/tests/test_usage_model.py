@@ -4,6 +4,8 @@ and `gputenant usage` are in e2e/tests/test_usage.py.)"""
 
 from __future__ import annotations
 
+import pytest
+
 from gputenant.usage import GpuSample, UsageQueries, format_usage_table, judge_usage
 from gputenant.usage.model import is_busy_but_not_working, is_idle
 
@@ -44,3 +46,12 @@ def test_queries_select_the_tenant_namespaces_and_sum_at_a_fixed_resolution():
         'max by (namespace, pod, UUID) (avg_over_time(DCGM_FI_PROF_SM_ACTIVE{namespace=~"tenant-.+"}[2h]))')
     assert "[2h:30s]" in queries.held_hours() and queries.held_hours().endswith("* 30 / 3600")
     assert "sum_over_time((max by (namespace, UUID)" in queries.used_hours()
+
+
+def test_the_window_sets_the_default_resolution_and_a_bad_window_names_the_fix():
+    assert UsageQueries.over("1h", "tenant-.+").step_seconds == 30
+    assert UsageQueries.over("20s", "tenant-.+").step_seconds == 1
+    assert UsageQueries.over("1h", "tenant-.+", step_seconds=5).step_seconds == 5
+    for bad in ("1d", "0s", "soon"):
+        with pytest.raises(ValueError, match="give e.g. 1h or 30m"):
+            UsageQueries.over(bad, "tenant-.+")

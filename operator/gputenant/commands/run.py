@@ -12,6 +12,7 @@ import sys
 import prometheus_client
 
 from gputenant.guard.flags import add_webhook_arguments
+from gputenant.timefmt import parse_duration
 
 HELP = "run the operator against the current cluster (all namespaces)"
 DEFAULT_POOLS_INTERVAL_SECONDS = 300.0
@@ -48,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Prometheus scraping the DCGM exporter: publish each tenant's GPUs held against used, "
                         f"idle and busy-but-not-working GPUs as metrics (default: ${PROMETHEUS_URL_ENV}, else off)")
     parser.add_argument("--usage-window", default="1h", metavar="DURATION",
-                        help="window of the GPU usage figures, a Prometheus duration (default 1h)")
+                        help="window of the GPU usage figures, in whole h/m/s (default 1h)")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
     add_webhook_arguments(parser)
 
@@ -68,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
         metrics_address = parse_metrics_address(args.metrics_address) if args.metrics_address else None
     except ValueError as error:
         print(f"gputenant run: {error}", file=sys.stderr)
+        return 2
+    if parse_duration(args.usage_window) is None:
+        print(f"gputenant run: --usage-window {args.usage_window!r} is not a duration in whole h/m/s units; give e.g. "
+              "1h or 30m", file=sys.stderr)
         return 2
     for flag, value in (("--helm-concurrency", args.helm_concurrency),
                         ("--reconcile-concurrency", args.reconcile_concurrency)):

@@ -17,9 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="operator configuration YAML (default: built-in defaults)")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
     parser.add_argument("--window", default="1h", metavar="DURATION",
-                        help="how far back to look, a Prometheus duration (default 1h)")
-    parser.add_argument("--step", type=int, default=60, metavar="SECONDS",
-                        help="resolution of the GPU-hour sums (default 60)")
+                        help="how far back to look, in whole h/m/s (default 1h)")
+    parser.add_argument("--step", type=int, metavar="SECONDS",
+                        help="resolution of the GPU-hour sums (default: the window in 120 steps)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -31,17 +31,21 @@ def run(args: argparse.Namespace) -> int:
     from gputenant.kube import KubeClient
     from gputenant.usage import PrometheusError, UsageQueries, format_usage_table, read_usage, tenant_namespaces
 
-    if args.step < 1:
+    config = OperatorConfig.load(args.config) if args.config else OperatorConfig()
+    if args.step is not None and args.step < 1:
         print(f"gputenant usage: --step {args.step} must be 1 or more seconds", file=sys.stderr)
         return 2
-    config = OperatorConfig.load(args.config) if args.config else OperatorConfig()
+    try:
+        queries = UsageQueries.over(args.window, f"{config.namespace_prefix}.+", args.step)
+    except ValueError as error:
+        print(f"gputenant usage: --window: {error}", file=sys.stderr)
+        return 2
 
     async def list_tenants() -> list[dict]:
         async with KubeClient.from_kubeconfig(args.kubeconfig, config.field_manager) as client:
             return await client.list(f"{GROUP}/{VERSION}", KIND)
 
     namespaces = tenant_namespaces(asyncio.run(list_tenants()), config)
-    queries = UsageQueries(window=args.window, step_seconds=args.step, namespace_regex=f"{config.namespace_prefix}.+")
     try:
         usage = read_usage(args.prometheus_url, namespaces, queries)
     except PrometheusError as error:

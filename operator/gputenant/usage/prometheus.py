@@ -13,12 +13,15 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
+from gputenant.timefmt import parse_duration
 from gputenant.usage.model import GpuSample, TenantUsage, judge_usage
 
 SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
 GPU_KEY = ("namespace", "pod", "UUID")
+POINTS_PER_WINDOW = 120
+"""Default resolution of the GPU-hour sums: the window in this many steps."""
 
 
 class PrometheusError(RuntimeError):
@@ -34,6 +37,16 @@ class UsageQueries:
     """Resolution of the GPU-hour subqueries."""
     namespace_regex: str = ".+"
     """Only series of these namespaces (the tenants' prefix, e.g. ``tenant-.*``)."""
+
+    @classmethod
+    def over(cls, window: str, namespace_regex: str, step_seconds: int | None = None) -> UsageQueries:
+        """Queries over `window` (whole h/m/s, e.g. 1h or 30m) at `step_seconds`, by default the window
+        in POINTS_PER_WINDOW steps; ValueError naming the fix for another duration."""
+        duration = parse_duration(window)
+        if duration is None or not duration.total_seconds():
+            raise ValueError(f"usage window {window!r} is not a duration in whole h/m/s units; give e.g. 1h or 30m")
+        step = step_seconds or max(1, int(duration.total_seconds()) // POINTS_PER_WINDOW)
+        return cls(window=window, step_seconds=step, namespace_regex=namespace_regex)
 
     def _selector(self, metric: str) -> str:
         return f'{metric}{{namespace=~"{self.namespace_regex}"}}'
