@@ -96,6 +96,12 @@ def chart_values_schema() -> dict:
                     "labels": k8s_map,
                 }, "The Grafana dashboard, as a ConfigMap labelled for Grafana's dashboard sidecar."),
             }, "Prometheus metrics of the operator (docs/metrics.md)."),
+            "usage": _object({
+                "prometheusUrl": {"type": "string", "pattern": "^(https?://.+)?$", "description": (
+                    "Prometheus scraping the dcgm-exporter (gputenant run --prometheus-url); empty: off.")},
+                "window": {"type": "string", "pattern": "^([0-9]+(h|m|s))+$",
+                           "description": "Window of the usage figures in whole h/m/s (gputenant run --usage-window)."},
+            }, "Allocation against use per tenant, from DCGM series in Prometheus (docs/metrics.md)."),
             "nodeSelector": k8s_map,
             "tolerations": {"type": "array", "items": {"type": "object"}},
             "affinity": {"type": "object"},

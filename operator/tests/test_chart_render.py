@@ -347,3 +347,16 @@ def test_dashboard_configmap_carries_the_chart_dashboard_for_grafanas_sidecar():
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
     shipped = json.loads((CHART / "dashboards" / "gputenant.json").read_text())
     assert json.loads(configmap["data"]["gputenant.json"]) == shipped
+
+
+def test_usage_needs_a_prometheus_url_and_passes_it_with_the_window_to_gputenant_run():
+    from gputenant.cli import build_parser
+
+    def run_args(*values: str):
+        container = find(render(*values), "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]
+        return build_parser().parse_args(container["command"][1:])
+
+    assert run_args().prometheus_url is None
+    args = run_args("--set", "usage.prometheusUrl=http://prometheus.monitoring:9090", "--set", "usage.window=30m")
+    assert (args.prometheus_url, args.usage_window) == ("http://prometheus.monitoring:9090", "30m")
+    assert "at '/usage/window': '1d'" in helm("template", RELEASE, str(CHART), "--set", "usage.window=1d", check=False).stderr

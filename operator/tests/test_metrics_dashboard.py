@@ -11,7 +11,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from gputenant.metrics import OperatorMetrics, PoolFigures, TenantFigures
+from gputenant.metrics import OperatorMetrics, PoolFigures, TenantFigures, UsageFigures
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "charts" / "gpu-tenant-operator" / "dashboards" / "gputenant.json"
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless",
@@ -29,6 +29,7 @@ def exported_series() -> set[str]:
     metrics.helm_operation("install", "success", 1.0)
     metrics.observe_guard_decision("none", "allowed", 0.001)
     metrics.publish_pools([PoolFigures("p", "MIG", 1, 8, 2, 2, 0.25)])
+    metrics.publish_usage([UsageFigures("a", 2, 2.0, 0.5, 1, 1)])
     return {sample.name for family in metrics.registry.collect() for sample in family.samples}
 
 
@@ -77,7 +78,9 @@ def test_the_views_a_platform_team_asked_for_are_there():
     queried = {name for panel in panels() for target in panel["targets"] for name in metric_names(target["expr"])}
     assert {"gputenant_tenants", "gputenant_reconcile_step_duration_seconds_bucket", "gputenant_helm_operations_total",
             "gputenant_guard_decision_duration_seconds_count", "gputenant_guard_decision_duration_seconds_bucket",
-            "gputenant_pool_gpus", "gputenant_pool_granted_gpus", "gputenant_kubeconfig_expires_in_seconds"} <= queried
+            "gputenant_pool_gpus", "gputenant_pool_granted_gpus", "gputenant_kubeconfig_expires_in_seconds",
+            "gputenant_tenant_held_gpu_hours", "gputenant_tenant_used_gpu_hours", "gputenant_tenant_idle_gpus",
+            "gputenant_tenant_busy_not_working_gpus"} <= queried
 
 
 def test_metric_names_reads_promql_as_intended():

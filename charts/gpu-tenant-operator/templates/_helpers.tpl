@@ -79,6 +79,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - --metrics-address
 - {{ printf "0.0.0.0:%d" (int .Values.metrics.port) }}
 {{- end }}
+{{- with .Values.usage.prometheusUrl }}
+- --prometheus-url
+- {{ . | quote }}
+- --usage-window
+- {{ $.Values.usage.window | quote }}
+{{- end }}
 {{- if .Values.logs.json }}
 - --json-logs
 {{- end }}
