@@ -146,7 +146,7 @@ class VClusterReleases:
 
     def __init__(self, kubeconfig: str | Path | None = None, *, helm_path: str | Path | None = None,
                  timeout: str = "5m", retry_attempts: int = 3, retry_max_wait_seconds: float = 8.0,
-                 max_concurrent: Optional[int] = None, metrics: Optional[OperatorMetrics] = None):
+                 max_concurrent: Optional[int] = None, metrics: OperatorMetrics | None = None):
         if max_concurrent is not None and max_concurrent < 1:
             raise ValueError(f"max_concurrent helm processes is {max_concurrent}; give 1 or more")
         self.counters = HelmCounters()
