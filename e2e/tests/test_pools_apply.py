@@ -162,7 +162,7 @@ def test_pools_command_prints_the_report(plane, gpu_nodes, tmp_path, capsys):
         ["pool-hami", "HAMi", "1", "8", "0", "0", "0.00", "-"],
     ]
     assert main(["pools", "--config", str(config_path), "--kubeconfig", str(plane.kubeconfig_path), "--metrics"]) == 0
-    assert 'gputenant_pool_gpus{pool="pool-mig",mode="MIG"} 16' in capsys.readouterr().out.splitlines()
+    assert 'gputenant_pool_gpus{mode="MIG",pool="pool-mig"} 16.0' in capsys.readouterr().out.splitlines()
 
 
 def test_a_parent_queue_changed_by_hand_is_restored(plane, gpu_nodes):

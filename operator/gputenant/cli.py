@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "explain": "explain",
     "crd": "crd",
     "pools": "pools",
+    "usage": "usage",
 }
 
 

@@ -24,8 +24,10 @@ from gputenant.config.models import OperatorConfig
 from gputenant.guard.flags import check_webhook_arguments
 from gputenant.guard.standalone import GuardProcess
 from gputenant.kube import ApiError, KubeClient
+from gputenant.metrics import OperatorMetrics
 from gputenant.pools import PoolReport, device_plugin_config_data
 from gputenant.pools.apply import apply_pools, collect_pool_reports
+from gputenant.pools.report import pool_figures
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.events import API_VERSION, post_event
 from gputenant.reconcile.memory import RETRY_ANNOTATION
@@ -34,6 +36,7 @@ from gputenant.reconcile.pipeline import Reconciler
 from gputenant.reconcile.ports import StepError
 from gputenant.reconcile.steps.argocd import argocd_namespaces
 from gputenant.timefmt import rfc3339
+from gputenant.usage import PrometheusError, UsageQueries, read_usage, tenant_namespaces, usage_figures
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,11 @@ class Runtime:
     pools_task: asyncio.Task | None = None
     reconcile_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(default_reconcile_concurrency()))
     """Pipeline runs in flight across all tenants (`gputenant run --reconcile-concurrency`)."""
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    prometheus_url: str | None = None
+    """Where the DCGM series are read for allocation against use (`gputenant run --prometheus-url`)."""
+    usage_window: str = "1h"
+    usage_task: asyncio.Task | None = None
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
@@ -77,6 +85,7 @@ class Runtime:
             del self.locks[name]
         if uid:
             self.reconciler.forget(uid)
+        self.metrics.forget_tenant(name)
 
     async def reconcile(self, body: kopf.Body, retry: int = 0):
         """One pipeline run for the tenant, once it holds the tenant's lock and a reconcile slot."""
@@ -94,18 +103,20 @@ def runtime() -> Runtime:
 
 
 def build_runtime(config: OperatorConfig, kubeconfig: str | None, *, helm_concurrency: int | None = None,
-                  reconcile_concurrency: int | None = None) -> Runtime:
+                  reconcile_concurrency: int | None = None, metrics: OperatorMetrics | None = None) -> Runtime:
     """The operator's shared parts; a concurrency left None is the default (helm: twice the cores,
-    reconciles: eight times the cores)."""
+    reconciles: eight times the cores); metrics None: a registry nobody serves."""
     from gputenant.helm import ChartRef, VClusterReleases
     from gputenant.reconcile.adapters import HelmReleases, TokenKubeconfigs
 
+    metrics = metrics or OperatorMetrics()
     client = KubeClient.from_kubeconfig(kubeconfig, config.field_manager)
-    releases = HelmReleases(VClusterReleases(kubeconfig, max_concurrent=helm_concurrency),
+    releases = HelmReleases(VClusterReleases(kubeconfig, max_concurrent=helm_concurrency, metrics=metrics),
                             ChartRef.from_config(config.vcluster))
     issuer = TokenKubeconfigs(config.field_manager)
     return Runtime(
-        config=config, client=client, reconciler=Reconciler(client, config, releases, issuer),
+        config=config, client=client, reconciler=Reconciler(client, config, releases, issuer, metrics=metrics),
+        metrics=metrics,
         resync_seconds=float(os.environ.get(RESYNC_ENV, "60")),
         deletion_retry_seconds=float(os.environ.get(DELETION_RETRY_ENV, "300")),
         reconcile_slots=asyncio.Semaphore(reconcile_concurrency or default_reconcile_concurrency()))
@@ -113,15 +124,17 @@ def build_runtime(config: OperatorConfig, kubeconfig: str | None, *, helm_concur
 
 def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_seconds: float = 0.0,
             webhook_args: argparse.Namespace | None = None, helm_concurrency: int | None = None,
-            reconcile_concurrency: int | None = None) -> Runtime:
+            reconcile_concurrency: int | None = None, metrics: OperatorMetrics | None = None,
+            prometheus_url: str | None = None, usage_window: str = "1h") -> Runtime:
     """Build the runtime and, when the webhook flags ask for it, the admission guard, which the
     startup handler starts in a process of its own (reconciliation must not delay pod admission).
     Raises ValueError for flags or pools that cannot work (the message names the fix)."""
     global _runtime
     device_plugin_config_data(config)  # PoolConfigError now rather than in every pools round
     rt = build_runtime(config, kubeconfig, helm_concurrency=helm_concurrency,
-                       reconcile_concurrency=reconcile_concurrency)
+                       reconcile_concurrency=reconcile_concurrency, metrics=metrics)
     rt.pools_interval_seconds = pools_interval_seconds
+    rt.prometheus_url, rt.usage_window = prometheus_url, usage_window
     if webhook_args is not None and webhook_args.webhook_host:
         check_webhook_arguments(webhook_args)
         rt.guard = GuardProcess(Path(kubeconfig) if kubeconfig else None, config, webhook_args)
@@ -157,6 +170,8 @@ async def startup(settings: kopf.OperatorSettings, **_) -> None:
         os.nice(RECONCILE_NICENESS)
     if rt.pools_interval_seconds > 0:
         rt.pools_task = asyncio.create_task(keep_pools(rt), name="gputenant-pools")
+    if rt.prometheus_url:
+        rt.usage_task = asyncio.create_task(keep_usage(rt), name="gputenant-usage")
     log.info("gpu-tenant-operator started (field manager %s, admission guard %s, GPU pools every %s)",
              rt.config.field_manager, "on" if rt.guard else "off",
              f"{rt.pools_interval_seconds:g}s" if rt.pools_interval_seconds > 0 else "never")
@@ -168,9 +183,10 @@ async def cleanup(**_) -> None:
         return
     if _runtime.guard is not None:
         await asyncio.to_thread(_runtime.guard.stop)
-    if _runtime.pools_task is not None:
-        _runtime.pools_task.cancel()
-        await asyncio.gather(_runtime.pools_task, return_exceptions=True)
+    for task in (_runtime.pools_task, _runtime.usage_task):
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
     await _runtime.client.close()
 
 
@@ -228,11 +244,26 @@ async def apply_pools_once(rt: Runtime) -> None:
 
 
 async def refresh_pool_reports(rt: Runtime) -> None:
-    """The report served by the `pools` probe; logged when it changes."""
+    """The report served by the `pools` probe and the pool metrics; logged when it changes."""
     reports = await collect_pool_reports(rt.client, rt.config)
+    rt.metrics.publish_pools(pool_figures(reports))
     if reports != rt.pool_reports:
         log.info("GPU pools: %s", "; ".join(f"{r.name}: {pool_summary(r)}" for r in reports))
     rt.pool_reports = reports
+
+
+async def keep_usage(rt: Runtime) -> None:
+    """Allocation against use per tenant, read from Prometheus every resync period into the metrics.
+    A failed read is a warning; the last figures stay until the next one succeeds."""
+    queries = UsageQueries.over(rt.usage_window, f"{rt.config.namespace_prefix}.+")
+    while True:
+        try:
+            namespaces = tenant_namespaces(await rt.client.list(API_VERSION, KIND), rt.config)
+            usage = await asyncio.to_thread(read_usage, rt.prometheus_url or "", namespaces, queries)
+            rt.metrics.publish_usage(usage_figures(usage))
+        except (ApiError, PrometheusError) as error:
+            log.warning("GPU usage not read: %s; retrying in %gs", error, rt.resync_seconds)
+        await asyncio.sleep(rt.resync_seconds)
 
 
 async def _reconcile(body: kopf.Body, retry: int) -> None:

@@ -132,9 +132,10 @@ def test_webhook_service_certificates_and_rbac_follow_the_guard_design():
     generated = render("--set", "webhook.enabled=true")
     command = find(generated, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[command.index("--webhook-cert-dir") + 1].startswith("/tmp/")
-    assert [o["kind"] for o in render() if o["kind"] == "Service"] == ["Service"], "the guard is on by default"
+    guard_service = ("Service", f"{FULLNAME}-guard")
+    assert guard_service in [(o["kind"], o["metadata"]["name"]) for o in render()], "the guard is on by default"
     disabled = render("--set", "webhook.enabled=false")
-    assert not [o for o in disabled if o["kind"] == "Service"]
+    assert guard_service not in [(o["kind"], o["metadata"]["name"]) for o in disabled]
     assert not [r for r in _rules(disabled, "ClusterRole", FULLNAME) if "admissionregistration.k8s.io" in r["apiGroups"]]
 
 
@@ -335,6 +336,61 @@ def test_scope_policy_names_the_operator_and_the_prefix():
         f"request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:{FULLNAME}'")
     assert "startsWith('team-')" in json.dumps(policy["spec"]["validations"])
     assert not [o for o in render("--set", "scopePolicy.enabled=false") if "AdmissionPolicy" in o["kind"]]
+
+
+def test_metrics_port_service_and_flag_agree_and_the_flag_parses():
+    """The Service targets the container's metrics port, and `gputenant run` serves that port on all
+    addresses of the pod; the ServiceMonitor selects the metrics Service, not the guard's."""
+    from gputenant.cli import build_parser
+    from gputenant.commands.run import parse_metrics_address
+
+    objects = render("--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=kps")
+    container = find(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]
+    args = build_parser().parse_args(container["command"][1:])
+    container_port = next(p["containerPort"] for p in container["ports"] if p["name"] == "metrics")
+    assert parse_metrics_address(args.metrics_address) == ("0.0.0.0", container_port)
+    service = find(objects, "Service", f"{FULLNAME}-metrics")
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": container_port, "targetPort": "metrics"}]
+    monitor = find(objects, "ServiceMonitor", FULLNAME)
+    assert monitor["metadata"]["labels"]["release"] == "kps"
+    selected = [o["metadata"]["name"] for o in objects if o["kind"] == "Service" and
+                monitor["spec"]["selector"]["matchLabels"].items() <= o["metadata"]["labels"].items()]
+    assert selected == [f"{FULLNAME}-metrics"]
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+
+
+def test_metrics_defaults_serve_without_service_monitor_or_dashboard_and_turn_off_whole():
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in render()]
+    assert ("Service", f"{FULLNAME}-metrics") in kinds
+    assert not [k for k in kinds if k[0] == "ServiceMonitor" or k[1].endswith("-dashboard")]
+    off = render("--set", "metrics.enabled=false", "--set", "metrics.serviceMonitor.enabled=true",
+                 "--set", "metrics.dashboard.enabled=true")
+    assert not [o for o in off if o["metadata"]["name"].endswith(("-metrics", "-dashboard")) or o["kind"] == "ServiceMonitor"]
+    container = find(off, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]
+    assert "--metrics-address" not in container["command"]
+    assert "metrics" not in [p["name"] for p in container["ports"]]
+
+
+def test_dashboard_configmap_carries_the_chart_dashboard_for_grafanas_sidecar():
+    objects = render("--set", "metrics.dashboard.enabled=true")
+    configmap = find(objects, "ConfigMap", f"{FULLNAME}-dashboard")
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = json.loads((CHART / "dashboards" / "gputenant.json").read_text())
+    assert json.loads(configmap["data"]["gputenant.json"]) == shipped
+
+
+def test_usage_needs_a_prometheus_url_and_passes_it_with_the_window_to_gputenant_run():
+    from gputenant.cli import build_parser
+
+    def run_args(*values: str):
+        container = find(render(*values), "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]
+        return build_parser().parse_args(container["command"][1:])
+
+    assert run_args().prometheus_url is None
+    args = run_args("--set", "usage.prometheusUrl=http://prometheus.monitoring:9090", "--set", "usage.window=30m")
+    assert (args.prometheus_url, args.usage_window) == ("http://prometheus.monitoring:9090", "30m")
+    assert "at '/usage/window': '1d'" in helm("template", RELEASE, str(CHART), "--set", "usage.window=1d", check=False).stderr
 
 
 def test_the_operator_may_read_only_the_cluster_role_that_owns_the_guard_configurations():

@@ -144,5 +144,5 @@ def test_report_counts_nodes_gpus_grants_and_overcommit():
     assert table[0].split() == ["POOL", "MODE", "NODES", "GPUS", "GRANTED", "BURST", "OVERCOMMIT", "TENANTS"]
     assert table[1].split() == ["ts", "TimeSlicing", "2", "8", "10", "12", "1.25", "a,b"]
     metrics = format_metrics(list(reports.values()))
-    assert 'gputenant_pool_overcommit_ratio{pool="ts",mode="TimeSlicing"} 1.25' in metrics.splitlines()
+    assert 'gputenant_pool_overcommit_ratio{mode="TimeSlicing",pool="ts"} 1.25' in metrics.splitlines()
     assert 'gputenant_pool_overcommit_ratio{pool="whole"' not in metrics

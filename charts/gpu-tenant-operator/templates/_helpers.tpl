@@ -75,6 +75,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - /tmp/webhook-certs
 {{- end }}
 {{- end }}
+{{- if .Values.metrics.enabled }}
+- --metrics-address
+- {{ printf "0.0.0.0:%d" (int .Values.metrics.port) }}
+{{- end }}
+{{- with .Values.usage.prometheusUrl }}
+- --prometheus-url
+- {{ . | quote }}
+- --usage-window
+- {{ $.Values.usage.window | quote }}
+{{- end }}
 {{- if .Values.logs.json }}
 - --json-logs
 {{- end }}

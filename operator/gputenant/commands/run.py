@@ -1,6 +1,7 @@
 """`gputenant run`: the operator, watching GpuTenants in the whole cluster (what the Helm chart's
 Deployment runs); with --webhook-host it also serves the admission guard on tenant pods, and with
-GPU pools in its config it keeps their nodes labelled (--pools-interval)."""
+GPU pools in its config it keeps their nodes labelled (--pools-interval); with --metrics-address it
+serves its Prometheus metrics (docs/metrics.md)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,17 @@ import argparse
 import os
 import sys
 
+import prometheus_client
+
 from gputenant.guard.flags import add_webhook_arguments
+from gputenant.timefmt import parse_duration
 
 HELP = "run the operator against the current cluster (all namespaces)"
 DEFAULT_POOLS_INTERVAL_SECONDS = 300.0
 HELM_CONCURRENCY_ENV = "GPUTENANT_HELM_CONCURRENCY"
 RECONCILE_CONCURRENCY_ENV = "GPUTENANT_RECONCILE_CONCURRENCY"
+METRICS_ADDRESS_ENV = "GPUTENANT_METRICS_ADDRESS"
+PROMETHEUS_URL_ENV = "GPUTENANT_PROMETHEUS_URL"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=os.environ.get(RECONCILE_CONCURRENCY_ENV),
                         help=f"tenant reconciles in flight at once (default: ${RECONCILE_CONCURRENCY_ENV}, "
                         "else eight times the cores)")
+    parser.add_argument("--metrics-address", metavar="HOST:PORT", default=os.environ.get(METRICS_ADDRESS_ENV),
+                        help=f"serve Prometheus metrics at http://HOST:PORT/metrics, e.g. 0.0.0.0:9100 (default: "
+                        f"${METRICS_ADDRESS_ENV}, else not served)")
+    parser.add_argument("--prometheus-url", metavar="URL", default=os.environ.get(PROMETHEUS_URL_ENV),
+                        help="Prometheus scraping the DCGM exporter: publish each tenant's GPUs held against used, "
+                        f"idle and busy-but-not-working GPUs as metrics (default: ${PROMETHEUS_URL_ENV}, else off)")
+    parser.add_argument("--usage-window", default="1h", metavar="DURATION",
+                        help="window of the GPU usage figures, in whole h/m/s (default 1h)")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
     add_webhook_arguments(parser)
 
@@ -45,10 +59,20 @@ def run(args: argparse.Namespace) -> int:
 
     from gputenant.config.models import OperatorConfig
     from gputenant.handlers import CONFIG_ENV, prepare
+    from gputenant.metrics import OperatorMetrics
 
     if args.pools_interval < 0:
         print(f"gputenant run: --pools-interval {args.pools_interval:g} is negative; give seconds, or 0 to "
               "turn the GPU pools loop off", file=sys.stderr)
+        return 2
+    try:
+        metrics_address = parse_metrics_address(args.metrics_address) if args.metrics_address else None
+    except ValueError as error:
+        print(f"gputenant run: {error}", file=sys.stderr)
+        return 2
+    if parse_duration(args.usage_window) is None:
+        print(f"gputenant run: --usage-window {args.usage_window!r} is not a duration in whole h/m/s units; give e.g. "
+              "1h or 30m", file=sys.stderr)
         return 2
     for flag, value in (("--helm-concurrency", args.helm_concurrency),
                         ("--reconcile-concurrency", args.reconcile_concurrency)):
@@ -63,11 +87,42 @@ def run(args: argparse.Namespace) -> int:
         os.environ["KUBECONFIG"] = kubeconfig  # helm, run by pyhelm3, reads it
     kopf.configure(verbose=args.verbose,
                    log_format=kopf.LogFormat.JSON if args.json_logs else kopf.LogFormat.FULL)
+    metrics = OperatorMetrics(process_registry())
     try:
         prepare(config, kubeconfig, pools_interval_seconds=args.pools_interval, webhook_args=args,
-                helm_concurrency=args.helm_concurrency, reconcile_concurrency=args.reconcile_concurrency)
+                helm_concurrency=args.helm_concurrency, reconcile_concurrency=args.reconcile_concurrency,
+                metrics=metrics, prometheus_url=args.prometheus_url, usage_window=args.usage_window)
     except ValueError as error:  # e.g. --webhook-cert without --webhook-key, two pools with one devicePluginConfig
         print(f"gputenant run: {error}", file=sys.stderr)
         return 2
+    if metrics_address is not None:
+        host, port = metrics_address
+        try:
+            prometheus_client.start_http_server(port, host, registry=metrics.registry)
+        except OSError as error:
+            print(f"gputenant run: cannot serve metrics on {args.metrics_address}: {error.strerror}; choose another "
+                  "--metrics-address", file=sys.stderr)
+            return 2
     kopf.run(clusterwide=True, standalone=True, liveness_endpoint=args.liveness)
     return 0
+
+
+def process_registry() -> prometheus_client.CollectorRegistry:
+    """A registry with the process' own series (CPU, memory, file descriptors, Python GC) and
+    without the ``_created`` twin of every counter, which only doubles what is scraped."""
+    prometheus_client.disable_created_metrics()
+    registry = prometheus_client.CollectorRegistry()
+    for collector in (prometheus_client.ProcessCollector, prometheus_client.PlatformCollector,
+                      prometheus_client.GCCollector):
+        collector(registry=registry)
+    return registry
+
+
+def parse_metrics_address(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::]:9100`` for IPv6) -> (host, port); ValueError naming the flag otherwise."""
+    host, _, port = address.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--metrics-address {address!r} (or ${METRICS_ADDRESS_ENV}) is not HOST:PORT; give e.g. "
+                         "0.0.0.0:9100, or 127.0.0.1:9100 to serve only this host")
+    return host, int(port)

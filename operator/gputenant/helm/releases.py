@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import shutil
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -32,6 +33,7 @@ from gputenant.helm.errors import (
     from_pyhelm3,
 )
 from gputenant.helm.versions import check_upgrade_path, parse_version, values_hash
+from gputenant.metrics import HELM_SKIP, SUCCESS, OperatorMetrics
 
 DESCRIPTION_PREFIX = "gputenant values "
 """Each revision's Helm description names its values hash, so `helm history` shows what changed."""
@@ -70,6 +72,17 @@ class HelmAction(str, Enum):
     INSTALLED = "Installed"
     UPGRADED = "Upgraded"
     UNCHANGED = "Unchanged"
+
+
+OPERATION_OF = {HelmAction.INSTALLED: "install", HelmAction.UPGRADED: "upgrade", HelmAction.UNCHANGED: "unchanged"}
+"""The `operation` label of gputenant_helm_operations_total for what an attempt did."""
+
+
+@dataclass
+class _Attempt:
+    """What one ensure attempt is doing, so a failure is counted under the operation it broke."""
+
+    operation: str
 
 
 @dataclass
@@ -134,10 +147,11 @@ class VClusterReleases:
 
     def __init__(self, kubeconfig: str | Path | None = None, *, helm_path: str | Path | None = None,
                  timeout: str = "5m", retry_attempts: int = 3, retry_max_wait_seconds: float = 8.0,
-                 max_concurrent: int | None = None):
+                 max_concurrent: int | None = None, metrics: OperatorMetrics | None = None):
         if max_concurrent is not None and max_concurrent < 1:
             raise ValueError(f"max_concurrent helm processes is {max_concurrent}; give 1 or more")
         self.counters = HelmCounters()
+        self.metrics = metrics or OperatorMetrics()
         self.helm_path = Path(helm_path) if helm_path else default_helm_path()
         self.timeout = timeout
         self._retry_attempts = retry_attempts
@@ -169,6 +183,7 @@ class VClusterReleases:
         """
         wanted_hash = values_hash(values, version)
         if applied_hash == wanted_hash:
+            self.metrics.helm_operation(HELM_SKIP, SUCCESS)
             return HelmOutcome(HelmAction.UNCHANGED, release, namespace, version, wanted_hash, None, 0)
         started_with = self.counters.invocations
         retrying = AsyncRetrying(
@@ -186,18 +201,39 @@ class VClusterReleases:
     async def uninstall(self, release: str, namespace: str) -> bool:
         """Remove the release and the objects its chart made; False when there was none. Data
         the vCluster wrote itself (``vc-<release>``, PVCs) is left to namespace deletion."""
+        started = time.perf_counter()
         try:
             await self._command.uninstall(release, namespace=namespace, timeout=self.timeout)
         except pyhelm3_errors.ReleaseNotFoundError:
+            self.metrics.helm_operation("uninstall", "ReleaseNotFound", time.perf_counter() - started)
             return False
         except pyhelm3_errors.Error as error:
-            raise from_pyhelm3(error) from None
+            failure = from_pyhelm3(error)
+            self.metrics.helm_operation("uninstall", failure.reason, time.perf_counter() - started)
+            raise failure from None
+        self.metrics.helm_operation("uninstall", SUCCESS, time.perf_counter() - started)
         self.counters.uninstalls += 1
         return True
 
     async def _ensure_once(self, release: str, namespace: str, chart_ref: ChartRef, version: str,
                            values: Mapping[str, Any], wanted_hash: str,
                            read_release: bool = True) -> tuple[HelmAction, int, str]:
+        """One attempt, timed and counted under what it did, or under what it tried and the reason
+        it failed (``read``: reading the release before deciding)."""
+        attempt = _Attempt("read" if read_release else "install")
+        started = time.perf_counter()
+        try:
+            action, revision, chart_version = await self._install_or_upgrade(
+                release, namespace, chart_ref, version, values, wanted_hash, read_release, attempt)
+        except HelmError as error:
+            self.metrics.helm_operation(attempt.operation, error.reason, time.perf_counter() - started)
+            raise
+        self.metrics.helm_operation(OPERATION_OF[action], SUCCESS, time.perf_counter() - started)
+        return action, revision, chart_version
+
+    async def _install_or_upgrade(self, release: str, namespace: str, chart_ref: ChartRef, version: str,
+                                  values: Mapping[str, Any], wanted_hash: str, read_release: bool,
+                                  attempt: _Attempt) -> tuple[HelmAction, int, str]:
         try:
             parse_version(version)
         except ValueError as error:
@@ -208,6 +244,7 @@ class VClusterReleases:
         try:
             current = (await self._client.get_proceedable_revision(release, namespace=namespace, timeout=self.timeout)
                        if read_release else None)
+            attempt.operation = "install" if current is None else "upgrade"
             if current is not None:
                 installed = str((await current.chart_metadata()).version)
                 try:

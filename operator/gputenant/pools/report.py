@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gputenant.config.models import OperatorConfig
+from gputenant.metrics import PoolFigures, pool_exposition
 from gputenant.pools.plan import node_gpus, node_name, pool_nodes
 from gputenant.tables import align_columns
 
@@ -99,20 +100,12 @@ def format_table(reports: list[PoolReport]) -> str:
     return align_columns(rows)
 
 
+def pool_figures(reports: list[PoolReport]) -> list[PoolFigures]:
+    """The reports as the operator's pool metrics publish them."""
+    return [PoolFigures(pool=r.name, mode=r.mode, nodes=len(r.nodes), gpus=r.capacity, granted=r.granted,
+                        burst=r.burst, overcommit=r.overcommit) for r in reports]
+
+
 def format_metrics(reports: list[PoolReport]) -> str:
-    """Prometheus text exposition of the report."""
-    series = [
-        ("gputenant_pool_nodes", "Nodes selected by the pool.", lambda r: len(r.nodes)),
-        ("gputenant_pool_gpus", "GPUs the pool can promise.", lambda r: r.capacity),
-        ("gputenant_pool_granted_gpus", "GPUs guaranteed to tenants (sum of quotas).", lambda r: r.granted),
-        ("gputenant_pool_burst_gpus", "GPU limits of the pool's tenants.", lambda r: r.burst),
-        ("gputenant_pool_overcommit_ratio", "Guaranteed GPUs per GPU.", lambda r: r.overcommit),
-    ]
-    lines = []
-    for metric, help_text, value in series:
-        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
-        for report in reports:
-            number = value(report)
-            if number is not None:
-                lines.append(f'{metric}{{pool="{report.name}",mode="{report.mode}"}} {_number(float(number))}')
-    return "\n".join(lines) + "\n"
+    """Prometheus text exposition of the report: the same pool gauges `gputenant run` serves."""
+    return pool_exposition(pool_figures(reports))

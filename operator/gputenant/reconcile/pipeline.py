@@ -11,6 +11,7 @@ becomes a condition and a backoff, a permanent one a condition that waits for th
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +25,7 @@ from gputenant.api.v1alpha1 import GpuTenant, GpuTenantSpec, GrantedStatus, Queu
 from gputenant.config.models import OperatorConfig
 from gputenant.kube import ApiError, KubeClient
 from gputenant.kubeconfigs import token_lifetime
+from gputenant.metrics import HELM_SKIP, PREPARE_STEP, SUCCESS, OperatorMetrics, TenantFigures, step_label
 from gputenant.policy.decision import Decision
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.context import Outcome, Pass, Services, backoff
@@ -34,6 +36,7 @@ from gputenant.reconcile.ports import KubeconfigIssuer, Releases, StepError
 from gputenant.reconcile.status import comparable, status_body
 from gputenant.reconcile.steps import STEPS, condition_of
 from gputenant.render import RenderError
+from gputenant.timefmt import parse_rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,8 @@ class Reconciler:
 
     def __init__(self, client: KubeClient, config: OperatorConfig, releases: Releases,
                  issuer: KubeconfigIssuer, *, decide: Callable[..., Decision] | None = None,
-                 render: Callable[..., Any] | None = None, clock: Callable[[], datetime] | None = None):
+                 render: Callable[..., Any] | None = None, clock: Callable[[], datetime] | None = None,
+                 metrics: OperatorMetrics | None = None):
         self.client = client
         self.config = config
         self.releases = releases
@@ -54,6 +58,7 @@ class Reconciler:
         self._decide = decide
         self._render = render
         self.clock = clock or (lambda: datetime.now(UTC))
+        self.metrics = metrics or OperatorMetrics()
 
     def decide(self, name: str, spec: GpuTenantSpec) -> Decision:
         if self._decide is None:
@@ -73,6 +78,7 @@ class Reconciler:
 
     async def reconcile(self, body: dict, retry: int = 0) -> Outcome:
         """Run the pipeline; `retry` counts earlier failed attempts (for the backoff)."""
+        started = time.perf_counter()
         try:
             body = await self.with_current_status(body)
         except ApiError as error:
@@ -81,19 +87,27 @@ class Reconciler:
         run = Pass(self.services, body, retry, self.clock())
         if run.uid:
             self.memory.seen(run.name, run.uid)
-        condition = STEPS[0].condition
+        condition, step_name = STEPS[0].condition, PREPARE_STEP
         try:
-            self.prepare(run)
+            with self.metrics.timing_step(PREPARE_STEP):
+                self.prepare(run)
             for step in STEPS:
-                condition = step.condition
-                if not await step.ensure(run):
+                condition, step_name = step.condition, step_label(step.condition)
+                with self.metrics.timing_step(step_name):
+                    going_on = await step.ensure(run)
+                if condition == reasons.VCLUSTER_READY and not run.outcome.helm_calls:
+                    self.metrics.helm_operation(HELM_SKIP, SUCCESS)
+                if not going_on:
                     break
         except StepError as error:
+            self.metrics.step_failed(step_name, error.reason)
             fail(run, condition, error)
         except ApiError as error:
             reason = reasons.API_UNAVAILABLE if error.transient else reasons.APPLY_REJECTED
+            self.metrics.step_failed(step_name, reason)
             fail(run, condition, StepError(reason, str(error), error.transient))
         await finish(run)
+        self.metrics.pass_finished(run.name, pass_result(run), time.perf_counter() - started, tenant_figures(run))
         return run.outcome
 
     def prepare(self, run: Pass) -> None:
@@ -175,6 +189,23 @@ async def finish(run: Pass) -> None:
         run.outcome.retry_after = retry_in
         return
     run.outcome.status_written = True
+
+
+def pass_result(run: Pass) -> str:
+    """The `result` label of a finished pass."""
+    if run.outcome.ready:
+        return "ready"
+    if run.outcome.permanent_failure:
+        return "failed"
+    return "retrying" if run.outcome.retry_after is not None else "not_ready"
+
+
+def tenant_figures(run: Pass) -> TenantFigures:
+    """The tenant's phase (its Ready condition) and earliest kubeconfig expiry, for the metrics."""
+    ready = cond.find(run.conditions, reasons.READY) or {}
+    phase = {"True": "Ready", "False": "NotReady"}.get(ready.get("status", ""), "Unknown")
+    expiries = [moment for moment in (parse_rfc3339(k.expires_at) for k in run.status.kubeconfigs) if moment]
+    return TenantFigures(phase, ready.get("reason", ""), min(expiries, default=None))
 
 
 def was_ready_at_this_generation(run: Pass) -> bool:

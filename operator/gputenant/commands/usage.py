@@ -1,0 +1,63 @@
+"""`gputenant usage`: per tenant, the GPUs its pods held against what they used, from the DCGM
+exporter's series in Prometheus; idle GPUs and GPUs "busy but not working" (GPU_UTIL high, SM
+activity low) by pod."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = "GPUs held against GPUs used per tenant, idle GPUs and busy-but-not-working GPUs, from Prometheus"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prometheus-url", required=True, metavar="URL",
+                        help="Prometheus that scrapes the DCGM exporter, e.g. http://prometheus.monitoring:9090")
+    parser.add_argument("--config", help="operator configuration YAML (default: built-in defaults)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
+    parser.add_argument("--window", default="1h", metavar="DURATION",
+                        help="how far back to look, in whole h/m/s (default 1h)")
+    parser.add_argument("--step", type=int, metavar="SECONDS",
+                        help="resolution of the GPU-hour sums (default: the window in 120 steps)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from gputenant import GROUP, KIND, VERSION
+    from gputenant.config.models import OperatorConfig
+    from gputenant.kube import KubeClient
+    from gputenant.usage import PrometheusError, UsageQueries, format_usage_table, read_usage, tenant_namespaces
+
+    config = OperatorConfig.load(args.config) if args.config else OperatorConfig()
+    if args.step is not None and args.step < 1:
+        print(f"gputenant usage: --step {args.step} must be 1 or more seconds", file=sys.stderr)
+        return 2
+    try:
+        queries = UsageQueries.over(args.window, f"{config.namespace_prefix}.+", args.step)
+    except ValueError as error:
+        print(f"gputenant usage: --window: {error}", file=sys.stderr)
+        return 2
+
+    async def list_tenants() -> list[dict]:
+        async with KubeClient.from_kubeconfig(args.kubeconfig, config.field_manager) as client:
+            return await client.list(f"{GROUP}/{VERSION}", KIND)
+
+    namespaces = tenant_namespaces(asyncio.run(list_tenants()), config)
+    try:
+        usage = read_usage(args.prometheus_url, namespaces, queries)
+    except PrometheusError as error:
+        print(f"gputenant usage: {error}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps([{
+            "tenant": u.tenant, "namespace": u.namespace, "gpus": u.gpus_held, "heldGpuHours": u.held_gpu_hours,
+            "usedGpuHours": u.used_gpu_hours, "idle": [{"pod": s.pod, "gpu": s.gpu} for s in u.idle],
+            "busyNotWorking": [{"pod": s.pod, "gpu": s.gpu, "gpuUtil": s.gpu_util, "smActive": s.sm_active}
+                               for s in u.busy_not_working],
+        } for u in usage], indent=2))
+    else:
+        print(format_usage_table(usage))
+    return 0
