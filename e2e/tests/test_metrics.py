@@ -131,8 +131,6 @@ def test_deleting_tenants_removes_their_series_and_uninstalls(prometheus, tenant
     eventually(prometheus, "sum(gputenant_pool_granted_gpus)", lambda v: v == 0)
 
 
-@pytest.mark.xfail(strict=True, reason="the admission guard calls OperatorMetrics.observe_guard_decision once the "
-                   "guard registry (issue 13.5) is merged and wired; see docs/metrics.md")
 def test_the_guard_decisions_of_the_lifecycle_are_counted_with_their_latency(prometheus):
     assert prometheus.value('sum(gputenant_guard_decision_duration_seconds_count{outcome="allowed"})') >= 1
     p99 = prometheus.value("histogram_quantile(0.99, sum by (le) (gputenant_guard_decision_duration_seconds_bucket))")

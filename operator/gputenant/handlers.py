@@ -137,7 +137,8 @@ def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_se
     rt.prometheus_url, rt.usage_window = prometheus_url, usage_window
     if webhook_args is not None and webhook_args.webhook_host:
         check_webhook_arguments(webhook_args)
-        rt.guard = GuardProcess(Path(kubeconfig) if kubeconfig else None, config, webhook_args)
+        rt.guard = GuardProcess(Path(kubeconfig) if kubeconfig else None, config, webhook_args,
+                                observe=rt.metrics.observe_guard_decision)
     _runtime = rt
     return rt
 

@@ -19,7 +19,7 @@ import kopf
 
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.server import GuardServer, server_from_args
-from gputenant.guard.webhook import Guard, register
+from gputenant.guard.webhook import DecisionObserver, Guard, register
 from gputenant.kube import KubeClient
 
 ServerFactory = Callable[[KubeClient], GuardServer]
@@ -33,11 +33,12 @@ class GuardThread:
 
     def __init__(self, kubeconfig: Path | None, config: OperatorConfig, *, cert_dir: Path | None = None,
                  port: int | None = None, file_check_interval: float = 60.0,
-                 client_ca_file: Path | None = None, make_server: ServerFactory | None = None):
+                 client_ca_file: Path | None = None, make_server: ServerFactory | None = None,
+                 observe: DecisionObserver | None = None):
         self.config = config
         self.registry = kopf.OperatorRegistry()
         self.client = KubeClient.from_kubeconfig(str(kubeconfig) if kubeconfig else None, config.field_manager)
-        self.guard: Guard = register(self.registry, config, self.client)
+        self.guard: Guard = register(self.registry, config, self.client, observe)
         if kubeconfig is not None:
             connection = self.client.kopf_connection()
             kopf.on.login(registry=self.registry)(lambda **_: connection)
@@ -92,20 +93,30 @@ class GuardThread:
 class GuardProcess:
     """``GuardThread`` in a child process (spawned, so it shares no lock or loop with the parent),
     serving with the ``gputenant run`` webhook flags in `server_args`. ``start`` returns once the
-    guard serves, or raises with the child's error."""
+    guard serves, or raises with the child's error. The child's decisions reach `observe` (the
+    operator's metrics) in this process through a queue, drained by a thread of its own."""
 
-    def __init__(self, kubeconfig: Path | None, config: OperatorConfig, server_args: argparse.Namespace):
+    def __init__(self, kubeconfig: Path | None, config: OperatorConfig, server_args: argparse.Namespace,
+                 observe: DecisionObserver | None = None):
         self._context = multiprocessing.get_context("spawn")
         self._arguments = (str(kubeconfig) if kubeconfig else None, config.model_dump_json(by_alias=True),
                            server_args)
         self._stop = self._context.Event()
         self._outcome = self._context.Queue()
+        self._decisions = self._context.Queue() if observe is not None else None
+        self._observe = observe
+        self._drain: threading.Thread | None = None
         self._process: Any | None = None
 
     def start(self, timeout: float = 120) -> GuardProcess:
         self._process = self._context.Process(target=_serve_in_child, name="gputenant-guard", daemon=True,
-                                              args=(*self._arguments, self._stop, self._outcome))
+                                              args=(*self._arguments, self._stop, self._outcome,
+                                                    self._decisions))
         self._process.start()
+        if self._decisions is not None:
+            self._drain = threading.Thread(target=self._drain_decisions, name="gputenant-guard-decisions",
+                                           daemon=True)
+            self._drain.start()
         try:
             error = self._outcome.get(timeout=timeout)
         except queue.Empty:
@@ -121,10 +132,18 @@ class GuardProcess:
             self._process.join(timeout)
             if self._process.is_alive():
                 self._process.terminate()
+        if self._decisions is not None and self._drain is not None:
+            self._decisions.put(None)
+            self._drain.join(timeout)
+
+    def _drain_decisions(self) -> None:
+        assert self._decisions is not None and self._observe is not None
+        while (decision := self._decisions.get()) is not None:
+            self._observe(*decision)
 
 
 def _serve_in_child(kubeconfig: str | None, config_json: str, server_args: argparse.Namespace,
-                    stop: Any, outcome: Any) -> None:
+                    stop: Any, outcome: Any, decisions: Any = None) -> None:
     config = OperatorConfig.model_validate_json(config_json)
 
     def make_server(client: KubeClient) -> GuardServer:
@@ -134,10 +153,18 @@ def _serve_in_child(kubeconfig: str | None, config_json: str, server_args: argpa
         return server
 
     try:
-        thread = GuardThread(Path(kubeconfig) if kubeconfig else None, config, make_server=make_server).start()
+        thread = GuardThread(Path(kubeconfig) if kubeconfig else None, config, make_server=make_server,
+                             observe=_sender(decisions)).start()
     except BaseException as error:  # reported to the parent, which raises it
         outcome.put(repr(error))
         return
     outcome.put("")
     stop.wait()
     thread.stop()
+
+
+def _sender(decisions: Any) -> DecisionObserver | None:
+    """An observer that hands each decision to the parent through `decisions` (None: nobody listens)."""
+    if decisions is None:
+        return None
+    return lambda rule, outcome, seconds: decisions.put_nowait((rule, outcome, seconds))
