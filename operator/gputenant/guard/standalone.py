@@ -144,6 +144,9 @@ class GuardProcess:
 
 def _serve_in_child(kubeconfig: str | None, config_json: str, server_args: argparse.Namespace,
                     stop: Any, outcome: Any, decisions: Any = None) -> None:
+    # A spawned process starts with Python's default logging: log as `gputenant run` was told to.
+    kopf.configure(verbose=getattr(server_args, "verbose", False),
+                   log_format=kopf.LogFormat.JSON if getattr(server_args, "json_logs", False) else kopf.LogFormat.FULL)
     config = OperatorConfig.model_validate_json(config_json)
 
     def make_server(client: KubeClient) -> GuardServer:
