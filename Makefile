@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 LINTED := operator e2e bench
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test unit bench lint generate venv tools
+.PHONY: help dev test test-vcluster unit bench lint generate venv tools
 
 ##@ General
 
@@ -34,6 +34,9 @@ lint: venv ## ruff, import-linter's layering contracts (.importlinter) and mypy 
 
 test: venv tools ## Unit tests and tests against the real local control plane (what CI runs after lint)
 	$(BIN)/pytest -ra
+
+test-vcluster: venv tools ## The real vCluster 0.36.1 pod on the real node, per example tenant (opt-in while the suite uses the simulator)
+	GPUTENANT_REAL_VCLUSTER=1 $(BIN)/pytest -ra e2e/tests/test_vcluster_real.py
 
 unit: venv ## Only the fast tests that need no control plane (seconds)
 	$(BIN)/pytest -ra -m 'not plane'

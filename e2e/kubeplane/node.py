@@ -127,8 +127,7 @@ class Node:
 
     def _untaint_ready_node(self, admin: kubernetes.client.ApiClient) -> None:
         """Remove the `not-ready` taint the kubelet registers with. The node lifecycle controller
-        does that in a cluster; it is not run here because it would also taint the fake GPU nodes,
-        whose leases no kubelet renews."""
+        does that in a cluster; the plane does not run it (see plane.CONTROLLERS)."""
         core = kubernetes.client.CoreV1Api(admin)
         taints = core.read_node(self.name).spec.taints or []
         kept = [t for t in taints if t.key != NOT_READY_TAINT]

@@ -55,8 +55,8 @@ ADMISSION_PLUGINS = [
 NODE_CONTROLLERS = ["endpointslice-controller"]
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 
-# Controllers whose behaviour the operator relies on. No node lifecycle controller: it would taint
-# the fake GPU nodes unreachable because no kubelet renews their leases.
+# Controllers whose behaviour the operator relies on. No node lifecycle controller: the kwok GPU
+# nodes (gpu_nodes.create_nodes) and the real node lift the kubelet's not-ready taint themselves.
 CONTROLLERS = [
     f"{name}-controller" for name in (
         "namespace", "garbage-collector", "resourcequota", "serviceaccount", "serviceaccount-token",
