@@ -21,7 +21,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from gputenant.kube import client as kube_client
-from gputenant.kube.client import KubeClient, split_inline_credentials
+from gputenant.kube.client import KubeClient
+from gputenant.kube.credentials import split_inline_credentials
 
 
 def _certificate(common_name: str, key, issuer_name: str, issuer_key, ca: bool) -> bytes:

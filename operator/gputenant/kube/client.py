@@ -12,15 +12,10 @@ tests and benchmarks can check that a resync of unchanged tenants writes nothing
 from __future__ import annotations
 
 import asyncio
-import base64
-import copy
 import json
 import os
 import ssl
-import tempfile
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,9 +23,16 @@ from urllib.parse import quote
 
 import aiohttp
 import kubernetes
-import yaml
 from kubernetes.config.kube_config import KubeConfigLoader
 
+from gputenant.kube.credentials import (
+    InlineCredentials,
+    kubeconfig_paths,
+    memory_file,
+    read_kubeconfig_files,
+    split_inline_credentials,
+    tls_context,
+)
 from gputenant.kube.errors import ApiError
 
 if TYPE_CHECKING:
@@ -79,135 +81,13 @@ class Resource:
         return "/".join(parts)
 
 
-@dataclass(frozen=True)
-class InlineCredentials:
-    """PEM bytes a kubeconfig holds inline, kept in memory only."""
-
-    ca: bytes | None = None
-    client_certificate: bytes | None = None
-    client_key: bytes | None = None
-
-
-def split_inline_credentials(kubeconfig: dict, context: str | None = None) -> tuple[dict, InlineCredentials]:
-    """The kubeconfig without the inline certificates and key of its current (or named) context,
-    and those PEMs: what is left loads without the `kubernetes` package writing a file."""
-    stripped = copy.deepcopy(kubeconfig)
-    context_name = context or stripped.get("current-context")
-    context_entry = _named(stripped, "contexts", context_name).get("context") or {}
-    cluster = _named(stripped, "clusters", context_entry.get("cluster")).get("cluster") or {}
-    user = _named(stripped, "users", context_entry.get("user")).get("user") or {}
-    return stripped, InlineCredentials(
-        ca=_pop_pem(cluster, "certificate-authority-data"),
-        client_certificate=_pop_pem(user, "client-certificate-data"),
-        client_key=_pop_pem(user, "client-key-data"))
-
-
-def _named(kubeconfig: dict, section: str, name: str | None) -> dict:
-    return next((entry for entry in kubeconfig.get(section) or []
-                 if isinstance(entry, dict) and entry.get("name") == name), {})
-
-
-def _pop_pem(entry: dict, key: str) -> bytes | None:
-    data = entry.pop(key, None)
-    if not data:
-        return None
-    try:
-        return base64.standard_b64decode(data)
-    except ValueError:
-        raise kubernetes.config.ConfigException(f"kubeconfig {key} is not base64") from None
-
-
-def read_kubeconfig_files(paths: list[Path]) -> tuple[dict, Path]:
-    """kubeconfig files merged as kubectl merges $KUBECONFIG (the first file naming an entry or
-    current-context wins), relative file references resolved against their own file's folder;
-    returns the merged document and the first file's folder."""
-    merged: dict[str, Any] = {"clusters": [], "users": [], "contexts": []}
-    seen: dict[str, set] = {section: set() for section in merged}
-    for path in paths:
-        document = yaml.safe_load(path.read_text()) or {}
-        if not merged.get("current-context"):
-            merged["current-context"] = document.get("current-context")
-        for section, inner, file_keys in (("clusters", "cluster", ("certificate-authority",)),
-                                          ("users", "user", ("client-certificate", "client-key", "tokenFile")),
-                                          ("contexts", "context", ())):
-            for entry in document.get(section) or []:
-                if entry.get("name") in seen[section]:
-                    continue
-                seen[section].add(entry.get("name"))
-                body = dict(entry.get(inner) or {})
-                for key in file_keys:
-                    if body.get(key) and not os.path.isabs(body[key]):
-                        body[key] = str(path.parent / body[key])
-                merged[section].append({**entry, inner: body})
-    return merged, paths[0].parent
-
-
-def _kubeconfig_paths(path: str | None) -> list[Path]:
-    """--kubeconfig, else $KUBECONFIG's existing files, else ~/.kube/config if it exists."""
-    if path:
-        if not os.path.isfile(path):
-            raise kubernetes.config.ConfigException(f"kubeconfig {path} is not a file; check --kubeconfig")
-        return [Path(path)]
-    listed = [Path(p) for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
-    candidates = listed or [Path.home() / ".kube" / "config"]
-    return [p for p in candidates if p.is_file()]
-
-
-def _memory_file(pem: bytes) -> int:
-    """An anonymous in-memory file (memfd) holding `pem`; its path is /proc/self/fd/<fd>."""
-    fd = os.memfd_create("kube-client-credentials", os.MFD_CLOEXEC)
-    with os.fdopen(os.dup(fd), "wb") as memory_file:
-        memory_file.write(pem)
-    return fd
-
-
-@contextmanager
-def _private_pem_path(pem: bytes) -> Iterator[str]:
-    """A path `ssl` can read the PEM from, which no other process can open and which is gone
-    when the block ends: an anonymous in-memory file (memfd, Linux), else a file in a fresh 0700
-    folder unlinked right after the read."""
-    if hasattr(os, "memfd_create"):
-        fd = _memory_file(pem)
-        try:
-            yield f"/proc/self/fd/{fd}"
-        finally:
-            os.close(fd)
-        return
-    folder = tempfile.mkdtemp(prefix="kube-client-")
-    path = os.path.join(folder, "credentials.pem")
-    try:
-        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as private_file:
-            private_file.write(pem)
-        yield path
-    finally:
-        if os.path.exists(path):
-            os.unlink(path)
-        os.rmdir(folder)
-
-
-def tls_context(configuration: kubernetes.client.Configuration,
-                credentials: InlineCredentials) -> ssl.SSLContext | bool:
-    """The TLS context for a loaded configuration plus the inline PEMs kept in memory."""
-    if not configuration.verify_ssl:
-        return False
-    context = ssl.create_default_context(
-        cafile=configuration.ssl_ca_cert,
-        cadata=credentials.ca.decode() if credentials.ca else None)
-    if credentials.client_certificate and credentials.client_key:
-        with _private_pem_path(credentials.client_certificate + b"\n" + credentials.client_key) as path:
-            context.load_cert_chain(path)
-    elif configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, configuration.key_file)
-    return context
-
-
 class KubeClient:
     """Async Kubernetes API client: get/list/apply/delete/patch-status, TokenRequest and Events."""
 
     def __init__(self, configuration: kubernetes.client.Configuration, field_manager: str,
-                 user_agent: str = USER_AGENT, credentials: InlineCredentials = InlineCredentials()):
+                 user_agent: str = USER_AGENT, credentials: InlineCredentials | None = None):
         self._configuration = configuration
-        self._credentials = credentials
+        self._credentials = credentials or InlineCredentials()
         self.field_manager = field_manager
         self.user_agent = user_agent
         self.counters = RequestCounters()
@@ -222,7 +102,7 @@ class KubeClient:
     @classmethod
     def from_kubeconfig(cls, path: str | None, field_manager: str, **kwargs) -> KubeClient:
         """From a kubeconfig file (None: $KUBECONFIG or ~/.kube/config), else in-cluster."""
-        paths = _kubeconfig_paths(path)
+        paths = kubeconfig_paths(path)
         if not paths:
             configuration = kubernetes.client.Configuration()
             kubernetes.config.load_incluster_config(client_configuration=configuration)
@@ -264,7 +144,7 @@ class KubeClient:
         if self._credentials.client_certificate and self._credentials.client_key:
             if hasattr(os, "memfd_create"):
                 if self._credential_fd is None:
-                    self._credential_fd = _memory_file(
+                    self._credential_fd = memory_file(
                         self._credentials.client_certificate + b"\n" + self._credentials.client_key)
                 certificate_path = key_path = f"/proc/self/fd/{self._credential_fd}"
             else:
