@@ -3,9 +3,8 @@
 These models are the single source of the API: ``crds/tenant.yaml`` is generated from them
 (``make generate``), descriptions included, so ``kubectl explain`` and the pydantic validation
 cannot drift apart. This module is the version's public surface: the spec is defined here, its
-building blocks in ``types``, owners and members in ``subjects``, the vCluster block in ``vcluster``,
-the status in ``status``, trust
-and sharing modes in ``trust``.
+building blocks in ``types``, owners and members in ``subjects``, the vCluster block in
+``vcluster``, the status in ``status``, trust and sharing modes in ``trust``.
 """
 
 from __future__ import annotations
