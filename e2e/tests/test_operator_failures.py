@@ -118,13 +118,18 @@ def foreign_queue(name: str) -> dict:
 
 
 def test_a_queue_someone_else_made_under_the_tenants_name_is_neither_taken_nor_deleted(plane, tenants_api):
+    """The GpuTenant webhook refuses a new tenant named like a foreign Queue (test_attack_tenant_api);
+    the reconciler holds the same line on its own: a Queue replaced by someone else's under the
+    tenant's name is not overwritten on the next pass, nor deleted on offboarding."""
     name = "dept-q"
-    with plane.api_client() as client:
-        custom = kubernetes.client.CustomObjectsApi(client)
-        custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", foreign_queue(name))
+    tenants_api.apply(tenants_api.manifest(name, "Trusted", owner="d-owner"))
+    tenants_api.wait_ready(name, timeout=240)
     try:
-        tenants_api.apply(tenants_api.manifest(name, "Trusted", owner="d-owner"))
-        body = settled(tenants_api, name, "QueueReady")
+        plane.kubectl("delete", "queues.scheduling.run.ai", name)
+        with plane.api_client() as client:
+            custom = kubernetes.client.CustomObjectsApi(client)
+            custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", foreign_queue(name))
+        body = settled(tenants_api, name, "QueueReady", timeout=4 * tenants_api.operator.resync_seconds + 60)
         queue_ready = tenants_api.condition(body, "QueueReady")
         assert queue_ready["reason"] == "ObjectNotOwned" and f"Queue {name}" in queue_ready["message"]
         assert tenants_api.condition(body, "Ready")["reason"] == "ObjectNotOwned"
@@ -142,7 +147,11 @@ def test_a_refused_control_plane_pod_carries_the_api_servers_reason(plane, tenan
     StatefulSet controller's FailedCreate reason reaches VClusterReady, and the tenant comes up once
     the quota is gone."""
     name, namespace = "podq-t", "tenant-podq-t"
-    plane.create_namespace(namespace)
+    # Prepared by the platform team for this tenant, with its labels (the GpuTenant webhook refuses
+    # a tenant whose namespace exists without them), and a quota of its own.
+    plane.kubectl("create", "namespace", namespace)
+    plane.kubectl("label", "namespace", namespace, "app.kubernetes.io/managed-by=gpu-tenant-operator",
+                  f"gputenant.io/tenant={name}")
     plane.kubectl("create", "quota", "blocker", "-n", namespace, "--hard=pods=0")
     tenants_api.apply(tenants_api.manifest(name, "Trusted", owner="p-owner"))
     body = wait_for(lambda: (lambda b: b if tenants_api.condition(b, "VClusterReady").get("reason")
