@@ -127,14 +127,34 @@ def _log_tail(path: Path, lines: int = 60) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
+OTHER_TENANT = {"untrusted": "internal", "internal": "trusted", "trusted": "untrusted"}
+"""Whose owner tries to read the tenant's kubeconfig Secret."""
+
+
+def _first_owner(plane: ControlPlane, trust_file: str) -> Path:
+    """A host kubeconfig for the first owner of examples/tenants/<trust_file>.yaml (a member of it, for a Group)."""
+    tenant = yaml.safe_load((REPO_ROOT / "examples" / "tenants" / f"{trust_file}.yaml").read_text())
+    owner = tenant["spec"]["owners"][0]
+    if owner["kind"] == "Group":
+        return plane.user(f"member-of-{owner['name']}", groups=[owner["name"]])
+    return plane.user(owner["name"])
+
+
+def _kubeconfig(plane: ControlPlane, owner: Path, namespace: str, secret_name: str, path: Path) -> list[str]:
+    """kubectl with the kubeconfig in `secret_name`, read with the host kubeconfig `owner`."""
+    secret = yaml.safe_load(plane.kubectl("get", "secret", secret_name, "-n", namespace, "-o", "yaml",
+                                          kubeconfig_path=owner).stdout)
+    path.write_bytes(base64.b64decode(secret["data"]["config"]))
+    return [str(plane.bin_dir / "kubectl"), f"--kubeconfig={path}"]
+
+
+@pytest.mark.parametrize("trust_file", ["untrusted", "internal", "trusted"])
 def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vcluster_node, operator,
-                                                                           tmp_path: Path):
+                                                                           trust_file: str, tmp_path: Path):
     plane = vcluster_node
-    body = example_tenant("untrusted")
-    name, [owner] = body["metadata"]["name"], [o["name"] for o in body["spec"]["owners"]]
-    other_owner = yaml.safe_load((REPO_ROOT / "examples" / "tenants" / "internal.yaml").read_text())[
-        "spec"]["owners"][0]["name"]
-    assert other_owner != owner
+    body = example_tenant(trust_file)
+    name = body["metadata"]["name"]
+    owner, other_owner = _first_owner(plane, trust_file), _first_owner(plane, OTHER_TENANT[trust_file])
     namespace = f"tenant-{name}"
     plane.kubectl("apply", "--server-side", "--field-manager=platform-engineer", "-f", "-",
                   input=yaml.safe_dump(body))
@@ -156,26 +176,29 @@ def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vclu
         assert service.spec.type == "NodePort"
         assert ready["status"]["vcluster"]["endpoint"] == reachable
 
-        owner_kubeconfig = plane.user(owner)
         secret_name = naming.kubeconfig_secret_name(name, "view")
-        secret = yaml.safe_load(plane.kubectl("get", "secret", secret_name, "-n", namespace, "-o", "yaml",
-                                              kubeconfig_path=owner_kubeconfig).stdout)
-        view = yaml.safe_load(base64.b64decode(secret["data"]["config"]))
-        assert view["clusters"][0]["cluster"]["server"] == reachable
-        view_path = tmp_path / "view.kubeconfig"
-        view_path.write_text(yaml.safe_dump(view))
+        view = _kubeconfig(plane, owner, namespace, secret_name, tmp_path / "view.kubeconfig")
+        admin = _kubeconfig(plane, owner, namespace, naming.kubeconfig_secret_name(name, "admin"),
+                            tmp_path / "admin.kubeconfig")
+        for kubectl in (view, admin):
+            server = subprocess.run([*kubectl, "config", "view", "-o", "jsonpath={.clusters[0].cluster.server}"],
+                                    capture_output=True, text=True, timeout=60, check=True).stdout
+            assert server == reachable
         # from the host, outside the tenant namespace and the node; the CA in the kubeconfig
         # checks the certificate against the node address the exposure signed
-        kubectl = [str(plane.bin_dir / "kubectl"), f"--kubeconfig={view_path}"]
-        listed = subprocess.run([*kubectl, "get", "namespaces", "-o", "name"], capture_output=True, text=True,
+        listed = subprocess.run([*view, "get", "namespaces", "-o", "name"], capture_output=True, text=True,
                                 timeout=60, check=True).stdout.split()
         assert {"namespace/default", "namespace/kube-system"} <= set(listed)
-        created = subprocess.run([*kubectl, "create", "namespace", "by-viewer"], capture_output=True, text=True,
-                                 timeout=60)
-        assert created.returncode != 0 and "forbidden" in created.stderr.lower()
+        refused_create = subprocess.run([*view, "create", "namespace", "by-viewer"], capture_output=True,
+                                        text=True, timeout=60)
+        assert refused_create.returncode != 0 and "forbidden" in refused_create.stderr.lower()
+        subprocess.run([*admin, "create", "namespace", "by-admin"], capture_output=True, text=True, timeout=60,
+                       check=True)
+        assert "namespace/by-admin" in subprocess.run([*view, "get", "namespaces", "-o", "name"], capture_output=True,
+                                                      text=True, timeout=60, check=True).stdout.split()
 
         refused = plane.kubectl("get", "secret", secret_name, "-n", namespace,
-                                kubeconfig_path=plane.user(other_owner), check=False)
+                                kubeconfig_path=other_owner, check=False)
         assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
     finally:
         plane.kubectl("delete", "gputenant", name, "--wait=false", check=False)
