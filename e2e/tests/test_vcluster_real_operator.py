@@ -13,6 +13,7 @@ The plane has no NetworkPolicy enforcer, so the rendered policies are checked by
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 import socket
@@ -29,6 +30,7 @@ from gputenant import naming
 from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import THIRD_PARTY_DIR, install_crds, install_kai_queue_crd
+from kubeplane.images import TEST_IMAGE
 from kubeplane.storage import LocalPathProvisioner
 from kubeplane.tools import REPO_ROOT, pinned_versions
 from kubeplane.vcluster_images import vcluster_images
@@ -37,6 +39,7 @@ REAL_CHART = THIRD_PARTY_DIR / "vcluster-0.36.1" / "chart"
 GPUTENANT = Path(sys.executable).parent / "gputenant"
 OPERATOR_USER = "gpu-tenant-operator"
 GUARD_CONFIGURATION = "gputenant-guard"
+ARGOCD_NAMESPACE = "argocd"
 READY_TIMEOUT_SECONDS = 480
 """A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real.py)."""
 
@@ -54,6 +57,7 @@ def vcluster_node(node_plane: ControlPlane):
     node_plane.node.containerd.import_images(list(vcluster_images(node_plane.bin_dir).values()))
     install_crds(node_plane, REPO_ROOT / "crds" / "tenant.yaml")
     install_kai_queue_crd(node_plane)
+    node_plane.kubectl("create", "namespace", ARGOCD_NAMESPACE)
     provisioner = LocalPathProvisioner().start(node_plane)
     yield node_plane
     provisioner.stop()
@@ -78,6 +82,7 @@ def example_tenant(trust_file: str) -> dict:
     vcluster["kubernetesVersion"] = pinned_versions()["kube"]
     body["spec"]["kubeconfig"]["roles"] = ["admin", "view"]
     body["spec"]["preventDeletion"] = False
+    body["spec"]["argocd"] = {"enabled": True, "namespace": ARGOCD_NAMESPACE}
     return body
 
 
@@ -197,6 +202,14 @@ def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vclu
         assert "namespace/by-admin" in subprocess.run([*view, "get", "namespaces", "-o", "name"], capture_output=True,
                                                       text=True, timeout=60, check=True).stdout.split()
 
+        argocd_secret = yaml.safe_load(plane.kubectl("get", "secret", naming.argocd_secret_name(name), "-n",
+                                                     ARGOCD_NAMESPACE, "-o", "yaml").stdout)
+        assert base64.b64decode(argocd_secret["data"]["server"]).decode() == reachable
+        argocd_config = json.loads(base64.b64decode(argocd_secret["data"]["config"]))
+        from_argocd = _from_argocd_pod(plane, f"{name}-probe", reachable, argocd_config["bearerToken"],
+                                       base64.b64decode(argocd_config["tlsClientConfig"]["caData"]), tmp_path)
+        assert {"namespace/default", "namespace/by-admin"} <= set(from_argocd.split())
+
         refused = plane.kubectl("get", "secret", secret_name, "-n", namespace,
                                 kubeconfig_path=other_owner, check=False)
         assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
@@ -204,3 +217,31 @@ def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vclu
         plane.kubectl("delete", "gputenant", name, "--wait=false", check=False)
         wait_for(lambda: plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) is None,
                  timeout=300, interval=2, what=f"tenant {name} offboarded")
+
+
+def _from_argocd_pod(plane: ControlPlane, pod: str, server: str, token: str, ca: bytes, directory: Path) -> str:
+    """`kubectl get namespaces` at `server` from a pod in Argo CD's namespace, with the cluster
+    Secret's token and CA (the plane's static kubectl and the CA mounted from the host; the
+    namespace has no Pod Security label, so hostPath is admitted)."""
+    ca_path = directory / "argocd-ca.crt"
+    ca_path.write_bytes(ca)
+    kubectl = plane.bin_dir / "kubectl"
+    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": ARGOCD_NAMESPACE},
+                "spec": {"restartPolicy": "Never", "containers": [{
+                    "name": "probe", "image": TEST_IMAGE,
+                    "command": ["/probe/kubectl", f"--server={server}", f"--token={token}",
+                                "--certificate-authority=/probe/ca.crt", "get", "namespaces", "-o", "name"],
+                    "volumeMounts": [{"name": "kubectl", "mountPath": "/probe/kubectl", "readOnly": True},
+                                     {"name": "ca", "mountPath": "/probe/ca.crt", "readOnly": True}]}],
+                    "volumes": [{"name": "kubectl", "hostPath": {"path": str(kubectl.resolve()), "type": "File"}},
+                                {"name": "ca", "hostPath": {"path": str(ca_path), "type": "File"}}]}}
+    plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    try:
+        phase = wait_for(lambda: (p := plane.kubectl("get", "pod", pod, "-n", ARGOCD_NAMESPACE, "-o",
+                                                     "jsonpath={.status.phase}").stdout) in ("Succeeded", "Failed")
+                         and p, timeout=120, interval=1, what=f"pod {ARGOCD_NAMESPACE}/{pod} finished")
+        output = plane.kubectl("logs", pod, "-n", ARGOCD_NAMESPACE).stdout
+        assert phase == "Succeeded", output
+        return output
+    finally:
+        plane.kubectl("delete", "pod", pod, "-n", ARGOCD_NAMESPACE, "--wait=false", check=False)
