@@ -7,6 +7,7 @@ comes from here, so the policy stays a pure function.
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from ipaddress import IPv4Network
 from pathlib import Path
@@ -189,13 +190,52 @@ class Pool(ConfigModel):
             )
 
 
+class ExposureType(str, Enum):
+    """The vCluster Service's type (controlPlane.service.spec.type of the chart)."""
+
+    CLUSTER_IP = "ClusterIP"
+    NODE_PORT = "NodePort"
+
+
+class VClusterExposure(ConfigModel):
+    """How the vCluster API is reached from outside the tenant's namespace (docs/rendering.md, "Exposure")."""
+
+    type: ExposureType = Field(
+        default=ExposureType.CLUSTER_IP,
+        description=(
+            "ClusterIP: only inside the host cluster, at https://<release>.<namespace>.svc:443. NodePort: at "
+            "https://<address>:<the Service's node port>, from anywhere that reaches a node."
+        ),
+    )
+    address: str | None = Field(
+        default=None,
+        description=(
+            "Host name or IP address of the nodes that clients dial (NodePort); the vCluster's certificate is "
+            "signed for it and the kubeconfigs name it."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _address_matches_type(self) -> VClusterExposure:
+        if self.type is ExposureType.NODE_PORT and not self.address:
+            raise ValueError("vcluster.exposure: type NodePort needs address, the node host name or IP clients dial")
+        if self.type is ExposureType.CLUSTER_IP and self.address:
+            raise ValueError("vcluster.exposure: address is set but type is ClusterIP, which has no outside "
+                             "address; set type: NodePort or remove address")
+        if self.address and not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?", self.address):
+            raise ValueError(f"vcluster.exposure.address {self.address!r} is not a host name or IP address; "
+                             "give one without scheme or port, e.g. 192.0.2.10 or nodes.example.com")
+        return self
+
+
 class VClusterChart(ConfigModel):
-    """Where the vcluster chart comes from."""
+    """Where the vcluster chart comes from, and how its API is exposed."""
 
     repository: str = Field(default="https://charts.loft.sh", description="Chart repository URL.")
     name: str = Field(default="vcluster", description="Chart name in the repository.")
     version: str = Field(default="0.36.1", description="Default chart version.")
     local_path: str | None = Field(default=None, description="Local chart directory (air-gapped clusters, tests); wins over repository.")
+    exposure: VClusterExposure = Field(default_factory=VClusterExposure)
 
 
 KAI_UNLIMITED = -1

@@ -19,16 +19,18 @@ from gputenant.kubeconfigs.tokens import (
     admin_kubeconfig,
     ca_of,
     issue_reason,
+    node_port_server,
     recorded_annotations,
     server_of,
     token_annotations,
     token_lifetime,
     token_of,
+    with_server,
 )
 
 __all__ = [
     "ARGOCD_ROLE", "ROLE_CLUSTER_ROLES", "ROTATE_AFTER_FRACTION", "ROTATION_ANNOTATION", "SERVER_ANNOTATION",
     "IssuedKubeconfig", "KubeconfigIssueError", "admin_kubeconfig", "ca_of", "issue_kubeconfigs", "issue_reason",
-    "kubeconfig_secret", "needs_rotation", "recorded_annotations", "server_of", "service_account_name",
-    "token_annotations", "token_lifetime", "token_of",
+    "kubeconfig_secret", "needs_rotation", "node_port_server", "recorded_annotations", "server_of", "service_account_name",
+    "token_annotations", "token_lifetime", "token_of", "with_server",
 ]

@@ -50,6 +50,22 @@ def server_of(kubeconfig: dict) -> str | None:
     return clusters[0]["cluster"]["server"] if clusters else None
 
 
+def with_server(kubeconfig: dict, server: str) -> dict:
+    """A copy of ``kubeconfig`` whose first cluster is dialled at ``server`` (same CA): the address
+    the configured exposure reaches, where vCluster wrote its in-cluster Service name."""
+    clusters = kubeconfig.get("clusters") or []
+    if not clusters:
+        return kubeconfig
+    first = {**clusters[0], "cluster": {**clusters[0]["cluster"], "server": server}}
+    return {**kubeconfig, "clusters": [first, *clusters[1:]]}
+
+
+def node_port_server(address: str, node_port: int) -> str:
+    """``https://<address>:<nodePort>``; an IPv6 address is bracketed."""
+    host = f"[{address}]" if ":" in address else address
+    return f"https://{host}:{node_port}"
+
+
 def ca_of(kubeconfig: dict) -> bytes:
     """The PEM CA bundle of a kubeconfig's first cluster."""
     return base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"])

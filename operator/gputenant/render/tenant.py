@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant, MemberRole, Subject, SubjectKind, Trust
-from gputenant.config.models import OperatorConfig
+from gputenant.config.models import ExposureType, OperatorConfig
 from gputenant.policy.decision import Decision
 from gputenant.render.errors import RenderError
 from gputenant.render.podsecurity import POD_SECURITY_LEVEL, POD_SECURITY_VERSION
@@ -71,7 +71,9 @@ def render_tenant(tenant: GpuTenant, decision: Decision, config: OperatorConfig)
             "networkpolicy.yaml", **context, tenant_label=naming.TENANT_LABEL,
             operator_namespace=config.operator_namespace,
             cluster_networks=[str(network) for network in config.cluster_networks],
-            vcluster_pod_labels=naming.vcluster_pod_labels(name))
+            vcluster_pod_labels=naming.vcluster_pod_labels(name),
+            argocd_namespace=spec.argocd.namespace if spec.argocd.enabled else None,
+            exposed=config.vcluster.exposure.type is not ExposureType.CLUSTER_IP)
     roles, bindings = rbac(tenant)
     objects += render_documents("rbac.yaml", **context, roles=roles, bindings=bindings)
     if not decision.possible:

@@ -93,13 +93,15 @@ def _resources(tenant: GpuTenant) -> dict:
 
 def extra_sans(tenant: GpuTenant, config: OperatorConfig) -> list[str]:
     """Names the API server's certificate needs beyond vCluster's own defaults: the in-cluster
-    ``<release>.<ns>.svc`` the operator dials, the serverURL host tenants dial, and spec.extraSANs."""
+    ``<release>.<ns>.svc``, the exposure address clients outside the cluster dial, the serverURL
+    host tenants dial, and spec.extraSANs."""
     vcluster = tenant.spec.vcluster
     urls = [naming.vcluster_in_cluster_server(tenant.name, config)]
     if vcluster.server_url:
         urls.append(str(vcluster.server_url))
     hosts = [host for host in (urlparse(url).hostname for url in urls) if host]
-    return list(dict.fromkeys(hosts + vcluster.extra_sans))
+    exposed = [config.vcluster.exposure.address] if config.vcluster.exposure.address else []
+    return list(dict.fromkeys(hosts[:1] + exposed + hosts[1:] + vcluster.extra_sans))
 
 
 def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: OperatorConfig) -> dict:
@@ -121,6 +123,7 @@ def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: Operat
         extra_sans=extra_sans(tenant, config),
         coredns_replicas=vcluster.values.core_dns_replicas,
         in_cluster_server=naming.vcluster_in_cluster_server(tenant.name, config),
+        service_type=config.vcluster.exposure.type.value,
         enforce_tolerations=enforce_tolerations,
         sync_ingresses=vcluster.values.sync_ingresses,
         pool_node_selector=pool.node_selector if pool else {},

@@ -6,9 +6,10 @@ from __future__ import annotations
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import VClusterStatus
+from gputenant.config.models import ExposureType
 from gputenant.helm import HelmError, condition_reason, is_deployed, release_revisions, values_hash
 from gputenant.kube import ApiError
-from gputenant.kubeconfigs import admin_kubeconfig, server_of
+from gputenant.kubeconfigs import admin_kubeconfig, node_port_server, server_of, with_server
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.memory import RETRY_ANNOTATION, HelmAttempt
 from gputenant.reconcile.ports import StepError
@@ -51,6 +52,15 @@ async def ensure(run: Pass) -> bool:
                     f"Secret {run.host_namespace}/{secret_name}")
             run.retry_later(WAIT_FOR_CONTROL_PLANE_SECONDS)
         return False
+    exposed = await exposed_server(run, release)
+    if exposed is None:
+        run.set(CONDITION, False, reasons.WAITING_FOR_CONTROL_PLANE,
+                f"release {release} ({installed}) installed; waiting for Service {run.host_namespace}/{release} "
+                "to be given the node port of its https port (config vcluster.exposure: NodePort)")
+        run.retry_later(WAIT_FOR_CONTROL_PLANE_SECONDS)
+        return False
+    if exposed:
+        admin = with_server(admin, exposed)
     endpoint = run.tenant.spec.vcluster.server_url or server_of(admin)
     run.status.vcluster = run.status.vcluster.model_copy(update={"endpoint": endpoint})
     run.admin_kubeconfig = admin
@@ -103,3 +113,16 @@ async def pod_refusal(run: Pass, release: str) -> str | None:
         return None
     latest = max(refused, key=lambda event: event.get("lastTimestamp") or event.get("eventTime") or "")
     return str(latest.get("message") or "FailedCreate")
+
+
+async def exposed_server(run: Pass, release: str) -> str | None:
+    """The URL the configured exposure reaches the vCluster at: "" for ClusterIP (the in-cluster
+    URL vCluster wrote stays), ``https://<address>:<nodePort>`` for NodePort, None while the
+    Service has no node port yet. The operator dials it too, so it works from outside the cluster."""
+    exposure = run.config.vcluster.exposure
+    if exposure.type is ExposureType.CLUSTER_IP or not exposure.address:
+        return ""
+    service = await run.client.get("v1", "Service", release, run.host_namespace) or {}
+    ports = (service.get("spec") or {}).get("ports") or []
+    node_port = next((port.get("nodePort") for port in ports if port.get("name") == "https"), None)
+    return node_port_server(exposure.address, node_port) if node_port else None

@@ -1,0 +1,247 @@
+"""The OPERATOR drives a REAL vCluster (v0.36.1) tenant to Ready on the plane's real node, reached
+from outside the node by the configured exposure: config vcluster.exposure NodePort at the node's
+address, the upstream chart from ../shared/third_party. The operator runs as a process on the host
+(`gputenant run`, its admission guard on loopback), outside the node's network namespace, so it
+can only reach the virtual cluster at https://<node address>:<node port>, which is what the
+kubeconfigs it issues must name.
+
+Opt-in like test_vcluster_real.py: GPUTENANT_REAL_VCLUSTER=1 (minutes: one real control plane).
+The plane has no NetworkPolicy enforcer, so the rendered policies are checked by the unit tests
+(operator/tests/test_render_exposure.py), not here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import kubernetes
+import pytest
+import yaml
+
+from gputenant import naming
+from gputenant.config.models import OperatorConfig
+from kubeplane import ControlPlane, wait_for
+from kubeplane.fixtures import THIRD_PARTY_DIR, install_crds, install_kai_queue_crd
+from kubeplane.images import TEST_IMAGE
+from kubeplane.storage import LocalPathProvisioner
+from kubeplane.tools import REPO_ROOT, pinned_versions
+from kubeplane.vcluster_images import vcluster_images
+
+REAL_CHART = THIRD_PARTY_DIR / "vcluster-0.36.1" / "chart"
+GPUTENANT = Path(sys.executable).parent / "gputenant"
+OPERATOR_USER = "gpu-tenant-operator"
+GUARD_CONFIGURATION = "gputenant-guard"
+ARGOCD_NAMESPACE = "argocd"
+READY_TIMEOUT_SECONDS = 480
+"""A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real.py)."""
+
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("GPUTENANT_REAL_VCLUSTER") != "1",
+                       reason="opt-in: GPUTENANT_REAL_VCLUSTER=1 runs the real vCluster (minutes)"),
+    pytest.mark.skipif(not (REAL_CHART / "Chart.yaml").is_file(), reason=f"{REAL_CHART} is missing"),
+]
+
+
+@pytest.fixture(scope="module")
+def vcluster_node(node_plane: ControlPlane):
+    """The node plane with the vCluster images, the GpuTenant and Queue CRDs and a default
+    StorageClass backed by the real local-path-provisioner."""
+    node_plane.node.containerd.import_images(list(vcluster_images(node_plane.bin_dir).values()))
+    install_crds(node_plane, REPO_ROOT / "crds" / "tenant.yaml")
+    install_kai_queue_crd(node_plane)
+    node_plane.kubectl("create", "namespace", ARGOCD_NAMESPACE)
+    provisioner = LocalPathProvisioner().start(node_plane)
+    yield node_plane
+    provisioner.stop()
+
+
+def exposed_config(plane: ControlPlane, path: Path) -> Path:
+    """examples/config.yaml with the real chart and NodePort exposure at the node's address."""
+    document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
+    document["vcluster"].update(localPath=str(REAL_CHART),
+                                exposure={"type": "NodePort", "address": plane.node.network.node_ip})
+    OperatorConfig.model_validate(document)
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def example_tenant(trust_file: str) -> dict:
+    """examples/tenants/<trust_file>.yaml issuing a view kubeconfig too, on the distro's Kubernetes
+    version, without a serverURL (which would win over the exposure's address)."""
+    body = yaml.safe_load((REPO_ROOT / "examples" / "tenants" / f"{trust_file}.yaml").read_text())
+    vcluster = body["spec"].setdefault("vcluster", {})
+    vcluster.pop("serverURL", None)
+    vcluster["kubernetesVersion"] = pinned_versions()["kube"]
+    body["spec"]["kubeconfig"]["roles"] = ["admin", "view"]
+    body["spec"]["preventDeletion"] = False
+    body["spec"]["argocd"] = {"enabled": True, "namespace": ARGOCD_NAMESPACE}
+    return body
+
+
+@pytest.fixture(scope="module")
+def operator(vcluster_node: ControlPlane, tmp_path_factory):
+    """`gputenant run` on the host with the exposed config and its admission guard on loopback;
+    the guard's webhook configurations go with it (they fail closed)."""
+    plane, directory = vcluster_node, tmp_path_factory.mktemp("operator")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    kubeconfig = plane.user(OPERATOR_USER, groups=["system:masters"])
+    log_path = plane.log_dir / "operator-real-vcluster.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [str(GPUTENANT), "run", "--config", str(exposed_config(plane, directory / "config.yaml")),
+             "--kubeconfig", str(kubeconfig), "--webhook-host", "127.0.0.1", "--webhook-port", str(port),
+             "--webhook-cert-dir", str(directory / "guard-certs")],
+            env={**plane.env(kubeconfig), "GPUTENANT_RESYNC_SECONDS": "5"},
+            stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+    yield log_path
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+    with plane.api_client() as client:
+        admission = kubernetes.client.AdmissionregistrationV1Api(client)
+        for delete in (admission.delete_mutating_webhook_configuration,
+                       admission.delete_validating_webhook_configuration):
+            try:
+                delete(GUARD_CONFIGURATION)
+            except kubernetes.client.ApiException as error:
+                if error.status != 404:
+                    raise
+
+
+def _ready(plane: ControlPlane, name: str) -> dict | None:
+    body = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name)
+    conditions = ((body or {}).get("status") or {}).get("conditions") or []
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    return body if ready and body["status"].get("observedGeneration") == body["metadata"]["generation"] else None
+
+
+def _log_tail(path: Path, lines: int = 60) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+OTHER_TENANT = {"untrusted": "internal", "internal": "trusted", "trusted": "untrusted"}
+"""Whose owner tries to read the tenant's kubeconfig Secret."""
+
+
+def _first_owner(plane: ControlPlane, trust_file: str) -> Path:
+    """A host kubeconfig for the first owner of examples/tenants/<trust_file>.yaml (a member of it, for a Group)."""
+    tenant = yaml.safe_load((REPO_ROOT / "examples" / "tenants" / f"{trust_file}.yaml").read_text())
+    owner = tenant["spec"]["owners"][0]
+    if owner["kind"] == "Group":
+        return plane.user(f"member-of-{owner['name']}", groups=[owner["name"]])
+    return plane.user(owner["name"])
+
+
+def _kubeconfig(plane: ControlPlane, owner: Path, namespace: str, secret_name: str, path: Path) -> list[str]:
+    """kubectl with the kubeconfig in `secret_name`, read with the host kubeconfig `owner`."""
+    secret = yaml.safe_load(plane.kubectl("get", "secret", secret_name, "-n", namespace, "-o", "yaml",
+                                          kubeconfig_path=owner).stdout)
+    path.write_bytes(base64.b64decode(secret["data"]["config"]))
+    return [str(plane.bin_dir / "kubectl"), f"--kubeconfig={path}"]
+
+
+@pytest.mark.parametrize("trust_file", ["untrusted", "internal", "trusted"])
+def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vcluster_node, operator,
+                                                                           trust_file: str, tmp_path: Path):
+    plane = vcluster_node
+    body = example_tenant(trust_file)
+    name = body["metadata"]["name"]
+    owner, other_owner = _first_owner(plane, trust_file), _first_owner(plane, OTHER_TENANT[trust_file])
+    namespace = f"tenant-{name}"
+    plane.kubectl("apply", "--server-side", "--field-manager=platform-engineer", "-f", "-",
+                  input=yaml.safe_dump(body))
+    applied = time.monotonic()
+    try:
+        try:
+            ready = wait_for(lambda: _ready(plane, name), timeout=READY_TIMEOUT_SECONDS, interval=2,
+                             what=f"tenant {name} Ready")
+        except TimeoutError:
+            status = (plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) or {}).get("status")
+            raise AssertionError(f"tenant {name} not Ready: {status}\noperator log:\n{_log_tail(operator)}") from None
+
+        print(f"\ntenant {name} Ready {time.monotonic() - applied:.1f}s after it was applied "
+              f"(operator, real vCluster, NodePort exposure)")
+        with plane.api_client() as admin:
+            service = kubernetes.client.CoreV1Api(admin).read_namespaced_service(naming.release_name(name), namespace)
+        [https] = [port for port in service.spec.ports if port.name == "https"]
+        reachable = f"https://{plane.node.network.node_ip}:{https.node_port}"
+        assert service.spec.type == "NodePort"
+        assert ready["status"]["vcluster"]["endpoint"] == reachable
+
+        secret_name = naming.kubeconfig_secret_name(name, "view")
+        view = _kubeconfig(plane, owner, namespace, secret_name, tmp_path / "view.kubeconfig")
+        admin = _kubeconfig(plane, owner, namespace, naming.kubeconfig_secret_name(name, "admin"),
+                            tmp_path / "admin.kubeconfig")
+        for kubectl in (view, admin):
+            server = subprocess.run([*kubectl, "config", "view", "-o", "jsonpath={.clusters[0].cluster.server}"],
+                                    capture_output=True, text=True, timeout=60, check=True).stdout
+            assert server == reachable
+        # from the host, outside the tenant namespace and the node; the CA in the kubeconfig
+        # checks the certificate against the node address the exposure signed
+        listed = subprocess.run([*view, "get", "namespaces", "-o", "name"], capture_output=True, text=True,
+                                timeout=60, check=True).stdout.split()
+        assert {"namespace/default", "namespace/kube-system"} <= set(listed)
+        refused_create = subprocess.run([*view, "create", "namespace", "by-viewer"], capture_output=True,
+                                        text=True, timeout=60)
+        assert refused_create.returncode != 0 and "forbidden" in refused_create.stderr.lower()
+        subprocess.run([*admin, "create", "namespace", "by-admin"], capture_output=True, text=True, timeout=60,
+                       check=True)
+        assert "namespace/by-admin" in subprocess.run([*view, "get", "namespaces", "-o", "name"], capture_output=True,
+                                                      text=True, timeout=60, check=True).stdout.split()
+
+        argocd_secret = yaml.safe_load(plane.kubectl("get", "secret", naming.argocd_secret_name(name), "-n",
+                                                     ARGOCD_NAMESPACE, "-o", "yaml").stdout)
+        assert base64.b64decode(argocd_secret["data"]["server"]).decode() == reachable
+        argocd_config = json.loads(base64.b64decode(argocd_secret["data"]["config"]))
+        from_argocd = _from_argocd_pod(plane, f"{name}-probe", reachable, argocd_config["bearerToken"],
+                                       base64.b64decode(argocd_config["tlsClientConfig"]["caData"]), tmp_path)
+        assert {"namespace/default", "namespace/by-admin"} <= set(from_argocd.split())
+
+        refused = plane.kubectl("get", "secret", secret_name, "-n", namespace,
+                                kubeconfig_path=other_owner, check=False)
+        assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
+    finally:
+        plane.kubectl("delete", "gputenant", name, "--wait=false", check=False)
+        wait_for(lambda: plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) is None,
+                 timeout=300, interval=2, what=f"tenant {name} offboarded")
+
+
+def _from_argocd_pod(plane: ControlPlane, pod: str, server: str, token: str, ca: bytes, directory: Path) -> str:
+    """`kubectl get namespaces` at `server` from a pod in Argo CD's namespace, with the cluster
+    Secret's token and CA (the plane's static kubectl and the CA mounted from the host; the
+    namespace has no Pod Security label, so hostPath is admitted)."""
+    ca_path = directory / "argocd-ca.crt"
+    ca_path.write_bytes(ca)
+    kubectl = plane.bin_dir / "kubectl"
+    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": ARGOCD_NAMESPACE},
+                "spec": {"restartPolicy": "Never", "containers": [{
+                    "name": "probe", "image": TEST_IMAGE,
+                    "command": ["/probe/kubectl", f"--server={server}", f"--token={token}",
+                                "--certificate-authority=/probe/ca.crt", "get", "namespaces", "-o", "name"],
+                    "volumeMounts": [{"name": "kubectl", "mountPath": "/probe/kubectl", "readOnly": True},
+                                     {"name": "ca", "mountPath": "/probe/ca.crt", "readOnly": True}]}],
+                    "volumes": [{"name": "kubectl", "hostPath": {"path": str(kubectl.resolve()), "type": "File"}},
+                                {"name": "ca", "hostPath": {"path": str(ca_path), "type": "File"}}]}}
+    plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    try:
+        phase = wait_for(lambda: (p := plane.kubectl("get", "pod", pod, "-n", ARGOCD_NAMESPACE, "-o",
+                                                     "jsonpath={.status.phase}").stdout) in ("Succeeded", "Failed")
+                         and p, timeout=120, interval=1, what=f"pod {ARGOCD_NAMESPACE}/{pod} finished")
+        output = plane.kubectl("logs", pod, "-n", ARGOCD_NAMESPACE).stdout
+        assert phase == "Succeeded", output
+        return output
+    finally:
+        plane.kubectl("delete", "pod", pod, "-n", ARGOCD_NAMESPACE, "--wait=false", check=False)

@@ -1,0 +1,89 @@
+"""Unit tests of config vcluster.exposure: what it renders into the chart's values and the tenant's
+NetworkPolicies, and the URL the operator and the kubeconfigs name for it."""
+
+from __future__ import annotations
+
+import base64
+
+import jsonschema
+import pytest
+from pydantic import ValidationError
+from test_render import CONFIG, by_kind, decision, tenant, upstream_schema  # noqa: F401 (fixture)
+
+from gputenant.api.v1alpha1 import SharingMode
+from gputenant.config.models import OperatorConfig
+from gputenant.kubeconfigs import node_port_server, server_of, with_server
+from gputenant.render import render_tenant
+
+NODE_PORT = OperatorConfig.model_validate({
+    "operatorNamespace": "gpu-ops", "clusterNetworks": ["10.244.0.0/16", "10.96.0.0/12"],
+    "vcluster": {"exposure": {"type": "NodePort", "address": "192.0.2.10"}}})
+
+
+def test_cluster_ip_is_the_default_and_renders_no_service_block():
+    assert CONFIG.vcluster.exposure.type.value == "ClusterIP"
+    values = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG).vcluster_values
+    assert "service" not in values["controlPlane"]
+
+
+def test_node_port_sets_the_service_type_and_signs_the_address(upstream_schema):  # noqa: F811
+    spec = {"vcluster": {"serverURL": "https://team-a.gpu.example.com", "extraSANs": ["10.1.2.3"]}}
+    values = render_tenant(tenant(**spec), decision(SharingMode.MIG), NODE_PORT).vcluster_values
+    jsonschema.validate(values, upstream_schema)
+    assert values["controlPlane"]["service"] == {"spec": {"type": "NodePort"}}
+    assert values["controlPlane"]["proxy"]["extraSANs"] == [
+        "team-a.tenant-team-a.svc", "192.0.2.10", "team-a.gpu.example.com", "10.1.2.3"]
+    assert values["exportKubeConfig"]["server"] == "https://team-a.tenant-team-a.svc:443"
+
+
+@pytest.mark.parametrize(("exposure", "message"), [
+    ({"type": "NodePort"}, "type NodePort needs address"),
+    ({"type": "ClusterIP", "address": "192.0.2.10"}, "address is set but type is ClusterIP"),
+    ({"type": "NodePort", "address": "https://192.0.2.10:443"}, "is not a host name or IP address"),
+    ({"type": "LoadBalancer", "address": "192.0.2.10"}, "ClusterIP"),
+])
+def test_bad_exposure_is_refused_naming_the_field_and_the_fix(exposure, message):
+    with pytest.raises(ValidationError, match=message):
+        OperatorConfig.model_validate({"vcluster": {"exposure": exposure}})
+
+
+def _api_policy(config: OperatorConfig, **spec) -> dict:
+    _, api = by_kind(render_tenant(tenant(**spec), decision(SharingMode.MIG), config).objects, "NetworkPolicy")
+    return api
+
+
+def test_node_port_admits_forwarded_clients_to_the_api_port_only():
+    [rule] = _api_policy(NODE_PORT)["spec"]["ingress"]
+    assert {"ipBlock": {"cidr": "0.0.0.0/0"}} in rule["from"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8443}]
+
+
+def test_cluster_ip_admits_no_address_block():
+    [rule] = _api_policy(CONFIG)["spec"]["ingress"]
+    assert not [peer for peer in rule["from"] if "ipBlock" in peer]
+
+
+def test_argocd_namespace_is_admitted_only_when_the_tenant_registers_there():
+    argocd_peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gitops"}}}
+    [registered] = _api_policy(CONFIG, argocd={"enabled": True, "namespace": "gitops"})["spec"]["ingress"]
+    [unregistered] = _api_policy(CONFIG, argocd={"enabled": False, "namespace": "gitops"})["spec"]["ingress"]
+    assert argocd_peer in registered["from"]
+    assert argocd_peer not in unregistered["from"]
+
+
+def test_tenant_egress_is_unchanged_by_exposure():
+    def egress(config: OperatorConfig) -> list:
+        isolation, _ = by_kind(render_tenant(tenant(), decision(SharingMode.MIG), config).objects, "NetworkPolicy")
+        return isolation["spec"]["egress"]
+    assert egress(NODE_PORT) == egress(NODE_PORT.model_copy(update={"vcluster": CONFIG.vcluster}))
+
+
+def test_the_admin_kubeconfig_is_redirected_to_the_node_port_with_its_ca():
+    ca = base64.b64encode(b"CA").decode()
+    admin = {"clusters": [{"name": "c", "cluster": {"server": "https://team-a.tenant-team-a.svc:443",
+                                                    "certificate-authority-data": ca}}], "users": []}
+    redirected = with_server(admin, node_port_server("192.0.2.10", 31443))
+    assert server_of(redirected) == "https://192.0.2.10:31443"
+    assert redirected["clusters"][0]["cluster"]["certificate-authority-data"] == ca
+    assert server_of(admin) == "https://team-a.tenant-team-a.svc:443"
+    assert node_port_server("2001:db8::1", 31443) == "https://[2001:db8::1]:31443"
