@@ -16,6 +16,7 @@ CONVERGING_REASONS = frozenset({
     conditions.PROGRESSING,                # Ready=Unknown while parts are pending
     conditions.WAITING_FOR_CONTROL_PLANE,  # the release is installed, vc-<release> not written yet
     conditions.CONTROL_PLANE_POD_REFUSED,  # its pod refused (quota, admission); looked at again each pass
+    conditions.WAITING_FOR_ACCESS,         # the operator's RoleBinding is not in force yet
     conditions.OBJECT_NOT_OWNED,           # an object in the way; retried until it is removed
     conditions.API_UNAVAILABLE,            # a transient API error; the operator retries with backoff
     conditions.HELM_UNAVAILABLE,           # a transient Helm error; retried

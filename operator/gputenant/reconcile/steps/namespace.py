@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.config.models import OperatorConfig
@@ -9,6 +12,7 @@ from gputenant.kube import holds
 from gputenant.kube.applier import object_key
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.ownership import adopt
+from gputenant.reconcile.ports import StepError
 from gputenant.reconcile.steps.objects import apply_objects, not_applied
 
 CONDITION = reasons.NAMESPACE_READY
@@ -53,3 +57,25 @@ async def ensure_operator_access(run: Pass) -> None:
     if not holds(binding, live):
         await run.client.apply(binding)
         run.applier.result.applied.append(object_key(binding))
+        await wait_until_granted(run)
+
+
+ACCESS_WAIT_SECONDS = 10.0
+
+
+async def wait_until_granted(run: Pass) -> None:
+    """The API server's RBAC authorizer learns of a new RoleBinding from its own watch, a moment
+    after the write: until then the next step's namespaced LIST is refused (403). Ask the API
+    server (a SelfSubjectAccessReview, which every user may create) until the binding is in force;
+    if it is not within ACCESS_WAIT_SECONDS, retry the pass later rather than report a refusal."""
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "metadata": {},
+              "spec": {"resourceAttributes": {"namespace": run.host_namespace, "verb": "list",
+                                              "resource": "resourcequotas"}}}
+    deadline = time.monotonic() + ACCESS_WAIT_SECONDS
+    while not ((await run.client.create(review)).get("status") or {}).get("allowed"):
+        if time.monotonic() > deadline:
+            raise StepError(reasons.WAITING_FOR_ACCESS,
+                            f"the operator's RoleBinding {naming.OPERATOR_ACCESS_BINDING_NAME} in {run.host_namespace} "
+                            f"is written but not in force after {ACCESS_WAIT_SECONDS:g} s; retrying",
+                            transient=True)
+        await asyncio.sleep(0.1)
