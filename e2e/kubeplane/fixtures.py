@@ -22,6 +22,10 @@ THIRD_PARTY_DIR = REPO_ROOT.parent / "shared" / "third_party"
 UPSTREAM_QUEUE_CRD = THIRD_PARTY_DIR / "kai-scheduler-v0.12.17" / "scheduling.run.ai_queues.yaml"
 UPSTREAM_PODGROUP_CRD = THIRD_PARTY_DIR / "kai-scheduler-v0.12.17" / "scheduling.run.ai_podgroups.yaml"
 UPSTREAM_CLUSTERPOLICY_CRD = THIRD_PARTY_DIR / "gpu-operator" / "nvidia.com_clusterpolicies.yaml"
+REAL_VCLUSTER_CHART = THIRD_PARTY_DIR / "vcluster-0.36.1" / "chart"
+"""The upstream chart, unmodified but for its version stamp: what `helm install --repo
+https://charts.loft.sh vcluster --version 0.36.1` installs."""
+ARGOCD_NAMESPACE = "argocd"
 MINIMAL_QUEUE_CRD = REPO_ROOT / "e2e" / "fixtures" / "kai-queue-crd.yaml"
 
 

@@ -29,9 +29,16 @@ import kubernetes
 import pytest
 import yaml
 
+from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
-from kubeplane.fixtures import install_crds, install_kai_queue_crd
+from kubeplane.fixtures import ARGOCD_NAMESPACE, REAL_VCLUSTER_CHART, install_crds, install_kai_queue_crd
+from kubeplane.gpu_nodes import create_nodes, pool_nodes
+from kubeplane.kai import KaiScheduler
+from kubeplane.kai_fixtures import KaiCluster
+from kubeplane.kwok import Kwok
 from kubeplane.pytest_plugin import kwok  # noqa: F401 (fixture: kwok on the session plane, for simulated GPU nodes)
+from kubeplane.storage import LocalPathProvisioner
+from kubeplane.vcluster_images import vcluster_images
 from kubeplane.vcluster_sim import VClusterSimulator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -211,6 +218,70 @@ class Tenants:
 
     def wait_ready(self, name: str, timeout: float = 120) -> dict:
         return wait_ready(self.plane, self.operator, name, timeout)
+
+
+@pytest.fixture(scope="session")
+def vcluster_node(node_plane: ControlPlane):
+    """The node plane made ready for REAL vClusters: the project's vCluster images imported into
+    the node's containerd, the GpuTenant and Queue CRDs, a default StorageClass backed by the real
+    local-path-provisioner (the chart keeps vCluster's data on a claim) and Argo CD's namespace."""
+    node_plane.node.containerd.import_images(list(vcluster_images(node_plane.bin_dir).values()))
+    install_crds(node_plane, REPO_ROOT / "crds" / "tenant.yaml")
+    install_kai_queue_crd(node_plane)
+    node_plane.kubectl("create", "namespace", ARGOCD_NAMESPACE)
+    provisioner = LocalPathProvisioner().start(node_plane)
+    yield node_plane
+    provisioner.stop()
+
+
+@pytest.fixture(scope="session")
+def vcluster_kai(vcluster_node: ControlPlane):
+    """The node plane with the real KAI-Scheduler and SIMULATED GPU nodes (kwok) for every pool of
+    examples/config.yaml, for tests whose tenants' GPU pods travel from a real vCluster through the
+    guard into KAI. The real node stays the plane's CPU node."""
+    config = OperatorConfig.model_validate(yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text()))
+    node_kwok, kai = Kwok().start(vcluster_node), KaiScheduler()
+    try:
+        nodes = pool_nodes(config)
+        with vcluster_node.api_client() as client:
+            create_nodes(client, nodes)
+        kai.start(vcluster_node)
+        yield KaiCluster(plane=vcluster_node, config=config, nodes=nodes)
+    finally:
+        kai.stop()
+        node_kwok.stop()
+
+
+def real_vcluster_config(plane: ControlPlane, path: Path) -> Path:
+    """examples/config.yaml with the upstream chart from ../shared/third_party, exposed by
+    NodePort at the node's address: the operator runs on the host, outside the node's network
+    namespace, so that address is the one it (and the kubeconfigs it issues) can reach."""
+    document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
+    document["vcluster"].update(localPath=str(REAL_VCLUSTER_CHART),
+                                exposure={"type": "NodePort", "address": plane.node.network.node_ip})
+    OperatorConfig.model_validate(document)
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+@pytest.fixture(scope="module")
+def real_operator(vcluster_node: ControlPlane, tmp_path_factory):
+    """The operator (on the host, its guard on loopback) driving REAL vClusters on the node plane."""
+    directory = tmp_path_factory.mktemp("real-operator")
+    running = OperatorProcess(vcluster_node, real_vcluster_config(vcluster_node, directory / "config.yaml"),
+                              vcluster_node.log_dir / "operator-real-vcluster.log",
+                              extra_args=guard_flags(directory / "guard-certs")).start()
+    yield running
+    running.stop()
+    remove_guard_configurations(vcluster_node)
+
+
+@pytest.fixture(scope="module")
+def real_tenants(vcluster_node: ControlPlane, real_operator: OperatorProcess):
+    """Tenant helpers on the node plane; the module's tenants are offboarded when it ends."""
+    tenants = Tenants(vcluster_node, real_operator)
+    yield tenants
+    tenants.delete_all()
 
 
 @pytest.fixture(scope="module")

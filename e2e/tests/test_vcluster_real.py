@@ -36,12 +36,11 @@ from gputenant.quantities import parse_quantity
 from gputenant.render import render_tenant
 from gputenant.render.podsecurity import POD_SECURITY_LEVEL
 from kubeplane import ControlPlane, wait_for
-from kubeplane.fixtures import THIRD_PARTY_DIR, install_kai_queue_crd
-from kubeplane.storage import PROVISIONER_NAME, LocalPathProvisioner
+from kubeplane.fixtures import REAL_VCLUSTER_CHART
+from kubeplane.storage import PROVISIONER_NAME
 from kubeplane.tools import REPO_ROOT, pinned_versions
 from kubeplane.vcluster_images import vcluster_images
 
-REAL_CHART = THIRD_PARTY_DIR / "vcluster-0.36.1" / "chart"
 START_TIMEOUT_SECONDS = 420
 """The virtual control plane starts kine, kube-apiserver and kube-controller-manager inside one
 pod on a 2-core machine shared with other work."""
@@ -49,24 +48,13 @@ pod on a 2-core machine shared with other work."""
 pytestmark = [
     pytest.mark.skipif(os.environ.get("GPUTENANT_REAL_VCLUSTER") != "1",
                        reason="opt-in: GPUTENANT_REAL_VCLUSTER=1 runs the real vCluster (minutes)"),
-    pytest.mark.skipif(not (REAL_CHART / "Chart.yaml").is_file(), reason=f"{REAL_CHART} is missing"),
+    pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(), reason=f"{REAL_VCLUSTER_CHART} is missing"),
 ]
-
-
-@pytest.fixture(scope="module")
-def vcluster_node(node_plane: ControlPlane):
-    """The node plane with the vCluster images imported, KAI's Queue CRD (the tenant's Queue is
-    one of the rendered objects) and a default StorageClass backed by a real provisioner."""
-    node_plane.node.containerd.import_images(list(vcluster_images(node_plane.bin_dir).values()))
-    install_kai_queue_crd(node_plane)
-    provisioner = LocalPathProvisioner().start(node_plane)
-    yield node_plane
-    provisioner.stop()
 
 
 def operator_config() -> OperatorConfig:
     document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
-    document["vcluster"].update(localPath=str(REAL_CHART))
+    document["vcluster"].update(localPath=str(REAL_VCLUSTER_CHART))
     return OperatorConfig.model_validate(document)
 
 

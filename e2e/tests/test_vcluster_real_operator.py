@@ -15,10 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -27,50 +24,19 @@ import pytest
 import yaml
 
 from gputenant import naming
-from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
-from kubeplane.fixtures import THIRD_PARTY_DIR, install_crds, install_kai_queue_crd
+from kubeplane.fixtures import ARGOCD_NAMESPACE, REAL_VCLUSTER_CHART
 from kubeplane.images import TEST_IMAGE
-from kubeplane.storage import LocalPathProvisioner
 from kubeplane.tools import REPO_ROOT, pinned_versions
-from kubeplane.vcluster_images import vcluster_images
 
-REAL_CHART = THIRD_PARTY_DIR / "vcluster-0.36.1" / "chart"
-GPUTENANT = Path(sys.executable).parent / "gputenant"
-OPERATOR_USER = "gpu-tenant-operator"
-GUARD_CONFIGURATION = "gputenant-guard"
-ARGOCD_NAMESPACE = "argocd"
 READY_TIMEOUT_SECONDS = 480
 """A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real.py)."""
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("GPUTENANT_REAL_VCLUSTER") != "1",
                        reason="opt-in: GPUTENANT_REAL_VCLUSTER=1 runs the real vCluster (minutes)"),
-    pytest.mark.skipif(not (REAL_CHART / "Chart.yaml").is_file(), reason=f"{REAL_CHART} is missing"),
+    pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(), reason=f"{REAL_VCLUSTER_CHART} is missing"),
 ]
-
-
-@pytest.fixture(scope="module")
-def vcluster_node(node_plane: ControlPlane):
-    """The node plane with the vCluster images, the GpuTenant and Queue CRDs and a default
-    StorageClass backed by the real local-path-provisioner."""
-    node_plane.node.containerd.import_images(list(vcluster_images(node_plane.bin_dir).values()))
-    install_crds(node_plane, REPO_ROOT / "crds" / "tenant.yaml")
-    install_kai_queue_crd(node_plane)
-    node_plane.kubectl("create", "namespace", ARGOCD_NAMESPACE)
-    provisioner = LocalPathProvisioner().start(node_plane)
-    yield node_plane
-    provisioner.stop()
-
-
-def exposed_config(plane: ControlPlane, path: Path) -> Path:
-    """examples/config.yaml with the real chart and NodePort exposure at the node's address."""
-    document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
-    document["vcluster"].update(localPath=str(REAL_CHART),
-                                exposure={"type": "NodePort", "address": plane.node.network.node_ip})
-    OperatorConfig.model_validate(document)
-    path.write_text(yaml.safe_dump(document))
-    return path
 
 
 def example_tenant(trust_file: str) -> dict:
@@ -86,50 +52,11 @@ def example_tenant(trust_file: str) -> dict:
     return body
 
 
-@pytest.fixture(scope="module")
-def operator(vcluster_node: ControlPlane, tmp_path_factory):
-    """`gputenant run` on the host with the exposed config and its admission guard on loopback;
-    the guard's webhook configurations go with it (they fail closed)."""
-    plane, directory = vcluster_node, tmp_path_factory.mktemp("operator")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    kubeconfig = plane.user(OPERATOR_USER, groups=["system:masters"])
-    log_path = plane.log_dir / "operator-real-vcluster.log"
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(
-            [str(GPUTENANT), "run", "--config", str(exposed_config(plane, directory / "config.yaml")),
-             "--kubeconfig", str(kubeconfig), "--webhook-host", "127.0.0.1", "--webhook-port", str(port),
-             "--webhook-cert-dir", str(directory / "guard-certs")],
-            env={**plane.env(kubeconfig), "GPUTENANT_RESYNC_SECONDS": "5"},
-            stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-    yield log_path
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
-    with plane.api_client() as client:
-        admission = kubernetes.client.AdmissionregistrationV1Api(client)
-        for delete in (admission.delete_mutating_webhook_configuration,
-                       admission.delete_validating_webhook_configuration):
-            try:
-                delete(GUARD_CONFIGURATION)
-            except kubernetes.client.ApiException as error:
-                if error.status != 404:
-                    raise
-
-
 def _ready(plane: ControlPlane, name: str) -> dict | None:
     body = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name)
     conditions = ((body or {}).get("status") or {}).get("conditions") or []
     ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
     return body if ready and body["status"].get("observedGeneration") == body["metadata"]["generation"] else None
-
-
-def _log_tail(path: Path, lines: int = 60) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 OTHER_TENANT = {"untrusted": "internal", "internal": "trusted", "trusted": "untrusted"}
@@ -154,7 +81,7 @@ def _kubeconfig(plane: ControlPlane, owner: Path, namespace: str, secret_name: s
 
 
 @pytest.mark.parametrize("trust_file", ["untrusted", "internal", "trusted"])
-def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vcluster_node, operator,
+def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vcluster_node, real_operator,
                                                                            trust_file: str, tmp_path: Path):
     plane = vcluster_node
     body = example_tenant(trust_file)
@@ -170,7 +97,7 @@ def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vclu
                              what=f"tenant {name} Ready")
         except TimeoutError:
             status = (plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) or {}).get("status")
-            raise AssertionError(f"tenant {name} not Ready: {status}\noperator log:\n{_log_tail(operator)}") from None
+            raise AssertionError(f"tenant {name} not Ready: {status}\noperator log:\n{real_operator.log_tail()}") from None
 
         print(f"\ntenant {name} Ready {time.monotonic() - applied:.1f}s after it was applied "
               f"(operator, real vCluster, NodePort exposure)")
