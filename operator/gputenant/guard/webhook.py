@@ -131,11 +131,15 @@ def _other_tenants(indices: dict, tenant_decision: Any) -> list[tuple[str, GpuTe
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: KubeClient,
              observe: DecisionObserver | None = None) -> Guard:
     """Add the guard's index and admission handlers to `registry`; returns the guard's state.
-    `client` is only used on GpuTenant reviews (the tenant's pods, its namespace and Queue, other tenants' queues)."""
+    `client` is only used on GpuTenant reviews (the tenant's pods, its namespace and Queue, other tenants' queues).
+
+    The pod handlers and the index are coroutines although they never await: kopf runs plain
+    functions in a thread pool, and on a busy machine the two thread hand-offs per review cost
+    more than the rules themselves (about 0.25 ms a pod)."""
     guard = Guard(config, client)
 
     @kopf.index(GROUP, VERSION, PLURAL, id=TENANTS_INDEX, registry=registry)
-    def tenants(name: str, uid: str, body: kopf.Body, status: kopf.Status, **_: Any) -> dict:
+    async def tenants(name: str, uid: str, body: kopf.Body, status: kopf.Status, **_: Any) -> dict:
         namespace = dict(status or {}).get("namespace") or naming.host_namespace(name, config)
         return {namespace: TenantView(name=name, uid=uid, generation=body["metadata"].get("generation", 0),
                                       spec=dict(body.get("spec") or {}), namespace=namespace)}
@@ -145,7 +149,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
 
     @kopf.on.mutate("", "v1", "pods", id=MUTATE_POD, registry=registry, subresource="*",
                     operations=["CREATE", "UPDATE"])
-    def mutate(body: kopf.Body, patch: kopf.Patch, subresource: str | None, old: kopf.Body | None = None,
+    async def mutate(body: kopf.Body, patch: kopf.Patch, subresource: str | None, old: kopf.Body | None = None,
                operation: str = "CREATE", **kwargs: Any) -> None:
         pod = dict(body)
         tenant = _tenant_of_namespace(pod["metadata"]["namespace"], kwargs)
@@ -160,7 +164,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
 
     @kopf.on.validate("", "v1", "pods", id=VALIDATE_POD, registry=registry, subresource="*",
                       operations=["CREATE", "UPDATE"])
-    def validate(body: kopf.Body, userinfo: kopf.UserInfo, old: kopf.Body | None = None, operation: str = "CREATE",
+    async def validate(body: kopf.Body, userinfo: kopf.UserInfo, old: kopf.Body | None = None, operation: str = "CREATE",
                  **kwargs: Any) -> None:
         started = time.perf_counter()
         pod = dict(body)
