@@ -189,3 +189,17 @@ def test_tenants_hear_a_withheld_promise_and_unattested_pools_say_so():
     attestor.results[pool.name] = Attestation(pool.name, judge(promise_of(pool), report()), "f", clock())
     assert tenant_condition(attestor, pool.name)[:2] == ("True", "Attested")
     assert attestor.summary(pool.name)["measured"]["totalMiB"] == 9984
+
+
+def test_the_operator_attests_only_when_told_the_canary_image(monkeypatch):
+    from gputenant import handlers
+
+    monkeypatch.delenv(handlers.ATTESTATION_IMAGE_ENV, raising=False)
+    assert handlers.attestor_from_environment(CONFIG) is None
+    monkeypatch.setenv(handlers.ATTESTATION_IMAGE_ENV, "registry/canary:1")
+    monkeypatch.setenv(handlers.ATTESTATION_QUEUE_ENV, "attestation")
+    attestor = handlers.attestor_from_environment(CONFIG)
+    assert attestor is not None
+    assert (attestor.image, attestor.namespace, attestor.interval, attestor.queue) == (
+        "registry/canary:1", CONFIG.operator_namespace, 3600.0, "attestation")
+    assert handlers.attestor_from_environment(CONFIG.model_copy(update={"pools": []})) is None

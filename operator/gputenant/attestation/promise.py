@@ -86,9 +86,13 @@ def canary_pod_name(pool: Pool) -> str:
     return f"isolation-canary-{pool.name}"[:63].rstrip("-")
 
 
-def canary_pod(pool: Pool, namespace: str, image: str) -> dict:
-    """The canary Pod for the pool, as the guard would admit a tenant's one-unit GPU pod there."""
+def canary_pod(pool: Pool, namespace: str, image: str, queue: str | None = None) -> dict:
+    """The canary Pod for the pool, as the guard would admit a tenant's one-unit GPU pod there;
+    `queue`: the KAI queue it is charged to (a KAI pool schedules no pod without one)."""
     promise = promise_of(pool)
+    labels = {naming.MANAGED_BY_LABEL: naming.MANAGED_BY, naming.COMPONENT_LABEL: COMPONENT, POOL_LABEL: pool.name}
+    if queue:
+        labels[naming.QUEUE_LABEL] = queue
     spec: dict = {
         "restartPolicy": "Never",
         "schedulerName": pool.scheduler_name,
@@ -110,9 +114,7 @@ def canary_pod(pool: Pool, namespace: str, image: str) -> dict:
         spec["tolerations"] = [t.model_dump(exclude_none=True, by_alias=True) for t in pool.tolerations]
     return {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": canary_pod_name(pool), "namespace": namespace,
-                     "labels": {naming.MANAGED_BY_LABEL: naming.MANAGED_BY, naming.COMPONENT_LABEL: COMPONENT,
-                                POOL_LABEL: pool.name},
+        "metadata": {"name": canary_pod_name(pool), "namespace": namespace, "labels": labels,
                      "annotations": {FINGERPRINT_ANNOTATION: fingerprint(pool, image)}},
         "spec": spec,
     }

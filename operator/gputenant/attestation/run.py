@@ -119,6 +119,8 @@ class Attestor:
     image: str
     namespace: str
     interval: float
+    queue: str | None = None
+    """KAI queue the canaries are charged to (operator-owned, not a tenant's)."""
     schedule_timeout: float = 120.0
     run_timeout: float = 300.0
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
@@ -131,7 +133,7 @@ class Attestor:
 
     async def attest(self, client: KubeClient, pool: Pool) -> Attestation:
         """Run the pool's canary now and keep its verdict."""
-        pod = canary_pod(pool, self.namespace, self.image)
+        pod = canary_pod(pool, self.namespace, self.image, self.queue)
         promise = promise_of(pool)
         message, why = await run_canary(client, pod, schedule_timeout=self.schedule_timeout,
                                         run_timeout=self.run_timeout)
