@@ -53,7 +53,12 @@ async def run_canary(client: KubeClient, pod: dict, *, schedule_timeout: float, 
     None and why there is none); the pod is deleted afterwards in every case."""
     name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
     await _delete_and_wait(client, name, namespace, poll)
-    await client.create(pod)
+    try:
+        await client.create(pod)
+    except ApiError as error:
+        if error.transient:
+            raise
+        return None, f"the API server refused the canary pod in namespace {namespace}: {error}"
     loop = asyncio.get_running_loop()
     started = loop.time()
     running_since: float | None = None

@@ -140,3 +140,13 @@ def test_a_canary_running_for_real_on_a_node_without_a_gpu_fails_its_pool(cluste
     assert verdict.measured == {"devices": 0}
     assert attestor.summary("real-node")["isolationVerified"] == "False"
     wait_for(lambda: canary_pods(cluster.plane) == [], timeout=30, what="the canary pod deleted after its run")
+
+
+def test_a_canary_the_api_server_refuses_leaves_its_pool_unattested_with_the_reason(cluster: KaiCluster):
+    pool = cluster.config.pools[0]
+    attestor = Attestor(image=CANARY_IMAGE, namespace="no-such-namespace", interval=3600)
+    verdict = run(cluster.plane, lambda client: attestor.attest(client, pool)).verdict
+    assert verdict.outcome is Outcome.UNATTESTED
+    assert f"pool {pool.name} ({pool.mode.value}) is not attested: the API server refused the canary pod in " \
+           "namespace no-such-namespace: " in verdict.message
+    assert "not found" in verdict.message
