@@ -1,5 +1,6 @@
 """Isolation attestation against the real cluster: the operator's own canary code (`Attestor`,
-`publish_tenant_conditions`) creating real canary pods and writing real tenant status.
+`publish_tenant_conditions`) creating real canary pods and writing real tenant status, and
+`gputenant run` doing it on its own (pool report on the liveness endpoint, tenant condition).
 
 - On kwok-SIMULATED GPU nodes (`vcluster_kai`: every pool of examples/config.yaml, the real
   KAI-Scheduler) each pool's canary is scheduled by KAI onto a simulated node, where no container
@@ -16,8 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
 
 import pytest
+import yaml
 
 from gputenant import GROUP, KIND, VERSION
 from gputenant.api import conditions as reasons
@@ -37,6 +45,8 @@ pytestmark = pytest.mark.plane
 NAMESPACE = "gputenant-attestation"
 PARENT_QUEUE, QUEUE = "attestation-parent", "gputenant-attestation"
 TENANT_API = f"{GROUP}/{VERSION}"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+GPUTENANT = Path(sys.executable).parent / "gputenant"
 
 
 def queue(name: str, parent: str | None) -> dict:
@@ -150,3 +160,72 @@ def test_a_canary_the_api_server_refuses_leaves_its_pool_unattested_with_the_rea
     assert f"pool {pool.name} ({pool.mode.value}) is not attested: the API server refused the canary pod in " \
            "namespace no-such-namespace: " in verdict.message
     assert "not found" in verdict.message
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def attesting_operator(cluster: KaiCluster, tmp_path: Path):
+    """`gputenant run` with the canary image named, its pool report on a liveness endpoint. Its
+    vCluster chart is a directory that does not exist: tenants here are placed by the policy (their
+    status names the pool) and never get a control plane, which this test does not need."""
+    plane = cluster.plane
+    document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
+    document["vcluster"]["localPath"] = str(tmp_path / "no-chart")
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(document))
+    plane.kubectl("create", "namespace", "gpu-operator", check=False)
+    port = free_port()
+    env = {**plane.env(), "GPUTENANT_RESYNC_SECONDS": "2", "GPUTENANT_ATTESTATION_IMAGE": CANARY_IMAGE,
+           "GPUTENANT_ATTESTATION_NAMESPACE": NAMESPACE, "GPUTENANT_ATTESTATION_QUEUE": QUEUE}
+    log_path = plane.log_dir / "attesting-operator.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [str(GPUTENANT), "run", "--config", str(config_path), "--kubeconfig", str(plane.kubeconfig_path),
+             "--liveness", f"http://127.0.0.1:{port}/healthz", "--pools-interval", "3600"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+    try:
+        yield f"http://127.0.0.1:{port}/healthz", log_path
+    finally:
+        plane.kubectl("delete", "gputenant", "placed", "--ignore-not-found", "--wait=false")
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_the_operator_attests_its_pools_and_tells_the_tenants_on_them(cluster: KaiCluster, attesting_operator):
+    plane = cluster.plane
+    liveness_url, log_path = attesting_operator
+    plane.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": TENANT_API, "kind": KIND, "metadata": {"name": "placed"},
+        "spec": {"trust": "Untrusted", "owners": [{"kind": "Group", "name": "a"}],
+                 "gpu": {"quota": 1, "pool": "h100-mig-small"}, "sharing": {"mode": "MIG"}}}))
+
+    def attested_pools() -> dict | None:
+        try:
+            with urllib.request.urlopen(liveness_url, timeout=5) as answer:
+                pools = json.load(answer)["pools"]
+        except OSError:
+            return None
+        done = all((report.get("isolation") or {}).get("message", "").endswith("no container runs there")
+                   for report in pools.values())
+        return pools if pools and done else None
+
+    pools = wait_for(attested_pools, timeout=120, interval=1, what=f"every pool attested (log: {log_path})")
+    assert set(pools) == {pool.name for pool in cluster.config.pools}
+    for name, report in pools.items():
+        assert (report["isolation"]["isolationVerified"], report["isolation"]["reason"]) == (
+            "Unknown", reasons.UNATTESTED), name
+
+    def condition() -> dict | None:
+        tenant = plane.cluster_object(GROUP, VERSION, "gputenants", "placed") or {}
+        found = [c for c in (tenant.get("status") or {}).get("conditions") or []
+                 if c["type"] == reasons.ISOLATION_VERIFIED]
+        return found[0] if found else None
+
+    isolation = wait_for(condition, timeout=60, interval=1, what=f"IsolationVerified on the tenant (log: {log_path})")
+    assert (isolation["status"], isolation["reason"]) == ("Unknown", reasons.UNATTESTED)
+    assert "pool h100-mig-small (MIG) is not attested: its canary was bound to node" in isolation["message"]
