@@ -203,3 +203,21 @@ def test_the_operator_attests_only_when_told_the_canary_image(monkeypatch):
     assert (attestor.image, attestor.namespace, attestor.interval, attestor.queue) == (
         "registry/canary:1", CONFIG.operator_namespace, 3600.0, "attestation")
     assert handlers.attestor_from_environment(CONFIG.model_copy(update={"pools": []})) is None
+
+
+def test_time_slicing_is_never_filled_by_the_canary_and_needs_no_refusal():
+    """Its memory is the neighbours' too: the canary allocates nothing there."""
+    pool = POOLS["a100-timeslice"]
+    command = canary_pod(pool, "ops", "canary:1")["spec"]["containers"][0]["command"]
+    assert command[command.index("--over-mib") + 1] == "0"
+    shared = {"canary": 1, "cuda": {"ok": True, "devices": [{"name": "NVIDIA A100-SXM4-80GB", "totalMiB": 81050}]}}
+    verdict = judge(promise_of(pool), shared)
+    assert verdict.outcome is Outcome.VERIFIED, verdict.message
+    assert verdict.message.endswith("(devices=1, totalMiB=81050)")
+
+
+
+def test_the_canary_allocates_past_the_expectation_only_when_told_how_far():
+    assert canary.allocation_target(10240, 1024) == 11264
+    assert canary.allocation_target(10240, 0) is None
+    assert canary.allocation_target(None, 1024) is None

@@ -198,11 +198,18 @@ def compact(report: dict, limit: int = 4000) -> str:
     return text
 
 
+def allocation_target(expect_mib: int | None, over_mib: int) -> int | None:
+    """MiB to try to allocate: past the expected memory by `over_mib`; None (allocate nothing)
+    without an expectation or when `over_mib` is 0."""
+    return expect_mib + over_mib if expect_mib and over_mib > 0 else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--expect-memory-mib", type=int, default=None,
                         help="memory the pool promises one device; allocation is tried up to this plus --over-mib")
-    parser.add_argument("--over-mib", type=int, default=1024, help="how far past the expected memory to allocate")
+    parser.add_argument("--over-mib", type=int, default=1024,
+                        help="how far past the expected memory to allocate; 0: allocate nothing")
     parser.add_argument("--over-cap-mib", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--probe-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-forbidden", action="store_true", help="skip the child probe with changed variables")
@@ -211,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.probe_only:
         print(json.dumps(probe(args.over_cap_mib)))
         return 0
-    over = args.expect_memory_mib + args.over_mib if args.expect_memory_mib else None
+    over = allocation_target(args.expect_memory_mib, args.over_mib)
     report = {"canary": REPORT_VERSION, "expectMemoryMiB": args.expect_memory_mib, **probe(over)}
     if not args.no_forbidden:
         report["forbidden"] = forbidden_probe(over)

@@ -43,6 +43,9 @@ class Promise:
     (docs/trust-levels.md), so there it is measured and reported, not failed."""
     resources: dict[str, str]
     description: str
+    capped: bool = True
+    """Whether allocating past `memory_mib` must be refused. Time-slicing promises no cap, and its
+    memory is its neighbours' too: the canary allocates nothing there, so it never starves them."""
 
 
 def promise_of(pool: Pool) -> Promise:
@@ -65,7 +68,7 @@ def promise_of(pool: Pool) -> Promise:
     if mode is PoolMode.TIME_SLICING and pool.time_slicing is not None:
         resource = "nvidia.com/gpu.shared" if pool.time_slicing.rename_by_default else "nvidia.com/gpu"
         return Promise(pool.name, mode.value, 1, whole, 0.9, False, {resource: "1"},
-                       f"one time-slice of a {whole} MiB GPU, memory shared with the other slices")
+                       f"one time-slice of a {whole} MiB GPU, memory shared with the other slices", capped=False)
     return Promise(pool.name, mode.value, 1, whole, 0.9, True, {"nvidia.com/gpu": "1"},
                    f"one whole GPU of {whole} MiB, no other pod on it")
 
@@ -101,7 +104,7 @@ def canary_pod(pool: Pool, namespace: str, image: str, queue: str | None = None)
         "containers": [{
             "name": "canary", "image": image, "imagePullPolicy": "IfNotPresent",
             "command": ["python3", CANARY_PATH, "--expect-memory-mib", str(promise.memory_mib),
-                        "--over-mib", str(OVER_MIB)],
+                        "--over-mib", str(OVER_MIB if promise.capped else 0)],
             "resources": {"limits": {**promise.resources, "cpu": "500m", "memory": "512Mi"},
                           "requests": {"cpu": "100m", "memory": "256Mi"}},
             "terminationMessagePolicy": "File",

@@ -90,6 +90,8 @@ def _broken(promise: Promise, measured: dict) -> list[str]:
     total = measured["totalMiB"]
     if isinstance(total, int) and not promise.memory_mib * promise.memory_floor <= total <= _ceiling(promise):
         problems.append(f"total memory {total} MiB, {promise.memory_mib} MiB promised")
+    if not promise.capped:
+        return problems
     if measured["refused"] is None:
         problems.append("the allocation past the promise was not tried")
     elif not measured["refused"]:
@@ -120,9 +122,10 @@ def _widened(promise: Promise, measured: dict, forbidden: dict) -> str | None:
 
 
 def _numbers(measured: dict) -> str:
-    parts = [f"devices={measured['devices']}", f"totalMiB={measured['totalMiB']}",
-             f"allocatedMiB={measured['allocatedMiB']} of {measured['triedMiB']} tried",
-             f"refused={'yes' if measured['refused'] else 'no'}"]
+    parts = [f"devices={measured['devices']}", f"totalMiB={measured['totalMiB']}"]
+    if measured["refused"] is not None:
+        parts += [f"allocatedMiB={measured['allocatedMiB']} of {measured['triedMiB']} tried",
+                  f"refused={'yes' if measured['refused'] else 'no'}"]
     if "forbiddenTotalMiB" in measured:
         parts.append(f"with forbidden variables: devices={measured['forbiddenDevices']}, "
                      f"totalMiB={measured['forbiddenTotalMiB']}, allocatedMiB={measured['forbiddenAllocatedMiB']}")
