@@ -67,11 +67,13 @@ def run(plane, work):
 
 @pytest.fixture(scope="module")
 def cluster(vcluster_kai: KaiCluster) -> KaiCluster:
-    """The canary namespace and an operator-owned KAI queue for it (a KAI pool schedules no pod
-    without a queue), and the canary image in the real node's containerd."""
+    """The canary namespace (Pod Security "restricted", which the canary meets) and an
+    operator-owned KAI queue for it (a KAI pool schedules no pod without a queue), and the canary
+    image in the real node's containerd."""
     plane = vcluster_kai.plane
     plane.node.containerd.import_images(list(canary_image(plane.bin_dir).values()))
     plane.kubectl("create", "namespace", NAMESPACE)
+    plane.kubectl("label", "namespace", NAMESPACE, "pod-security.kubernetes.io/enforce=restricted")
 
     async def queues(client: KubeClient):
         for obj in (queue(PARENT_QUEUE, None), queue(QUEUE, PARENT_QUEUE)):

@@ -24,6 +24,9 @@ COMPONENT = "isolation-canary"
 CANARY_PATH = "/canary/canary.py"
 OVER_MIB = 1024
 """How far past the promised memory the canary tries to allocate."""
+NOBODY = 65534
+"""The canary runs as nobody and needs no privilege, so Pod Security "restricted" admits it; the
+NVIDIA driver's device files are world-accessible by default (NVreg_DeviceFileMode 0666)."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,9 @@ def canary_pod(pool: Pool, namespace: str, image: str, queue: str | None = None)
             "resources": {"limits": {**promise.resources, "cpu": "500m", "memory": "512Mi"},
                           "requests": {"cpu": "100m", "memory": "256Mi"}},
             "terminationMessagePolicy": "File",
-            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                "runAsNonRoot": True, "runAsUser": NOBODY, "runAsGroup": NOBODY,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
         }],
     }
     if pool.node_selector:
