@@ -72,6 +72,10 @@ async def run_canary(client: KubeClient, pod: dict, *, schedule_timeout: float, 
                 return message, "" if message else (
                     f"the canary ended ({terminated.get('reason', 'no reason')}, exit code "
                     f"{terminated.get('exitCode')}) without a report")
+            status = live.get("status") or {}
+            if status.get("phase") in ("Failed", "Succeeded"):
+                return None, (f"the canary pod {status['phase'].lower()} on node {node} before its container ran: "
+                              f"{status.get('reason', '')} {status.get('message', '')}".rstrip())
             if node and await _simulated(client, node):
                 return None, f"its canary was bound to node {node}, which is simulated (kwok): no container runs there"
             now = loop.time()
