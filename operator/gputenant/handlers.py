@@ -20,6 +20,7 @@ import kopf
 
 from gputenant import GROUP, KIND, PLURAL, VERSION, naming
 from gputenant.api import conditions as reasons
+from gputenant.attestation.run import Attestor, publish_tenant_conditions
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.flags import check_webhook_arguments
 from gputenant.guard.standalone import GuardProcess
@@ -43,6 +44,11 @@ log = logging.getLogger(__name__)
 CONFIG_ENV = "GPUTENANT_CONFIG"
 RESYNC_ENV = "GPUTENANT_RESYNC_SECONDS"
 DELETION_RETRY_ENV = "GPUTENANT_DELETION_RETRY_SECONDS"
+ATTESTATION_IMAGE_ENV = "GPUTENANT_ATTESTATION_IMAGE"
+"""The isolation canary's image (docs/attestation.md); unset: no pool is attested."""
+ATTESTATION_INTERVAL_ENV = "GPUTENANT_ATTESTATION_INTERVAL_SECONDS"
+ATTESTATION_NAMESPACE_ENV = "GPUTENANT_ATTESTATION_NAMESPACE"
+ATTESTATION_QUEUE_ENV = "GPUTENANT_ATTESTATION_QUEUE"
 
 
 def default_reconcile_concurrency() -> int:
@@ -72,6 +78,9 @@ class Runtime:
     """Where the DCGM series are read for allocation against use (`gputenant run --prometheus-url`)."""
     usage_window: str = "1h"
     usage_task: asyncio.Task | None = None
+    attestor: Attestor | None = None
+    """Runs each pool's isolation canary and keeps the verdicts; None: attestation is off."""
+    attestation_task: asyncio.Task | None = None
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
@@ -135,12 +144,23 @@ def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_se
                        reconcile_concurrency=reconcile_concurrency, metrics=metrics)
     rt.pools_interval_seconds = pools_interval_seconds
     rt.prometheus_url, rt.usage_window = prometheus_url, usage_window
+    rt.attestor = attestor_from_environment(config)
     if webhook_args is not None and webhook_args.webhook_host:
         check_webhook_arguments(webhook_args)
         rt.guard = GuardProcess(Path(kubeconfig) if kubeconfig else None, config, webhook_args,
                                 observe=rt.metrics.observe_guard_decision)
     _runtime = rt
     return rt
+
+
+def attestor_from_environment(config: OperatorConfig) -> Attestor | None:
+    """The isolation canaries, when the configuration has pools and the environment names the image."""
+    image = os.environ.get(ATTESTATION_IMAGE_ENV)
+    if not image or not config.pools:
+        return None
+    return Attestor(image=image, namespace=os.environ.get(ATTESTATION_NAMESPACE_ENV, config.operator_namespace),
+                    interval=float(os.environ.get(ATTESTATION_INTERVAL_ENV, "3600")),
+                    queue=os.environ.get(ATTESTATION_QUEUE_ENV) or None)
 
 
 RECONCILE_NICENESS = 10
@@ -173,6 +193,8 @@ async def startup(settings: kopf.OperatorSettings, **_) -> None:
         rt.pools_task = asyncio.create_task(keep_pools(rt), name="gputenant-pools")
     if rt.prometheus_url:
         rt.usage_task = asyncio.create_task(keep_usage(rt), name="gputenant-usage")
+    if rt.attestor is not None:
+        rt.attestation_task = asyncio.create_task(keep_attestation(rt, rt.attestor), name="gputenant-attestation")
     log.info("gpu-tenant-operator started (field manager %s, admission guard %s, GPU pools every %s)",
              rt.config.field_manager, "on" if rt.guard else "off",
              f"{rt.pools_interval_seconds:g}s" if rt.pools_interval_seconds > 0 else "never")
@@ -184,7 +206,7 @@ async def cleanup(**_) -> None:
         return
     if _runtime.guard is not None:
         await asyncio.to_thread(_runtime.guard.stop)
-    for task in (_runtime.pools_task, _runtime.usage_task):
+    for task in (_runtime.pools_task, _runtime.usage_task, _runtime.attestation_task):
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -206,7 +228,7 @@ async def pools_probe(**_) -> dict:
 def pool_summary(report: PoolReport) -> dict:
     return {"mode": report.mode, "nodes": len(report.nodes), "gpus": report.capacity,
             "granted": report.granted, "burst": report.burst, "overcommit": report.overcommit,
-            "tenants": report.tenants}
+            "tenants": report.tenants, "isolation": report.isolation}
 
 
 async def keep_pools(rt: Runtime) -> None:
@@ -247,10 +269,26 @@ async def apply_pools_once(rt: Runtime) -> None:
 async def refresh_pool_reports(rt: Runtime) -> None:
     """The report served by the `pools` probe and the pool metrics; logged when it changes."""
     reports = await collect_pool_reports(rt.client, rt.config)
+    if rt.attestor is not None:
+        for report in reports:
+            report.isolation = rt.attestor.summary(report.name)
     rt.metrics.publish_pools(pool_figures(reports))
     if reports != rt.pool_reports:
         log.info("GPU pools: %s", "; ".join(f"{r.name}: {pool_summary(r)}" for r in reports))
     rt.pool_reports = reports
+
+
+async def keep_attestation(rt: Runtime, attestor: Attestor) -> None:
+    """Attest the pools that are due (one canary at a time), then bring every placed tenant's
+    IsolationVerified in line with its pool's verdict; every resync period. A failed API call is a
+    warning and waits for the next tick."""
+    while True:
+        try:
+            await attestor.round(rt.client, rt.config)
+            await publish_tenant_conditions(rt.client, attestor, rt.lock)
+        except ApiError as error:
+            log.warning("isolation attestation: %s; retrying in %gs", error, rt.resync_seconds)
+        await asyncio.sleep(rt.resync_seconds)
 
 
 async def keep_usage(rt: Runtime) -> None:

@@ -22,6 +22,9 @@ VCLUSTER_READY: Final = "VClusterReady"
 KUBECONFIG_READY: Final = "KubeconfigReady"
 ARGOCD_READY: Final = "ArgoCDReady"
 DELETION_PREVENTED: Final = "DeletionPrevented"
+ISOLATION_VERIFIED: Final = "IsolationVerified"
+"""Whether the pool's isolation canary measured what the tenant's tier promises (docs/attestation.md).
+Not a part of Ready: an unattested pool (no GPU node ran the canary yet) still serves tenants."""
 
 PART_CONDITIONS: Final = (
     NAMESPACE_READY, QUOTA_READY, RBAC_READY, NETWORK_READY, QUEUE_READY, SHARING_READY,
@@ -60,6 +63,15 @@ TOKEN_REQUEST_FAILED: Final = "TokenRequestFailed"
 INVALID_KUBECONFIG_INPUT: Final = "InvalidKubeconfigInput"
 NAMESPACE_TERMINATING: Final = "NamespaceTerminating"
 PREVENT_DELETION_SET: Final = "PreventDeletionSet"
+
+# -- isolation attestation (IsolationVerified) ---------------------------------------------------
+
+ATTESTED: Final = "Attested"
+"""The canary ran on the tenant's pool and measured the promised isolation (the numbers in the message)."""
+ATTESTATION_FAILED: Final = "AttestationFailed"
+"""The canary ran and measured something the promise rules out; the tier's promise is withheld."""
+UNATTESTED: Final = "Unattested"
+"""No measurement: the canary was not scheduled, ran on a simulated node, or left no report."""
 
 # -- Helm ---------------------------------------------------------------------------------------
 

@@ -39,6 +39,9 @@ class PoolReport:
     burst: float
     """Sum of the tenants' GPU limits."""
     tenants: list[str] = field(default_factory=list)
+    isolation: dict | None = None
+    """The pool's isolation attestation (IsolationVerified, reason, message, numbers), when the
+    operator runs canaries (docs/attestation.md)."""
 
     @property
     def capacity(self) -> int:

@@ -1,0 +1,128 @@
+"""What each pool promises a pod, and the canary pod that checks it, shaped as the admission guard
+shapes a tenant's GPU pod for that pool (pure: no cluster access).
+
+The canary runs in the operator's namespace, not a tenant's: it must not spend a tenant's quota or
+queue, nor depend on a tenant existing; so it is given here what the guard would give a tenant pod
+of the pool (scheduler, node selector, tolerations, one unit of the pool's GPU resource, HAMi's
+caps filled in) and nothing the guard would refuse (no runtimeClass, no device variables).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+from gputenant import naming
+from gputenant.api.gpus import mig_profile
+from gputenant.config.models import MigStrategy, Pool, PoolMode
+
+MIB_PER_GB = 1024
+FINGERPRINT_ANNOTATION = "gputenant.io/attestation-fingerprint"
+POOL_LABEL = "gputenant.io/attested-pool"
+COMPONENT = "isolation-canary"
+CANARY_PATH = "/canary/canary.py"
+OVER_MIB = 1024
+"""How far past the promised memory the canary tries to allocate."""
+NOBODY = 65534
+"""The canary runs as nobody and needs no privilege, so Pod Security "restricted" admits it; the
+NVIDIA driver's device files are world-accessible by default (NVreg_DeviceFileMode 0666)."""
+
+
+@dataclass(frozen=True)
+class Promise:
+    """What one pod of the pool must see, and how strictly."""
+
+    pool: str
+    mode: str
+    devices: int
+    memory_mib: int
+    """Total memory of the one device the pod gets: the GPU, the MIG slice or the HAMi cap."""
+    memory_floor: float
+    """Below this share of `memory_mib` the reading is wrong too (a smaller slice, a wrong GPU)."""
+    resists_evasion: bool
+    """True where isolation is outside the tenant's process (MIG, whole GPUs): a variable the
+    program changes must not widen access. HAMi and time-slicing promise no such thing
+    (docs/trust-levels.md), so there it is measured and reported, not failed."""
+    resources: dict[str, str]
+    description: str
+    capped: bool = True
+    """Whether allocating past `memory_mib` must be refused. Time-slicing promises no cap, and its
+    memory is its neighbours' too: the canary allocates nothing there, so it never starves them."""
+
+
+def promise_of(pool: Pool) -> Promise:
+    """The pool's promise to one pod holding one unit of its GPU resource."""
+    mode = pool.mode
+    whole = pool.gpu_memory_mi_b
+    if mode is PoolMode.MIG and pool.mig is not None:
+        name = pool.mig.default_profile or pool.mig.profiles[0]
+        profile = mig_profile(pool.gpu_model, name)
+        memory = profile.memory_gb * MIB_PER_GB if profile else whole
+        resource = "nvidia.com/gpu" if pool.mig.strategy is MigStrategy.SINGLE else f"nvidia.com/mig-{name}"
+        return Promise(pool.name, mode.value, 1, memory, 0.9, True, {resource: "1"},
+                       f"one MIG {name} instance of at most {memory} MiB, isolated in hardware")
+    if mode is PoolMode.HAMI and pool.hami is not None:
+        cap = hami_canary_memory(pool)
+        cores = math.ceil(100 / pool.hami.split_count)
+        return Promise(pool.name, mode.value, 1, cap, 0.9, False,
+                       {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(cap), "nvidia.com/gpucores": str(cores)},
+                       f"one vGPU capped at {cap} MiB by HAMi-core (against mistakes, not evasion)")
+    if mode is PoolMode.TIME_SLICING and pool.time_slicing is not None:
+        resource = "nvidia.com/gpu.shared" if pool.time_slicing.rename_by_default else "nvidia.com/gpu"
+        return Promise(pool.name, mode.value, 1, whole, 0.9, False, {resource: "1"},
+                       f"one time-slice of a {whole} MiB GPU, memory shared with the other slices", capped=False)
+    return Promise(pool.name, mode.value, 1, whole, 0.9, True, {"nvidia.com/gpu": "1"},
+                   f"one whole GPU of {whole} MiB, no other pod on it")
+
+
+def hami_canary_memory(pool: Pool) -> int:
+    """The smallest share a HAMi pool hands out: one GPU's memory over its split count."""
+    split = pool.hami.split_count if pool.hami else 1
+    return pool.gpu_memory_mi_b // split
+
+
+def fingerprint(pool: Pool, image: str) -> str:
+    """Changes when the pool's configuration or the canary image does: a new attestation is due."""
+    text = pool.model_dump_json(by_alias=True) + "\0" + image
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def canary_pod_name(pool: Pool) -> str:
+    return f"isolation-canary-{pool.name}"[:63].rstrip("-")
+
+
+def canary_pod(pool: Pool, namespace: str, image: str, queue: str | None = None) -> dict:
+    """The canary Pod for the pool, as the guard would admit a tenant's one-unit GPU pod there;
+    `queue`: the KAI queue it is charged to (a KAI pool schedules no pod without one)."""
+    promise = promise_of(pool)
+    labels = {naming.MANAGED_BY_LABEL: naming.MANAGED_BY, naming.COMPONENT_LABEL: COMPONENT, POOL_LABEL: pool.name}
+    if queue:
+        labels[naming.QUEUE_LABEL] = queue
+    spec: dict = {
+        "restartPolicy": "Never",
+        "schedulerName": pool.scheduler_name,
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{
+            "name": "canary", "image": image, "imagePullPolicy": "IfNotPresent",
+            "command": ["python3", CANARY_PATH, "--expect-memory-mib", str(promise.memory_mib),
+                        "--over-mib", str(OVER_MIB if promise.capped else 0)],
+            "resources": {"limits": {**promise.resources, "cpu": "500m", "memory": "512Mi"},
+                          "requests": {"cpu": "100m", "memory": "256Mi"}},
+            "terminationMessagePolicy": "File",
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                "runAsNonRoot": True, "runAsUser": NOBODY, "runAsGroup": NOBODY,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+        }],
+    }
+    if pool.node_selector:
+        spec["nodeSelector"] = dict(pool.node_selector)
+    if pool.tolerations:
+        spec["tolerations"] = [t.model_dump(exclude_none=True, by_alias=True) for t in pool.tolerations]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": canary_pod_name(pool), "namespace": namespace, "labels": labels,
+                     "annotations": {FINGERPRINT_ANNOTATION: fingerprint(pool, image)}},
+        "spec": spec,
+    }
