@@ -23,8 +23,8 @@ Memory caps are not shown here: at the pinned KAI v0.12.0 nothing enforces a fra
 (KAI's docs: it "does not enforce memory allocation limits"), and on a real cluster that is HAMi-core
 loaded by KAI's resource isolator (KAI >= v0.17). Whether a cap holds on a real GPU is the
 attestation's business (issue 11, item 4). What is shown: each pod's share is the one the policy
-grants (`gpu-fraction: 0.25`, its memory portion written by the binder), and the queue admits
-exactly the tenant's limit in shares.
+grants (`gpu-fraction: 0.25`; the binder writes `GPU_PORTION=0.25` and the reserved GPU for the
+container), and the queue admits exactly the tenant's limit in shares.
 """
 
 from __future__ import annotations
@@ -158,6 +158,13 @@ def test_eight_quarter_shares_run_within_the_queue_and_a_ninth_waits(kai_cluster
             uuid = reservation.metadata.annotations[RESERVED_GPU_ANNOTATION]
             assert uuid.startswith(SIMULATED_GPU_UUID_PREFIX) and reservation.spec.node_name == pod.spec.node_name
             gpus_used.add((pod.spec.node_name, uuid))
+            # What the container is given (ConfigMaps the binder writes, read through the env KAI's admission
+            # adds): that GPU, and the portion KAI's isolator turns into the memory cap.
+            maps = pod.metadata.annotations[KAI_SHARED_GPU_CONFIGMAP]
+            capabilities = core.read_namespaced_config_map(f"{maps}-0", namespace).data
+            direct = core.read_namespaced_config_map(f"{maps}-0-evar", namespace).data
+            assert float(capabilities["GPU_PORTION"]) == float(SHARE)
+            assert direct["NVIDIA_VISIBLE_DEVICES"] == uuid
         # Four quarter shares fill a GPU: KAI packs 8 shares on at least 2 GPUs, each held by one reservation pod.
         assert len(gpus_used) >= GRANTED_GPUS
         condition = next(c for c in ninth.status.conditions if c.type == "PodScheduled")
