@@ -477,6 +477,7 @@ def test_hami_share_finer_than_the_split_count():
 def test_hami_memory_above_one_gpu():
     decision = decide("x", spec(INTERNAL, sharing={"hami": {"memoryMiB": 30000}}, quota=1), EXAMPLE)
     assert (decision.possible, decision.reason) == (False, "MemoryAboveGpu")
+    assert "more than one GPU of pool l4-hami has (23034 MiB)" in decision.message
 
 
 def test_hami_memory_is_the_shares_portion_of_the_gpu():

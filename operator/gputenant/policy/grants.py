@@ -1,6 +1,7 @@
 """What each sharing mechanism grants on one pool, in its own units (docs/units.md): whole GPUs,
-time-slice replicas, KAI GPU fractions (HAMi mode) or MIG instances. Pure, like the rest of the policy; a request the
-mechanism cannot grant raises `Refused`, which `decide` turns into an impossible Decision.
+time-slice replicas, KAI GPU fractions (HAMi mode) or MIG instances. Pure, like the rest of the
+policy; a request the mechanism cannot grant raises `Refused`, which `decide` turns into an
+impossible Decision.
 """
 
 from __future__ import annotations
@@ -100,13 +101,19 @@ def _grant_hami(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: 
             "set corePercent to at most 50, or use sharing mode Exclusive",
         )
     share_memory = pool.gpu_memory_mi_b * cores // 100
-    if hami.memory_mi_b is not None and hami.memory_mi_b != share_memory:
-        wanted_percent = min(100, math.ceil(hami.memory_mi_b * 100 / pool.gpu_memory_mi_b))
+    if hami.memory_mi_b is not None and hami.memory_mi_b > pool.gpu_memory_mi_b:
         raise Refused(
-            reasons.MEMORY_ABOVE_GPU if hami.memory_mi_b > pool.gpu_memory_mi_b else reasons.FRACTION_NOT_GRANTABLE,
+            reasons.MEMORY_ABOVE_GPU,
+            f"sharing.hami.memoryMiB {hami.memory_mi_b} is more than one GPU of pool {pool.name} has "
+            f"({pool.gpu_memory_mi_b} MiB); a share's memory is its portion of the GPU: unset memoryMiB",
+        )
+    if hami.memory_mi_b is not None and hami.memory_mi_b != share_memory:
+        raise Refused(
+            reasons.FRACTION_NOT_GRANTABLE,
             f"sharing.hami.memoryMiB {hami.memory_mi_b}: a share's memory is its fraction of the GPU (KAI caps a "
             f"gpu-fraction at that portion), {share_memory} MiB for corePercent {cores} on pool {pool.name} "
-            f"({pool.gpu_memory_mi_b} MiB per GPU); unset memoryMiB, or set corePercent to {wanted_percent}",
+            f"({pool.gpu_memory_mi_b} MiB per GPU); unset memoryMiB, or set corePercent to "
+            f"{math.ceil(hami.memory_mi_b * 100 / pool.gpu_memory_mi_b)}",
         )
     whole_units(quota_gpus, shares_per_gpu, "gpu.quota", f"HAMi at corePercent {cores}", "shares")
     shares = whole_units(limit_gpus, shares_per_gpu, "gpu.limit", f"HAMi at corePercent {cores}", "shares")
