@@ -223,29 +223,25 @@ def cases(mode: Mode) -> list[Case]:
                 f"tenant; request {mode.granted}"] if mode is MIG and mode.foreign_gpu.startswith("nvidia.com/mig-") else
                [f"[gpu-resource] {mode.foreign_gpu} belongs to another sharing mechanism than {MODE_NAMES[mode]}; "
                 f"request {mode.granted}"]))
-    over = mode.max_per_pod + 1
     if hami:
-        rejected("more-than-one-gpu-per-pod", pod(annotations={"gpu-fraction": "1"}),
-                 "[fraction-annotation] annotation gpu-fraction=1 is not a whole number of the tenant's 0.25 GPU "
-                 "shares within its limit; set gpu-fraction to a multiple of 0.25 up to 0.75")
-    elif mode is TIME_SLICING:
-        rejected("more-than-the-tenant-per-pod", pod(*[container(f"c{i}", limits=gpu) for i in range(over)]),
-                 f"[per-pod-limit] the pod requests {over} nvidia.com/gpu; the tenant's limit is 4 per pod")
+        hami_cases(mode, allowed, rejected)
     else:
-        rejected("more-than-the-tenant-per-pod", pod(container(limits={mode.gpu: str(over)})),
-                 f"[per-pod-limit] the pod requests {over} {mode.gpu}; the tenant's limit is {mode.max_per_pod} per pod")
-    for annotation, value in (("gpu-fraction", "0.5"), ("gpu-memory", "4096")):
-        manifest = pod(annotations={annotation: value})
-        if mode is TIME_SLICING or (hami and annotation == "gpu-fraction"):
-            allowed(f"kai-{annotation}-annotation", manifest, steered(mode, manifest))
-        elif hami:
-            rejected(f"kai-{annotation}-annotation", manifest,
-                     "[fraction-annotation] annotation gpu-memory is not granted; ask for a share with annotation "
-                     'gpu-fraction: "0.25" (its memory is that portion of the GPU)')
+        over = mode.max_per_pod + 1
+        if mode is TIME_SLICING:
+            rejected("more-than-the-tenant-per-pod", pod(*[container(f"c{i}", limits=gpu) for i in range(over)]),
+                     f"[per-pod-limit] the pod requests {over} nvidia.com/gpu; the tenant's limit is 4 per pod")
         else:
-            rejected(f"kai-{annotation}-annotation", manifest,
-                     f"[fraction-annotation] annotation {annotation} asks KAI for a shared GPU, which sharing "
-                     f"{MODE_NAMES[mode]} does not allow (remove it)")
+            rejected("more-than-the-tenant-per-pod", pod(container(limits={mode.gpu: str(over)})),
+                     f"[per-pod-limit] the pod requests {over} {mode.gpu}; the tenant's limit is {mode.max_per_pod} "
+                     "per pod")
+        for annotation, value in (("gpu-fraction", "0.5"), ("gpu-memory", "4096")):
+            manifest = pod(annotations={annotation: value})
+            if mode is TIME_SLICING:
+                allowed(f"kai-{annotation}-annotation", manifest, steered(mode, manifest))
+            else:
+                rejected(f"kai-{annotation}-annotation", manifest,
+                         f"[fraction-annotation] annotation {annotation} asks KAI for a shared GPU, which sharing "
+                         f"{MODE_NAMES[mode]} does not allow (remove it)")
     rejected("several-rules-at-once", pod(container(securityContext={"privileged": True}), labels={QUEUE: "other-team"},
                                           hostPID=True),
              f"[queue-label] label {QUEUE}=other-team names another queue; pods of this tenant use queue "
@@ -260,15 +256,6 @@ def cases(mode: Mode) -> list[Case]:
                  "(time-sliced replicas add no compute; the pool fails larger requests)")
         m = pod(*[container(f"c{i}", limits=gpu) for i in range(4)])
         allowed("four-replicas-over-four-containers", m, steered(mode, m))
-    if hami:
-        for resource in ("nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores"):
-            rejected(f"hami-resource-{resource.removeprefix('nvidia.com/')}", pod(container(limits={resource: "1"})),
-                     f"[gpu-resource] {resource} belongs to another sharing mechanism than HAMi; request {mode.granted}")
-        rejected("share-not-a-multiple", pod(annotations={"gpu-fraction": "0.3"}),
-                 "[fraction-annotation] annotation gpu-fraction=0.3 is not a whole number of the tenant's 0.25 GPU "
-                 "shares within its limit; set gpu-fraction to a multiple of 0.25 up to 0.75")
-        m = pod(annotations={"gpu-fraction": "0.75"})
-        allowed("three-shares", m, steered(mode, m))
     if mode is MIG:
         rejected("larger-profile-than-granted", pod(container(limits={"nvidia.com/mig-3g.40gb": "1"})),
                  "[mig-profile] MIG profile 3g.40gb is not granted to the tenant; request nvidia.com/mig-1g.10gb")
@@ -278,6 +265,26 @@ def cases(mode: Mode) -> list[Case]:
         m = pod(container(limits={"nvidia.com/gpu": "2"}))
         allowed("two-whole-gpus", m, steered(mode, m))
     return result
+
+
+def hami_cases(mode: Mode, allowed, rejected) -> None:
+    """HAMi mode's own cases: a share is a `gpu-fraction` of whole 0.25 shares below one GPU; no
+    device-plugin or HAMi resource, no `gpu-memory`."""
+    wrong_share = ("is not a whole number of the tenant's 0.25 GPU shares within its limit; set gpu-fraction to "
+                   "a multiple of 0.25 up to 0.75")
+    rejected("more-than-one-gpu-per-pod", pod(annotations={"gpu-fraction": "1"}),
+             f"[fraction-annotation] annotation gpu-fraction=1 {wrong_share}")
+    rejected("share-not-a-multiple", pod(annotations={"gpu-fraction": "0.3"}),
+             f"[fraction-annotation] annotation gpu-fraction=0.3 {wrong_share}")
+    for fraction in ("0.5", "0.75"):
+        manifest = pod(annotations={"gpu-fraction": fraction})
+        allowed(f"kai-gpu-fraction-{fraction}", manifest, steered(mode, manifest))
+    rejected("kai-gpu-memory-annotation", pod(annotations={"gpu-memory": "4096"}),
+             "[fraction-annotation] annotation gpu-memory is not granted; ask for a share with annotation "
+             'gpu-fraction: "0.25" (its memory is that portion of the GPU)')
+    for resource in ("nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores"):
+        rejected(f"hami-resource-{resource.removeprefix('nvidia.com/')}", pod(container(limits={resource: "1"})),
+                 f"[gpu-resource] {resource} belongs to another sharing mechanism than HAMi; request {mode.granted}")
 
 
 ALL_MODES = [TIME_SLICING, HAMI, MIG, EXCLUSIVE]

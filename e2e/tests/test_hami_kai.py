@@ -44,6 +44,7 @@ from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.rules import validate_pod
 from gputenant.kube import KubeClient
 from gputenant.policy.choose import decide
+from gputenant.policy.decision import Decision
 from gputenant.pools.apply import apply_pools
 from gputenant.render.tenant import render_tenant
 from kubeplane import wait_for
@@ -61,11 +62,11 @@ SHARES = 8
 TIMEOUT = 90
 KAI_SHARED_GPU_CONFIGMAP = "runai/shared-gpu-configmap"
 """What KAI's admission webhook adds to a fraction pod (SIMULATED here, see the module docstring)."""
-GPU_PORTION = "gpu-fraction"
+GPU_FRACTION = "gpu-fraction"
 
 
 @pytest.fixture(scope="module")
-def internal_tenant(kai_cluster: KaiCluster) -> Iterator[tuple[GpuTenant, object, list[dict]]]:
+def internal_tenant(kai_cluster: KaiCluster) -> Iterator[tuple[GpuTenant, Decision, list[dict]]]:
     config = kai_cluster.config
     with kai_cluster.plane.api_client() as client:
         existing = {ns.metadata.name for ns in kubernetes.client.CoreV1Api(client).list_namespace().items}
@@ -95,12 +96,12 @@ def internal_tenant(kai_cluster: KaiCluster) -> Iterator[tuple[GpuTenant, object
     kai_cluster.plane.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
-def tenant_pod(model: GpuTenant, decision, namespace: str, name: str) -> dict:
+def tenant_pod(model: GpuTenant, decision: Decision, namespace: str, name: str) -> dict:
     """A share as the tenant writes it, mutated and checked by the guard, then given the key KAI's
     admission would add (SIMULATED admission, see the module docstring)."""
     pod = {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "annotations": {GPU_PORTION: SHARE}},
+        "metadata": {"name": name, "namespace": namespace, "annotations": {GPU_FRACTION: SHARE}},
         "spec": {
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{"name": "infer", "image": "registry.example/infer:1",
@@ -151,7 +152,7 @@ def test_eight_quarter_shares_run_within_the_queue_and_a_ninth_waits(kai_cluster
             assert pod.spec.scheduler_name == SCHEDULER_NAME
             assert pod.metadata.labels[QUEUE_LABEL] == queue
             assert pod.spec.node_name in pool_nodes
-            assert pod.metadata.annotations[GPU_PORTION] == SHARE
+            assert pod.metadata.annotations[GPU_FRACTION] == SHARE
             # The binder put the share on the GPU its reservation pod got (the SIMULATED report).
             group = pod.metadata.labels["runai-gpu-group"]
             [reservation] = core.list_namespaced_pod(RESERVATION_NAMESPACE, label_selector=f"runai-gpu-group={group}").items
@@ -165,7 +166,10 @@ def test_eight_quarter_shares_run_within_the_queue_and_a_ninth_waits(kai_cluster
             direct = core.read_namespaced_config_map(f"{maps}-0-evar", namespace).data
             assert float(capabilities["GPU_PORTION"]) == float(SHARE)
             assert direct["NVIDIA_VISIBLE_DEVICES"] == uuid
-        # Four quarter shares fill a GPU: KAI packs 8 shares on at least 2 GPUs, each held by one reservation pod.
+        # Not asserted: at most one GPU of shares per GPU. KAI v0.12.0 plans that, but a bind that fails and is
+        # retried can land a share on a GPU that filled up meanwhile (seen here: 5 quarter shares on one GPU after
+        # the binder's PreBind read a ConfigMap it had just created through its cache, "not found", and retried).
+        # docs/units.md, "What enforces what", records it.
         assert len(gpus_used) >= GRANTED_GPUS
         condition = next(c for c in ninth.status.conditions if c.type == "PodScheduled")
         assert queue in condition.message, condition.message

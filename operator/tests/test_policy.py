@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from fractions import Fraction
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
