@@ -1,8 +1,8 @@
 """SIMULATED GPU nodes for the pools of an operator configuration, kept alive by kwok.
 
 This machine has no GPUs. Each pool becomes Node objects shaped the way NVIDIA's GPU Operator
-(device plugin, GPU feature discovery, MIG manager) or HAMi leave a real node: `nvidia.com/gpu`,
-`nvidia.com/mig-<profile>` or HAMi's resources in capacity and allocatable, NVIDIA's labels, the
+(device plugin, GPU feature discovery, MIG manager) leave a real node: `nvidia.com/gpu` or
+`nvidia.com/mig-<profile>` in capacity and allocatable, NVIDIA's labels, the
 pool's nodeSelector labels, and one taint per pool toleration. They carry kwok's annotation, so
 the kwok controller (kubeplane.kwok) marks them Ready, renews their leases and runs the pods bound
 to them (Running without any container). Whatever decides where a pod goes - the real
@@ -12,6 +12,7 @@ KAI-Scheduler, admission, quotas - sees ordinary nodes; only the GPUs and the ku
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 import kubernetes
@@ -47,7 +48,7 @@ class GpuNode:
     labels: dict[str, str]
     taints: list[dict[str, str]]
     resources: dict[str, str]
-    """GPU resources as the device plugin (or HAMi) advertises them, in capacity and allocatable."""
+    """GPU resources as the device plugin advertises them, in capacity and allocatable."""
 
     def manifest(self) -> dict:
         """The Node without status (status is written through its subresource, see create_nodes)."""
@@ -84,8 +85,7 @@ def _taint(toleration: Toleration) -> dict[str, str] | None:
 
 
 def _mode_resources_and_labels(pool: Pool, gpus: int, product: str) -> tuple[dict, dict]:
-    """How the GPU Operator (or HAMi) advertises `gpus` GPUs of the pool's mode on one node."""
-    memory = pool.gpu_memory_mi_b
+    """How the GPU Operator advertises `gpus` GPUs of the pool's mode on one node."""
     if pool.mode is PoolMode.TIME_SLICING:
         sharing = pool.time_slicing
         replicas = gpus * sharing.replicas
@@ -95,10 +95,10 @@ def _mode_resources_and_labels(pool: Pool, gpus: int, product: str) -> tuple[dic
             return {f"{GPU}.shared": str(replicas)}, labels
         return {GPU: str(replicas)}, {**labels, "nvidia.com/gpu.product": f"{product}-SHARED"}
     if pool.mode is PoolMode.HAMI:
-        hami = pool.hami
-        resources = {GPU: str(gpus * hami.split_count), "nvidia.com/gpumem": str(gpus * memory),
-                     "nvidia.com/gpucores": str(gpus * 100)}
-        return resources, ({"gpu": "on"} if hami.label_nodes else {})
+        # HAMi mode is KAI GPU fractions (docs/units.md): NVIDIA's device plugin advertises whole GPUs,
+        # which KAI's binder reserves one at a time for the fractions it puts on them; KAI reads each
+        # GPU's memory from the `nvidia.com/gpu.memory` label. No HAMi device plugin, so no gpumem.
+        return {GPU: str(gpus)}, ({"gpu": "on"} if pool.hami.label_nodes else {})
     if pool.mode is PoolMode.MIG:
         mig = pool.mig
         layout = mig_layout(pool.gpu_model, mig.config)
@@ -178,3 +178,70 @@ def create_nodes(api_client: kubernetes.client.ApiClient, nodes: list[GpuNode], 
     wait_for(all_ready, timeout=timeout, interval=0.2, what=f"kwok to mark {sorted(wanted)} Ready")
     for node in nodes:
         core.patch_node(node.name, {"spec": {"taints": node.taints}})
+
+
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+"""Where KAI's binder creates its GPU reservation pods (binder flag --resource-reservation-namespace
+default, KAI v0.12.0 constants.DefaultResourceReservationName), and their ServiceAccount's name."""
+RESERVED_GPU_ANNOTATION = "run.ai/reserve_for_gpu_index"
+SIMULATED_GPU_UUID_PREFIX = "GPU-SIMULATED-"
+
+
+class SimulatedGpuReservations:
+    """SIMULATED: what KAI's resource-reservation pods report on a real GPU node.
+
+    For a GPU fraction, KAI's binder (v0.12.0 pkg/binder/binding/resourcereservation) creates one
+    `gpu-reservation-<node>-<x>` pod per shared GPU, pinned to the node and asking the device plugin
+    for `nvidia.com/gpu: 1`; the pod's program reads the GPU it got through NVML and writes its UUID
+    into the annotation `run.ai/reserve_for_gpu_index` (pkg/resourcereservation/patcher), which the
+    binder waits for (40 s) before it binds the fraction with that GPU in NVIDIA_VISIBLE_DEVICES.
+    kwok runs no program and there is no GPU, so this thread writes that report instead: a UUID
+    `GPU-SIMULATED-<node>-<n>`, distinct per reservation pod of a node, as the device plugin's
+    distinct devices would be. Everything else on the path (scheduler, binder, queues) is real.
+    """
+
+    def __init__(self, api_client: kubernetes.client.ApiClient, interval: float = 0.2):
+        self._core = kubernetes.client.CoreV1Api(api_client)
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="simulated-gpu-reservations", daemon=True)
+
+    def start(self) -> SimulatedGpuReservations:
+        """Create the namespace and ServiceAccount KAI's chart would, then report in the background."""
+        self._core.create_namespace({"metadata": {"name": RESERVATION_NAMESPACE}})
+        wait_for(lambda: self._core.list_namespaced_service_account(
+            RESERVATION_NAMESPACE, field_selector="metadata.name=default").items,
+            timeout=60, interval=0.2, what=f"ServiceAccount {RESERVATION_NAMESPACE}/default")
+        self._core.create_namespaced_service_account(RESERVATION_NAMESPACE, {"metadata": {"name": RESERVATION_NAMESPACE}})
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.report_once()
+            except kubernetes.client.ApiException:
+                continue
+
+    def report_once(self) -> None:
+        pods = self._core.list_namespaced_pod(RESERVATION_NAMESPACE).items
+        taken: dict[str, set[str]] = {}
+        for pod in pods:
+            uuid = (pod.metadata.annotations or {}).get(RESERVED_GPU_ANNOTATION)
+            if uuid:
+                taken.setdefault(pod.spec.node_name, set()).add(uuid)
+        for pod in pods:
+            if (pod.metadata.annotations or {}).get(RESERVED_GPU_ANNOTATION) or not pod.spec.node_name:
+                continue
+            node = pod.spec.node_name
+            used = taken.setdefault(node, set())
+            uuid = next(f"{SIMULATED_GPU_UUID_PREFIX}{node}-{index}" for index in range(len(used) + 1)
+                        if f"{SIMULATED_GPU_UUID_PREFIX}{node}-{index}" not in used)
+            self._core.patch_namespaced_pod(pod.metadata.name, RESERVATION_NAMESPACE,
+                                            {"metadata": {"annotations": {RESERVED_GPU_ANNOTATION: uuid}}})
+            used.add(uuid)

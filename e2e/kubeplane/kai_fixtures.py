@@ -1,5 +1,7 @@
 """The `kai_cluster` pytest fixture: a plane of its own with SIMULATED GPU nodes (kwok) for every
-pool of the test configuration and the real KAI-Scheduler, started once per test session.
+pool of the test configuration, the SIMULATED report of KAI's GPU reservation pods (the GPU each
+one got, kubeplane.gpu_nodes.SimulatedGpuReservations) and the real KAI-Scheduler, started once per
+test session.
 
 A plane of its own, so the session plane's tests never meet a scheduler that binds their pods, nor
 KAI v0.12.0's CRDs in place of the newer Queue CRD they check conformance against. Import the
@@ -16,7 +18,7 @@ import yaml
 
 from gputenant.config.models import OperatorConfig
 
-from .gpu_nodes import GpuNode, create_nodes, pool_nodes
+from .gpu_nodes import GpuNode, SimulatedGpuReservations, create_nodes, pool_nodes
 from .kai import KaiScheduler
 from .kwok import Kwok
 from .plane import ControlPlane
@@ -53,11 +55,14 @@ def kai_cluster(request: pytest.FixtureRequest) -> Iterator[KaiCluster]:
     config = scheduling_config()
     plane = ControlPlane().start()
     kwok, kai = Kwok(), KaiScheduler()
+    reservations_client = plane.api_client()
+    reservations = SimulatedGpuReservations(reservations_client)
     try:
         kwok.start(plane)
         nodes = pool_nodes(config)
         with plane.api_client() as client:
             create_nodes(client, nodes)
+        reservations.start()
         kai.start(plane)
         yield KaiCluster(plane=plane, config=config, nodes=nodes)
     except BaseException:
@@ -65,6 +70,8 @@ def kai_cluster(request: pytest.FixtureRequest) -> Iterator[KaiCluster]:
         raise
     finally:
         kai.stop()
+        reservations.stop()
+        reservations_client.close()
         kwok.stop()
         if request.session.testsfailed:
             plane.keep = True

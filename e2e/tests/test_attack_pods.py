@@ -50,7 +50,9 @@ CONFIG = OperatorConfig.model_validate({"pools": [
 TRUSTED, INTERNAL, UNTRUSTED, QUOTA = "atk-ts", "atk-hami", "atk-mig", "atk-quota"
 TRUST = {TRUSTED: "Trusted", INTERNAL: "Internal", UNTRUSTED: "Untrusted", QUOTA: "Internal"}
 EXTRA_SPEC = {UNTRUSTED: {"sharing": {"mig": {"profile": "1g.10gb"}}}}
-GPU = {TRUSTED: "nvidia.com/gpu", INTERNAL: "nvidia.com/gpu", UNTRUSTED: "nvidia.com/mig-1g.10gb"}
+GPU = {TRUSTED: "nvidia.com/gpu", UNTRUSTED: "nvidia.com/mig-1g.10gb"}
+SHARE = {"gpu-fraction": "0.25"}
+"""An Internal (HAMi mode) GPU pod asks for a KAI GPU fraction of one share, not a resource (docs/units.md)."""
 POOL_OF = {TRUSTED: "ts", INTERNAL: "hami", UNTRUSTED: "mig"}
 
 
@@ -80,6 +82,8 @@ def pod(*containers: dict, labels: dict | None = None, annotations: dict | None 
 
 
 def gpu_pod(tenant: str, **fields) -> dict:
+    if tenant in (INTERNAL, QUOTA):
+        return pod(container(), **{**fields, "annotations": {**SHARE, **fields.get("annotations", {})}})
     return pod(container(limits={GPU[tenant]: "1"}), **fields)
 
 
@@ -198,8 +202,8 @@ ATTACKS = [
     Attack("debug-container-takes-a-configmaps-variables", 3, INTERNAL, gpu_pod(INTERNAL),
            ephemeral=container("debug", envFrom=[{"configMapRef": {"name": "knobs"}}]), refused=("env-from",)),
     # 4. HAMi switches.
-    Attack("env-from-without-prefix", 4, INTERNAL, pod(container(limits={"nvidia.com/gpu": "1"},
-                                                                 envFrom=[{"configMapRef": {"name": "knobs"}}])),
+    Attack("env-from-without-prefix", 4, INTERNAL, pod(container(envFrom=[{"configMapRef": {"name": "knobs"}}]),
+                                                       annotations=SHARE),
            refused=("env-from",)),
     Attack("env-from-with-a-cuda-prefix", 4, UNTRUSTED, pod(container(envFrom=[
         {"prefix": "CUDA_", "secretRef": {"name": "knobs"}}])), refused=("env-from",)),
@@ -228,9 +232,24 @@ ATTACKS = [
     Attack("memory-percentage-escapes-the-quota", 4, INTERNAL,
            pod(container(limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "100"})),
            refused=("gpu-resource",)),
-    Attack("vgpu-without-caps-gets-the-defaults", 4, INTERNAL, gpu_pod(INTERNAL),
-           stored=lambda p: p["spec"]["containers"][0]["resources"]["limits"],
-           expect={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20480", "nvidia.com/gpucores": "25"}),
+    Attack("vgpu-slot-instead-of-a-share", 4, INTERNAL, pod(container(limits={"nvidia.com/gpu": "1"})),
+           refused=("gpu-resource",)),
+    Attack("hami-caps-instead-of-a-share", 4, INTERNAL,
+           pod(container(limits={"nvidia.com/gpumem": "81920", "nvidia.com/gpucores": "100"})),
+           refused=("gpu-resource",)),
+    Attack("share-of-a-whole-gpu", 4, INTERNAL, gpu_pod(INTERNAL, annotations={"gpu-fraction": "1"}),
+           refused=("fraction-annotation",)),
+    Attack("share-not-a-multiple-of-the-tenants", 4, INTERNAL, gpu_pod(INTERNAL, annotations={"gpu-fraction": "0.6"}),
+           refused=("fraction-annotation",)),
+    Attack("share-sized-by-memory", 4, INTERNAL, pod(annotations={"gpu-memory": "81920"}),
+           refused=("fraction-annotation",)),
+    Attack("share-grows-on-update", 3, INTERNAL, gpu_pod(INTERNAL),
+           update=lambda _: {"metadata": {"annotations": {"gpu-fraction": "0.75"}}}, refused=("fraction-annotation",)),
+    Attack("isolator-opt-out-annotation", 4, INTERNAL,
+           gpu_pod(INTERNAL, annotations={"kai-resource-isolator.io/inject": "false"}), refused=("scheduler-key",)),
+    Attack("share-is-steered-to-the-pool", 4, INTERNAL, gpu_pod(INTERNAL),
+           stored=lambda p: (p["spec"]["schedulerName"], p["spec"]["nodeSelector"], labels_of(p).get(QUEUE)),
+           expect=("kai-scheduler", {POOL: "hami"}, INTERNAL)),
     # 5. Pools: a tenant cannot reach a pool of another trust.
     Attack("trusted-gpu-pod-selects-the-customers-mig-pool", 5, TRUSTED, gpu_pod(TRUSTED, nodeSelector={POOL: "mig"}),
            refused=("node-selector",)),
@@ -433,23 +452,23 @@ def test_kai_may_still_group_a_pod_the_tenant_may_not(attacked):
     assert grouped.metadata.annotations["pod-group-name"] == f"pg-{name}"
 
 
-# -- 4. HAMi totals, and what admission cannot see ---------------------------------------------
+# -- 4. HAMi shares, and what admission cannot see ---------------------------------------------
 
 
-def test_hami_memory_beyond_the_tenants_total_is_refused_by_the_quota(attacked):
-    """atk-quota (Internal, gpu.limit 1) may hold 4 vGPU shares of 20480 MiB: 81920 MiB in all. The
-    guard fills gpumem into every share, and the rendered ResourceQuota's requests.nvidia.com/gpumem
-    makes the API server count it; a fifth share is refused however its memory is spelled."""
+def test_shares_are_counted_by_the_queue_and_whole_gpus_by_nobody(attacked):
+    """atk-quota (Internal, gpu.limit 1) holds 4 quarter shares. A KAI fraction carries no resource the
+    API server can count (KAI's reservation pod holds the GPU), so a fifth share is admitted and waits
+    in KAI's queue (e2e/tests/test_hami_kai.py shows the queue hold it); the ResourceQuota grants no
+    whole GPU, behind the guard's own refusal."""
     ns = namespace(QUOTA)
     with attacked.as_syncer(QUOTA) as client:
         core = kubernetes.client.CoreV1Api(client)
-        big = core.create_namespaced_pod(ns, pod(container(limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "61440"})))
-        assert big.spec.containers[0].resources.requests["nvidia.com/gpumem"] == "61440"
-        core.create_namespaced_pod(ns, gpu_pod(INTERNAL))
-        with pytest.raises(ApiException) as refused:
-            core.create_namespaced_pod(ns, gpu_pod(INTERNAL))
-    message = json.loads(refused.value.body)["message"]
-    assert "exceeded quota: gputenant-quota" in message and "requests.nvidia.com/gpumem" in message
+        admitted = [core.create_namespaced_pod(ns, gpu_pod(QUOTA)) for _ in range(5)]
+    assert [p.metadata.annotations["gpu-fraction"] for p in admitted] == ["0.25"] * 5
+    with attacked.plane.api_client() as client:
+        quota = kubernetes.client.CoreV1Api(client).read_namespaced_resource_quota(naming.RESOURCE_QUOTA_NAME, ns)
+    assert quota.spec.hard["requests.nvidia.com/gpu"] == "0"
+    assert not {key for key in quota.spec.hard if "gpumem" in key or "gpucores" in key}
 
 
 def test_a_process_that_unsets_its_own_limits_is_admitted_as_documented(attacked):

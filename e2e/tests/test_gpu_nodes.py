@@ -45,8 +45,10 @@ def test_simulated_nodes_advertise_each_pools_mechanism():
     for hami in by_pool["l4-hami"]:
         assert hami["metadata"]["labels"]["gpu"] == "on"
         assert hami["metadata"]["labels"]["nvidia.com/mig.capable"] == "false"
-        assert hami["status"]["capacity"]["nvidia.com/gpu"] == str(8 * 10)
-        assert hami["status"]["capacity"]["nvidia.com/gpumem"] == str(8 * 23034)
+        # KAI fractions on NVIDIA's device plugin: whole GPUs, their memory in a label, no HAMi resources.
+        assert hami["status"]["capacity"]["nvidia.com/gpu"] == "8"
+        assert hami["metadata"]["labels"]["nvidia.com/gpu.memory"] == "23034"
+        assert not {key for key in hami["status"]["capacity"] if key.startswith("nvidia.com/gpu") and key != "nvidia.com/gpu"}
     [balanced] = by_pool["h100-mig-balanced"]
     assert {key: value for key, value in balanced["status"]["capacity"].items() if "mig-" in key} == {
         "nvidia.com/mig-1g.10gb": "8", "nvidia.com/mig-2g.20gb": "4", "nvidia.com/mig-3g.40gb": "4"}

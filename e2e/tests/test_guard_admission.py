@@ -50,7 +50,7 @@ class Mode:
     trust: str
     pool: str
     gpu: str
-    """The resource a pod of this tenant asks for."""
+    """The resource a pod of this tenant asks for ("" for HAMi: its pods ask a share by annotation)."""
     granted: str
     """How the guard lists the tenant's resources in messages."""
     foreign_gpu: str
@@ -68,8 +68,10 @@ class Mode:
 
 
 TIME_SLICING = Mode("ts-team", "Trusted", "ts", "nvidia.com/gpu", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", 4)
-HAMI = Mode("hami-team", "Internal", "hami", "nvidia.com/gpu", "nvidia.com/gpu, nvidia.com/gpumem, nvidia.com/gpucores",
-            "nvidia.com/mig-1g.10gb", 4, defaults={"nvidia.com/gpumem": "20480", "nvidia.com/gpucores": "25"})
+HAMI = Mode("hami-team", "Internal", "hami", "", 'no GPU resource but annotation gpu-fraction: "0.25" (KAI GPU fractions)',
+            "nvidia.com/mig-1g.10gb", 0)
+"""HAMi mode is KAI GPU fractions (docs/units.md): a GPU pod asks `gpu-fraction`, not a resource."""
+SHARE = {"gpu-fraction": "0.25"}
 MIG = Mode("mig-team", "Untrusted", "mig", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-1g.10gb", "nvidia.com/gpu", 7,
            extra_spec={"sharing": {"mig": {"profile": "1g.10gb"}}})
 EXCLUSIVE = Mode("excl-team", "Untrusted", "whole", "nvidia.com/gpu", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", 2,
@@ -140,11 +142,17 @@ class Case:
 
 
 def cases(mode: Mode) -> list[Case]:
-    gpu = {mode.gpu: "1"}
     hami = mode is HAMI
+    gpu = {} if hami else {mode.gpu: "1"}
     strict = mode.trust != "Trusted"
     one_gpu_limits = [{**gpu, **mode.defaults}]
     result: list[Case] = []
+
+    def gpu_pod(*containers: dict, **fields) -> dict:
+        """A GPU pod of the mode: its GPU containers ask `gpu`, a HAMi pod also carries its share."""
+        if hami:
+            fields["annotations"] = {**SHARE, **(fields.get("annotations") or {})}
+        return pod(*containers, **fields)
 
     def allowed(id_: str, manifest: dict, admitted: Admitted | None = None) -> None:
         result.append(Case(id_, manifest, admitted=admitted or untouched(manifest)))
@@ -156,35 +164,35 @@ def cases(mode: Mode) -> list[Case]:
         (rejected(id_, manifest, violation) if strict else allowed(id_, manifest))
 
     allowed("plain-pod-untouched", pod())
-    m = pod(container(limits=gpu))
+    m = gpu_pod(container(limits=gpu))
     allowed("gpu-pod-steered", m, steered(mode, m, one_gpu_limits))
-    m = pod(container(limits=gpu), labels={"app": "train"})
+    m = gpu_pod(container(limits=gpu), labels={"app": "train"})
     allowed("own-labels-kept", m, steered(mode, m, one_gpu_limits))
-    m = pod(container(limits=gpu), nodeSelector={"topology.kubernetes.io/zone": "a"})
+    m = gpu_pod(container(limits=gpu), nodeSelector={"topology.kubernetes.io/zone": "a"})
     allowed("own-node-selector-merged", m, steered(mode, m, one_gpu_limits))
-    m = pod(container(limits=gpu), tolerations=[{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}])
+    m = gpu_pod(container(limits=gpu), tolerations=[{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}])
     allowed("own-toleration-kept-first", m, steered(mode, m, one_gpu_limits))
-    m = pod(container(limits=gpu), schedulerName="kai-scheduler")
+    m = gpu_pod(container(limits=gpu), schedulerName="kai-scheduler")
     allowed("explicit-kai-scheduler", m, steered(mode, m, one_gpu_limits))
-    m = pod(container(limits=gpu), labels={QUEUE: mode.tenant})
+    m = gpu_pod(container(limits=gpu), labels={QUEUE: mode.tenant})
     allowed("own-queue-label", m, steered(mode, m, one_gpu_limits))
-    m = pod(container("a", limits=gpu), container("b"))
+    m = gpu_pod(container("a", limits=gpu), container("b"))
     allowed("only-gpu-container-filled", m, steered(mode, m, one_gpu_limits + [{}]))
-    m = pod(container(), initContainers=[container("warmup", limits=gpu)])
+    m = gpu_pod(container(), initContainers=[container("warmup", limits=gpu)])
     allowed("gpu-init-container-steered", m, steered(mode, m, one_gpu_limits + [{}]))
-    rejected("foreign-queue-label", pod(container(limits=gpu), labels={QUEUE: "other-team"}),
+    rejected("foreign-queue-label", gpu_pod(container(limits=gpu), labels={QUEUE: "other-team"}),
              f"[queue-label] label {QUEUE}=other-team names another queue; pods of this tenant use queue "
              f"{mode.tenant} (remove the label)")
     rejected("foreign-queue-on-cpu-pod", pod(labels={QUEUE: "other-team"}),
              f"[queue-label] label {QUEUE}=other-team names another queue; pods of this tenant use queue "
              f"{mode.tenant} (remove the label)")
-    rejected("foreign-scheduler-gpu-pod", pod(container(limits=gpu), schedulerName="my-scheduler"),
+    rejected("foreign-scheduler-gpu-pod", gpu_pod(container(limits=gpu), schedulerName="my-scheduler"),
              "[scheduler-name] schedulerName my-scheduler is not allowed; pods of this tenant are placed by "
              "kai-scheduler (remove schedulerName)")
     rejected("foreign-scheduler-cpu-pod", pod(schedulerName="my-scheduler"),
              "[scheduler-name] schedulerName my-scheduler is not allowed; pods of this tenant are placed by "
              "default-scheduler or kai-scheduler (remove schedulerName)")
-    rejected("other-pool-node-selector", pod(container(limits=gpu), nodeSelector={POOL_KEY: "elsewhere"}),
+    rejected("other-pool-node-selector", gpu_pod(container(limits=gpu), nodeSelector={POOL_KEY: "elsewhere"}),
              f"[node-selector] nodeSelector {POOL_KEY}=elsewhere leaves the tenant's pool; it must be "
              f"{POOL_KEY}={mode.pool} (remove it)")
     rejected("privileged-container", pod(container(securityContext={"privileged": True})),
@@ -215,21 +223,25 @@ def cases(mode: Mode) -> list[Case]:
                 f"tenant; request {mode.granted}"] if mode is MIG and mode.foreign_gpu.startswith("nvidia.com/mig-") else
                [f"[gpu-resource] {mode.foreign_gpu} belongs to another sharing mechanism than {MODE_NAMES[mode]}; "
                 f"request {mode.granted}"]))
-    over = mode.max_per_pod + 1
-    if mode is TIME_SLICING:
-        rejected("more-than-the-tenant-per-pod", pod(*[container(f"c{i}", limits=gpu) for i in range(over)]),
-                 f"[per-pod-limit] the pod requests {over} nvidia.com/gpu; the tenant's limit is 4 per pod")
+    if hami:
+        hami_cases(mode, allowed, rejected)
     else:
-        rejected("more-than-the-tenant-per-pod", pod(container(limits={mode.gpu: str(over)})),
-                 f"[per-pod-limit] the pod requests {over} {mode.gpu}; the tenant's limit is {mode.max_per_pod} per pod")
-    for annotation, value in (("gpu-fraction", "0.5"), ("gpu-memory", "4096")):
-        manifest = pod(annotations={annotation: value})
+        over = mode.max_per_pod + 1
         if mode is TIME_SLICING:
-            allowed(f"kai-{annotation}-annotation", manifest, steered(mode, manifest))
+            rejected("more-than-the-tenant-per-pod", pod(*[container(f"c{i}", limits=gpu) for i in range(over)]),
+                     f"[per-pod-limit] the pod requests {over} nvidia.com/gpu; the tenant's limit is 4 per pod")
         else:
-            rejected(f"kai-{annotation}-annotation", manifest,
-                     f"[fraction-annotation] annotation {annotation} asks KAI for a shared GPU, which sharing "
-                     f"{MODE_NAMES[mode]} does not allow (remove it)")
+            rejected("more-than-the-tenant-per-pod", pod(container(limits={mode.gpu: str(over)})),
+                     f"[per-pod-limit] the pod requests {over} {mode.gpu}; the tenant's limit is {mode.max_per_pod} "
+                     "per pod")
+        for annotation, value in (("gpu-fraction", "0.5"), ("gpu-memory", "4096")):
+            manifest = pod(annotations={annotation: value})
+            if mode is TIME_SLICING:
+                allowed(f"kai-{annotation}-annotation", manifest, steered(mode, manifest))
+            else:
+                rejected(f"kai-{annotation}-annotation", manifest,
+                         f"[fraction-annotation] annotation {annotation} asks KAI for a shared GPU, which sharing "
+                         f"{MODE_NAMES[mode]} does not allow (remove it)")
     rejected("several-rules-at-once", pod(container(securityContext={"privileged": True}), labels={QUEUE: "other-team"},
                                           hostPID=True),
              f"[queue-label] label {QUEUE}=other-team names another queue; pods of this tenant use queue "
@@ -244,13 +256,6 @@ def cases(mode: Mode) -> list[Case]:
                  "(time-sliced replicas add no compute; the pool fails larger requests)")
         m = pod(*[container(f"c{i}", limits=gpu) for i in range(4)])
         allowed("four-replicas-over-four-containers", m, steered(mode, m))
-    if hami:
-        m = pod(container(limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10240"}))
-        allowed("own-gpumem-kept-cores-filled", m, steered(mode, m, [
-            {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10240", "nvidia.com/gpucores": "25"}]))
-        rejected("gpumem-above-one-gpu", pod(container(limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "90000"})),
-                 "[per-container-limit] container main requests 90000 nvidia.com/gpumem; at most 81920 per container",
-                 "[per-pod-limit] the pod requests 90000 nvidia.com/gpumem; the tenant's limit is 81920 per pod")
     if mode is MIG:
         rejected("larger-profile-than-granted", pod(container(limits={"nvidia.com/mig-3g.40gb": "1"})),
                  "[mig-profile] MIG profile 3g.40gb is not granted to the tenant; request nvidia.com/mig-1g.10gb")
@@ -260,6 +265,26 @@ def cases(mode: Mode) -> list[Case]:
         m = pod(container(limits={"nvidia.com/gpu": "2"}))
         allowed("two-whole-gpus", m, steered(mode, m))
     return result
+
+
+def hami_cases(mode: Mode, allowed, rejected) -> None:
+    """HAMi mode's own cases: a share is a `gpu-fraction` of whole 0.25 shares below one GPU; no
+    device-plugin or HAMi resource, no `gpu-memory`."""
+    wrong_share = ("is not a whole number of the tenant's 0.25 GPU shares within its limit; set gpu-fraction to "
+                   "a multiple of 0.25 up to 0.75")
+    rejected("more-than-one-gpu-per-pod", pod(annotations={"gpu-fraction": "1"}),
+             f"[fraction-annotation] annotation gpu-fraction=1 {wrong_share}")
+    rejected("share-not-a-multiple", pod(annotations={"gpu-fraction": "0.3"}),
+             f"[fraction-annotation] annotation gpu-fraction=0.3 {wrong_share}")
+    for fraction in ("0.5", "0.75"):
+        manifest = pod(annotations={"gpu-fraction": fraction})
+        allowed(f"kai-gpu-fraction-{fraction}", manifest, steered(mode, manifest))
+    rejected("kai-gpu-memory-annotation", pod(annotations={"gpu-memory": "4096"}),
+             "[fraction-annotation] annotation gpu-memory is not granted; ask for a share with annotation "
+             'gpu-fraction: "0.25" (its memory is that portion of the GPU)')
+    for resource in ("nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores"):
+        rejected(f"hami-resource-{resource.removeprefix('nvidia.com/')}", pod(container(limits={resource: "1"})),
+                 f"[gpu-resource] {resource} belongs to another sharing mechanism than HAMi; request {mode.granted}")
 
 
 ALL_MODES = [TIME_SLICING, HAMI, MIG, EXCLUSIVE]
@@ -444,7 +469,7 @@ def test_tenant_quota_above_what_the_pool_can_still_give_is_refused(guarded):
 
 
 def test_updates_keep_the_queue_label_and_ephemeral_containers_are_checked(guarded):
-    stored = guarded.create(HAMI, pod(container(limits={"nvidia.com/gpu": "1"})))
+    stored = guarded.create(HAMI, pod(annotations=SHARE))
     name = stored["metadata"]["name"]
     with guarded.plane.api_client(guarded.users[HAMI.tenant]) as client:
         core = kubernetes.client.CoreV1Api(client)

@@ -230,8 +230,9 @@ def test_simulated_gpu_nodes_are_ready_show_their_capacity_and_run_bound_pods(pl
         assert {key: value for key, value in allocatable[mig].items() if key.startswith("nvidia.com/")} == {
             "nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "4", "nvidia.com/mig-2g.20gb": "2",
             "nvidia.com/mig-3g.40gb": "2"}
-        assert allocatable[hami]["nvidia.com/gpumem"] == str(2 * 24576)
-        assert allocatable[hami]["nvidia.com/gpucores"] == "200"
+        # HAMi mode is KAI fractions on NVIDIA's device plugin: whole GPUs, their memory in a label.
+        assert allocatable[hami]["nvidia.com/gpu"] == "2"
+        assert core.read_node(hami).metadata.labels["nvidia.com/gpu.memory"] == "24576"
         assert [node.metadata.name for node in core.list_node(label_selector=f"plane-test={suffix}").items] == \
             sorted([whole, mig, hami])
         assert core.read_node(mig).metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB"

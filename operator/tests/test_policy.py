@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -56,12 +57,7 @@ def pool(name: str, mode: str, model: str = "H100-80GB", memory: int = 81559, **
 
 GRANT_ON = {
     "a100-timeslice": (TS, {"requests.nvidia.com/gpu": "8"}, 4, 8),
-    "l4-hami": (
-        HAMI,
-        {"requests.nvidia.com/gpu": "8", "limits.nvidia.com/gpumem": "46064", "limits.nvidia.com/gpucores": "200"},
-        1,
-        2,
-    ),
+    "l4-hami": (HAMI, {"requests.nvidia.com/gpu": "0"}, 1, 2),
     "h100-mig-small": (MIG, {"requests.nvidia.com/mig-1g.10gb": "14"}, 7, 14),
     "h100-mig-balanced": (MIG, {"requests.nvidia.com/mig-3g.40gb": "4"}, 6, 12),
     "h100-exclusive": (EXCL, {"requests.nvidia.com/gpu": "2"}, 1, 2),
@@ -120,9 +116,11 @@ def test_matrix(trust, mode, pool_name):
     assert (decision.mode, decision.pool.name) == (pool_mode, granted_pool)
     assert decision.quota == quota
     assert (decision.queue.quota, decision.queue.limit) == (queue_quota, queue_limit)
-    assert decision.pod_rules.max_per_pod == {key.split(".", 1)[1]: int(value) for key, value in quota.items()}
+    whole_gpus_allowed = {key.split(".", 1)[1]: int(value) for key, value in quota.items() if value != "0"}
+    assert decision.pod_rules.max_per_pod == whole_gpus_allowed
     assert decision.pod_rules.forbid_isolation_overrides is (trust is not TRUSTED)
-    assert decision.pod_rules.allow_fraction_annotations is (pool_mode is TS)
+    assert decision.pod_rules.allow_fraction_annotations is (pool_mode in (TS, HAMI))
+    assert (decision.pod_rules.fraction_share is not None) is (pool_mode is HAMI)
 
 
 def test_matrix_covers_every_outcome():
@@ -142,7 +140,7 @@ def test_matrix_covers_every_outcome():
             "internal.yaml",
             HAMI,
             "l4-hami",
-            {"requests.nvidia.com/gpu": "12", "limits.nvidia.com/gpumem": "69096", "limits.nvidia.com/gpucores": "300"},
+            {"requests.nvidia.com/gpu": "0"},
             (2, 3),
         ),
         ("untrusted.yaml", MIG, "h100-mig-balanced", {"requests.nvidia.com/mig-3g.40gb": "4"}, (6, 12)),
@@ -440,13 +438,34 @@ def test_time_slicing_renamed_resource_and_container_rule():
     assert default.pod_rules.max_per_container == {"nvidia.com/gpu": 1}
 
 
-def test_hami_pod_rules_and_defaults():
-    decision = decide("x", spec(INTERNAL, quota=1), EXAMPLE)
+def test_hami_is_kai_fractions_of_one_share_counted_by_the_queue():
+    decision = decide("x", spec(INTERNAL, quota=1, limit=2), EXAMPLE)
     rules = decision.pod_rules
-    assert rules.gpu_resources == ("nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores")
-    assert rules.default_limits == {"nvidia.com/gpumem": "5758", "nvidia.com/gpucores": "25"}
-    assert rules.max_per_container == {"nvidia.com/gpumem": 23034, "nvidia.com/gpucores": 100}
-    assert (rules.allow_fraction_annotations, rules.forbid_isolation_overrides) == (False, True)
+    assert decision.quota == {"requests.nvidia.com/gpu": "0"}
+    assert (decision.queue.quota, decision.queue.limit) == (1, 2)
+    assert rules.gpu_resources == () and rules.default_limits == {} and rules.max_per_pod == {}
+    assert (rules.fraction_share, rules.max_fraction) == (Fraction(1, 4), Fraction(3, 4))
+    assert (rules.allow_fraction_annotations, rules.forbid_isolation_overrides) == (True, True)
+    assert "8 KAI GPU fractions of 0.25 (5758 MiB each)" in decision.message
+
+
+@pytest.mark.parametrize("core_percent,limit,largest", [(30, 0.3, Fraction(3, 10)), (30, 1.2, Fraction(9, 10)),
+                                                       (50, 1, Fraction(1, 2)), (10, 0.5, Fraction(1, 2))])
+def test_hami_largest_fraction_is_below_one_gpu_and_within_the_limit(core_percent, limit, largest):
+    tenant = spec(INTERNAL, sharing={"hami": {"corePercent": core_percent}}, quota=limit)
+    assert decide("x", tenant, EXAMPLE).pod_rules.max_fraction == largest
+
+
+def test_hami_share_of_a_whole_gpu_is_not_a_fraction():
+    decision = decide("x", spec(INTERNAL, sharing={"hami": {"corePercent": 100}}, quota=1), EXAMPLE)
+    assert (decision.possible, decision.reason) == (False, "FractionNotGrantable")
+    assert "at most 50" in decision.message and "Exclusive" in decision.message
+
+
+def test_hami_quota_must_be_whole_shares_too():
+    decision = decide("x", spec(INTERNAL, quota=0.3, limit=1), EXAMPLE)
+    assert (decision.possible, decision.reason) == (False, "FractionNotGrantable")
+    assert "gpu.quota 0.3" in decision.message
 
 
 def test_hami_share_finer_than_the_split_count():
@@ -458,13 +477,16 @@ def test_hami_share_finer_than_the_split_count():
 def test_hami_memory_above_one_gpu():
     decision = decide("x", spec(INTERNAL, sharing={"hami": {"memoryMiB": 30000}}, quota=1), EXAMPLE)
     assert (decision.possible, decision.reason) == (False, "MemoryAboveGpu")
+    assert "more than one GPU of pool l4-hami has (23034 MiB)" in decision.message
 
 
-def test_hami_shares_that_do_not_fit_a_gpu_by_memory_warn():
-    decision = decide("x", spec(INTERNAL, sharing={"hami": {"memoryMiB": 8000}}, quota=1), EXAMPLE)
-    assert decision.possible
-    assert decision.quota["limits.nvidia.com/gpumem"] == "32000"
-    assert any("do not fit in one 23034 MiB GPU" in warning for warning in decision.warnings)
+def test_hami_memory_is_the_shares_portion_of_the_gpu():
+    """KAI caps a fraction's memory at its portion of the GPU: memoryMiB may only restate it."""
+    same = decide("x", spec(INTERNAL, sharing={"hami": {"memoryMiB": 5758}}, quota=1), EXAMPLE)
+    assert same.possible, same.message
+    other = decide("x", spec(INTERNAL, sharing={"hami": {"memoryMiB": 8000}}, quota=1), EXAMPLE)
+    assert (other.possible, other.reason) == (False, "FractionNotGrantable")
+    assert "5758 MiB for corePercent 25" in other.message and "set corePercent to 35" in other.message
 
 
 def test_mig_single_strategy_counts_instances_as_gpus():

@@ -41,8 +41,7 @@ POOLS = {
 }
 GRANTS = {
     SharingMode.TIME_SLICING: {"requests.nvidia.com/gpu": "8"},
-    SharingMode.HAMI: {"requests.nvidia.com/gpu": "4", "limits.nvidia.com/gpumem": "46068",
-                       "limits.nvidia.com/gpucores": "200"},
+    SharingMode.HAMI: {"requests.nvidia.com/gpu": "0"},
     SharingMode.MIG: {"requests.nvidia.com/mig-1g.10gb": "14"},
 }
 TRUST_OF_MODE = {SharingMode.TIME_SLICING: Trust.TRUSTED, SharingMode.HAMI: Trust.INTERNAL,
@@ -120,11 +119,8 @@ def test_namespace_pod_security_follows_trust(trust, level):
 def test_quota_has_namespace_limits_and_the_decisions_gpu_entries(mode):
     spec = {"quotas": {"cpu": "8", "memory": "32Gi", "pods": 40, "storage": "1Ti", "services": 5}}
     hard = one(render_tenant(tenant(**spec), decision(mode), CONFIG).objects, "ResourceQuota")["spec"]["hard"]
-    counted_by_the_api_server = ({"requests.nvidia.com/gpumem": "46068", "requests.nvidia.com/gpucores": "200"}
-                                 if mode == SharingMode.HAMI else {})
     assert hard == {"limits.cpu": "8", "requests.cpu": "8", "limits.memory": "32Gi", "requests.memory": "32Gi",
-                    "requests.storage": "1Ti", "pods": "40", "services": "5", **GRANTS[mode],
-                    **counted_by_the_api_server}
+                    "requests.storage": "1Ti", "pods": "40", "services": "5", **GRANTS[mode]}
 
 
 def test_limit_range_takes_the_spec_defaults():

@@ -12,6 +12,8 @@ or the kubelet's later writes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
 from gputenant.config.models import GuardConfig, OperatorConfig
@@ -35,6 +37,8 @@ DEVICE_ENV_FAMILIES = ("NVIDIA_",)
 they choose which GPUs and driver features a container sees, whatever its resources say."""
 HAMI_CORE_PATHS = ("/etc/ld.so.preload", "/usr/local/vgpu/libvgpu.so")
 """What HAMi's device plugin mounts to load HAMi-core; a volume mounted on or above them hides it."""
+GPU_FRACTION_ANNOTATION, GPU_MEMORY_ANNOTATION = keys.FRACTION_ANNOTATIONS
+"""KAI's requests for a share of one GPU: a portion (0 < x < 1) or MiB of its memory."""
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 DEVICE_CLASS_RESOURCE = ".deviceclass.resource.k8s.io/devices"
 POD_SPEC_FIELDS = frozenset({
@@ -166,8 +170,11 @@ def _foreign_gpu_resources(review: Review) -> list[str]:
 
 
 def _granted(review: Review) -> str:
-    return ", ".join(review.rules.gpu_resources) if review.rules and review.rules.gpu_resources \
-        else "no GPU resources"
+    rules = review.rules
+    if rules and rules.fraction_share is not None:
+        return (f"no GPU resource but annotation {GPU_FRACTION_ANNOTATION}: \"{_decimal(rules.fraction_share)}\" "
+                "(KAI GPU fractions)")
+    return ", ".join(rules.gpu_resources) if rules and rules.gpu_resources else "no GPU resources"
 
 
 @rule("mig-profile", "a MIG profile the tenant was not granted")
@@ -190,7 +197,7 @@ def _gpu_resource(review: Review) -> Iterator[str]:
 
 
 @rule("per-container-limit", "more than the policy allows per container (1 time-sliced replica when the pool "
-      "fails larger requests; HAMi memory/cores above one GPU)")
+      "fails larger requests)")
 def _per_container(review: Review) -> Iterator[str]:
     rules = review.rules
     if rules is None:
@@ -218,14 +225,50 @@ def _per_pod(review: Review) -> Iterator[str]:
 
 
 @rule("fraction-annotation", "KAI `gpu-fraction` / `gpu-memory` annotations unless the mode allows them "
-      "(TimeSlicing)")
+      "(TimeSlicing; HAMi only `gpu-fraction` in whole shares of the tenant's `corePercent`, below one GPU "
+      "and within its limit); on UPDATE any change of them")
 def _fraction(review: Review) -> Iterator[str]:
-    if review.rules is not None and review.rules.allow_fraction_annotations:
+    if review.operation != "CREATE" and review.old is not None:
+        before = ((review.old.get("metadata") or {}).get("annotations") or {})
+        for name in keys.FRACTION_ANNOTATIONS:
+            if review.annotations.get(name) != before.get(name):
+                yield (f"annotation {name} changed on a created pod; KAI placed and charged the pod for its share "
+                       f"when it was created (create a new pod instead)")
+    rules = review.rules
+    if rules is not None and rules.fraction_share is not None:
+        yield from _shares(review, rules.fraction_share, rules.max_fraction or Fraction(0))
+        return
+    if rules is not None and rules.allow_fraction_annotations:
         return
     for name in keys.FRACTION_ANNOTATIONS:
         if name in review.annotations:
             yield (f"annotation {name} asks KAI for a shared GPU, which sharing {review.mode} does not allow "
                    "(remove it)")
+
+
+def _shares(review: Review, share: Fraction, largest: Fraction) -> Iterator[str]:
+    """HAMi mode: a GPU pod is one `gpu-fraction` of k shares. `gpu-memory` is refused: KAI turns it into
+    a fraction of whatever GPU the pod lands on, so the queue charge is not known at admission."""
+    if GPU_MEMORY_ANNOTATION in review.annotations:
+        yield (f"annotation {GPU_MEMORY_ANNOTATION} is not granted; ask for a share with annotation "
+               f"{GPU_FRACTION_ANNOTATION}: \"{_decimal(share)}\" (its memory is that portion of the GPU)")
+    written = review.annotations.get(GPU_FRACTION_ANNOTATION)
+    if written is None:
+        return
+    fix = (f"set {GPU_FRACTION_ANNOTATION} to a multiple of {_decimal(share)} up to {_decimal(largest)}"
+           if largest >= share else "the tenant's limit holds no share")
+    try:
+        fraction = Fraction(Decimal(written.strip()))
+    except (InvalidOperation, ValueError, OverflowError):
+        yield f"annotation {GPU_FRACTION_ANNOTATION}={written!r} is not a number; {fix}"
+        return
+    if fraction <= 0 or fraction % share or fraction > largest:
+        yield (f"annotation {GPU_FRACTION_ANNOTATION}={written} is not a whole number of the tenant's "
+               f"{_decimal(share)} GPU shares within its limit; {fix}")
+
+
+def _decimal(value: Fraction) -> str:
+    return format(value.numerator / value.denominator, "g")
 
 
 @rule("resource-name", "a resource outside cpu, memory, ephemeral-storage, hugepages-*, the tenant's GPU "

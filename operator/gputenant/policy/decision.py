@@ -8,6 +8,7 @@ a CamelCase ``reason`` and a message, which the operator turns into ``Ready=Fals
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
 from gputenant.config.models import Pool
@@ -39,6 +40,12 @@ class PodRules:
     """Limits filled into containers that ask for GPUs without them (HAMi gpumem/gpucores)."""
     allow_fraction_annotations: bool = False
     """Whether KAI gpu-fraction / gpu-memory annotations are allowed."""
+    fraction_share: Fraction | None = None
+    """When set, the only GPU request allowed: a KAI ``gpu-fraction`` annotation that is a whole number of
+    these shares, below one GPU and at most the tenant's limit (HAMi mode, docs/units.md); ``gpu-memory`` is
+    refused, its queue charge depends on the node it lands on."""
+    max_fraction: Fraction | None = None
+    """The largest ``gpu-fraction`` one pod may ask for (below 1, at most the tenant's limit)."""
     forbid_isolation_overrides: bool = True
     """Reject env vars that disable GPU isolation (Internal and Untrusted tenants)."""
 

@@ -1,6 +1,7 @@
 """What each sharing mechanism grants on one pool, in its own units (docs/units.md): whole GPUs,
-time-slice replicas, HAMi shares or MIG instances. Pure, like the rest of the policy; a request the
-mechanism cannot grant raises `Refused`, which `decide` turns into an impossible Decision.
+time-slice replicas, KAI GPU fractions (HAMi mode) or MIG instances. Pure, like the rest of the
+policy; a request the mechanism cannot grant raises `Refused`, which `decide` turns into an
+impossible Decision.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from gputenant.config.models import MigStrategy, Pool
 from gputenant.policy.decision import PodRules
 
 WHOLE_GPU = "nvidia.com/gpu"
-HAMI_MEMORY = "nvidia.com/gpumem"
-HAMI_CORES = "nvidia.com/gpucores"
 
 
 class Refused(Exception):
@@ -79,9 +78,15 @@ def _grant_time_slicing(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limi
 
 
 def _grant_hami(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: float) -> Grant:
+    """HAMi mode is KAI GPU fractions (docs/units.md, "Why KAI fractions"): each share is a pod annotated
+    ``gpu-fraction: c/100``, which KAI charges to the tenant's queue as c/100 of a GPU and places on a GPU
+    it shares with at most 100/c such shares. Memory caps are HAMi-core's, applied by KAI's isolator
+    from the fraction (KAI >= v0.17, not the pinned v0.12): the share's memory is its portion of the GPU.
+    """
     hami = spec.sharing.hami or HamiSpec()
     cores = hami.core_percent
-    shares_per_gpu = Fraction(100, cores)
+    share = Fraction(cores, 100)
+    shares_per_gpu = 1 / share
     split_count = pool.hami_settings().split_count
     if shares_per_gpu > split_count:
         raise Refused(
@@ -89,39 +94,45 @@ def _grant_hami(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: 
             f"sharing.hami.corePercent {cores} makes {show(shares_per_gpu)} shares per GPU, but pool {pool.name} splits a GPU "
             f"into at most {split_count} (hami.splitCount); raise corePercent to at least {math.ceil(100 / split_count)}",
         )
-    memory = hami.memory_mi_b if hami.memory_mi_b is not None else pool.gpu_memory_mi_b * cores // 100
-    if memory > pool.gpu_memory_mi_b:
+    if cores == 100:
+        raise Refused(
+            reasons.FRACTION_NOT_GRANTABLE,
+            "sharing.hami.corePercent 100 is a whole GPU, and KAI GPU fractions are below one GPU; "
+            "set corePercent to at most 50, or use sharing mode Exclusive",
+        )
+    share_memory = pool.gpu_memory_mi_b * cores // 100
+    if hami.memory_mi_b is not None and hami.memory_mi_b > pool.gpu_memory_mi_b:
         raise Refused(
             reasons.MEMORY_ABOVE_GPU,
-            f"sharing.hami.memoryMiB {memory} is more than one GPU of pool {pool.name} has ({pool.gpu_memory_mi_b} MiB); "
-            f"lower memoryMiB to at most {pool.gpu_memory_mi_b}",
+            f"sharing.hami.memoryMiB {hami.memory_mi_b} is more than one GPU of pool {pool.name} has "
+            f"({pool.gpu_memory_mi_b} MiB); a share's memory is its portion of the GPU: unset memoryMiB",
         )
+    if hami.memory_mi_b is not None and hami.memory_mi_b != share_memory:
+        raise Refused(
+            reasons.FRACTION_NOT_GRANTABLE,
+            f"sharing.hami.memoryMiB {hami.memory_mi_b}: a share's memory is its fraction of the GPU (KAI caps a "
+            f"gpu-fraction at that portion), {share_memory} MiB for corePercent {cores} on pool {pool.name} "
+            f"({pool.gpu_memory_mi_b} MiB per GPU); unset memoryMiB, or set corePercent to "
+            f"{math.ceil(hami.memory_mi_b * 100 / pool.gpu_memory_mi_b)}",
+        )
+    whole_units(quota_gpus, shares_per_gpu, "gpu.quota", f"HAMi at corePercent {cores}", "shares")
     shares = whole_units(limit_gpus, shares_per_gpu, "gpu.limit", f"HAMi at corePercent {cores}", "shares")
-    cores_total = shares * cores
-    warnings: tuple[str, ...] = ()
-    fitting = min(math.floor(shares_per_gpu), split_count)
-    if fitting * memory > pool.gpu_memory_mi_b:
-        warnings = (
-            f"{fitting} shares of {memory} MiB do not fit in one {pool.gpu_memory_mi_b} MiB GPU of pool {pool.name}: "
-            f"the tenant's shares will spread over more GPUs than gpu.limit suggests",
-        )
+    largest = min(exact(limit_gpus), (math.ceil(shares_per_gpu) - 1) * share)
     return Grant(
-        quota={
-            f"requests.{WHOLE_GPU}": str(shares),
-            f"limits.{HAMI_MEMORY}": str(shares * memory),
-            f"limits.{HAMI_CORES}": str(cores_total),
-        },
+        quota={f"requests.{WHOLE_GPU}": "0"},
         queue_quota=exact(quota_gpus),
         queue_limit=exact(limit_gpus),
         pod_rules=PodRules(
-            gpu_resources=(WHOLE_GPU, HAMI_MEMORY, HAMI_CORES),
-            max_per_pod={WHOLE_GPU: shares, HAMI_MEMORY: shares * memory, HAMI_CORES: cores_total},
-            max_per_container={HAMI_MEMORY: pool.gpu_memory_mi_b, HAMI_CORES: 100},
-            default_limits={HAMI_MEMORY: str(memory), HAMI_CORES: str(cores)},
+            gpu_resources=(),
+            allow_fraction_annotations=True,
+            fraction_share=share,
+            max_fraction=largest - largest % share,
             forbid_isolation_overrides=spec.trust is not Trust.TRUSTED,
         ),
-        summary=f"up to {shares} vGPU shares of {cores}% compute and {memory} MiB each",
-        warnings=warnings,
+        summary=(
+            f"up to {shares} KAI GPU fractions of {show(share)} ({share_memory} MiB each), counted by the queue; "
+            f"no whole GPUs"
+        ),
     )
 
 
