@@ -45,8 +45,8 @@ def test_promises_follow_the_pool_mechanism():
     mig, hami = promise_of(POOLS["h100-mig-small"]), promise_of(POOLS["l4-hami"])
     assert (mig.devices, mig.memory_mib, mig.resources, mig.resists_evasion) == (
         1, 10240, {"nvidia.com/mig-1g.10gb": "1"}, True)
-    assert (hami.memory_mib, hami.resources, hami.resists_evasion) == (
-        2303, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2303", "nvidia.com/gpucores": "10"}, False)
+    assert (hami.memory_mib, hami.resources, hami.annotations, hami.resists_evasion) == (
+        5758, {}, {"gpu-fraction": "0.25"}, False)
     assert promise_of(POOLS["a100-timeslice"]).memory_mib == 81920
     assert promise_of(POOLS["h100-exclusive"]).resources == {"nvidia.com/gpu": "1"}
 
@@ -67,7 +67,10 @@ def test_the_canary_pod_is_what_the_guard_admits_for_a_tenant_on_the_pool(pool_n
     decision = decide("team-a", spec, CONFIG)
     assert decision.possible, decision.message
     canary = canary_pod(pool, "tenant-team-a", "localhost/gputenant/isolation-canary:1")
-    pod = {"metadata": {"name": canary["metadata"]["name"], "namespace": "tenant-team-a"}, "spec": canary["spec"]}
+    requests = {key: value for key, value in canary["metadata"]["annotations"].items()
+                if not key.startswith("gputenant.io/")}
+    pod = {"metadata": {"name": canary["metadata"]["name"], "namespace": "tenant-team-a", "annotations": requests},
+           "spec": canary["spec"]}
     patch = mutate_pod(pod, "team-a", decision)
     assert patch == [{"op": "add", "path": "/metadata/labels", "value": {"kai.scheduler/queue": "team-a"}}]
     assert validate_pod(apply_patch(pod, patch), "team-a", trust, decision, config=CONFIG) == []
@@ -123,11 +126,11 @@ def test_a_canary_that_sees_no_gpu_fails_rather_than_being_unattested():
 
 
 def test_widening_by_changed_variables_fails_mig_but_is_only_reported_for_hami():
-    widened = {"changed": ["CUDA_DEVICE_MEMORY_LIMIT"], "cuda": cuda((81559,), 3327, False, 3327)}
+    widened = {"changed": ["CUDA_DEVICE_MEMORY_LIMIT"], "cuda": cuda((81559,), 6782, False, 6782)}
     hami = judge(promise_of(POOLS["l4-hami"]),
-                 report(devices=(2303,), allocated=2048, tried=3327, forbidden=widened))
+                 report(devices=(5758,), allocated=5632, tried=6782, forbidden=widened))
     assert hami.outcome is Outcome.VERIFIED
-    assert ("a program that changes CUDA_DEVICE_MEMORY_LIMIT gets total memory 81559 MiB, 3327 MiB allocated "
+    assert ("a program that changes CUDA_DEVICE_MEMORY_LIMIT gets total memory 81559 MiB, 6782 MiB allocated "
             "(this tier does not promise to resist that)") in hami.message
     assert hami.measured["forbiddenTotalMiB"] == 81559
     mig = judge(promise_of(POOLS["h100-mig-small"]),

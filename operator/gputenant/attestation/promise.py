@@ -3,19 +3,21 @@ shapes a tenant's GPU pod for that pool (pure: no cluster access).
 
 The canary runs in the operator's namespace, not a tenant's: it must not spend a tenant's quota or
 queue, nor depend on a tenant existing; so it is given here what the guard would give a tenant pod
-of the pool (scheduler, node selector, tolerations, one unit of the pool's GPU resource, HAMi's
-caps filled in) and nothing the guard would refuse (no runtimeClass, no device variables).
+of the pool (scheduler, node selector, tolerations, one unit of the pool's GPU resource, or on a
+HAMi pool one KAI GPU fraction of the default share) and nothing the guard would refuse (no
+runtimeClass, no device variables).
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gputenant import naming
 from gputenant.api.gpus import mig_profile
+from gputenant.api.v1alpha1 import HamiSpec
 from gputenant.config.models import MigStrategy, Pool, PoolMode
+from gputenant.guard.keys import FRACTION_ANNOTATIONS
 
 MIB_PER_GB = 1024
 FINGERPRINT_ANNOTATION = "gputenant.io/attestation-fingerprint"
@@ -46,6 +48,8 @@ class Promise:
     (docs/trust-levels.md), so there it is measured and reported, not failed."""
     resources: dict[str, str]
     description: str
+    annotations: dict[str, str] = field(default_factory=dict)
+    """How the pod asks for its GPU where no resource does (a KAI GPU fraction)."""
     capped: bool = True
     """Whether allocating past `memory_mib` must be refused. Time-slicing promises no cap, and its
     memory is its neighbours' too: the canary allocates nothing there, so it never starves them."""
@@ -62,24 +66,19 @@ def promise_of(pool: Pool) -> Promise:
         resource = "nvidia.com/gpu" if pool.mig.strategy is MigStrategy.SINGLE else f"nvidia.com/mig-{name}"
         return Promise(pool.name, mode.value, 1, memory, 0.9, True, {resource: "1"},
                        f"one MIG {name} instance of at most {memory} MiB, isolated in hardware")
-    if mode is PoolMode.HAMI and pool.hami is not None:
-        cap = hami_canary_memory(pool)
-        cores = math.ceil(100 / pool.hami.split_count)
-        return Promise(pool.name, mode.value, 1, cap, 0.9, False,
-                       {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(cap), "nvidia.com/gpucores": str(cores)},
-                       f"one vGPU capped at {cap} MiB by HAMi-core (against mistakes, not evasion)")
+    if mode is PoolMode.HAMI:
+        cores = HamiSpec().core_percent
+        cap = whole * cores // 100
+        return Promise(pool.name, mode.value, 1, cap, 0.9, False, {},
+                       f"one KAI GPU fraction of {cores / 100:g}, its memory capped at {cap} MiB by HAMi-core "
+                       "(against mistakes, not evasion)",
+                       annotations={FRACTION_ANNOTATIONS[0]: f"{cores / 100:g}"})
     if mode is PoolMode.TIME_SLICING and pool.time_slicing is not None:
         resource = "nvidia.com/gpu.shared" if pool.time_slicing.rename_by_default else "nvidia.com/gpu"
         return Promise(pool.name, mode.value, 1, whole, 0.9, False, {resource: "1"},
                        f"one time-slice of a {whole} MiB GPU, memory shared with the other slices", capped=False)
     return Promise(pool.name, mode.value, 1, whole, 0.9, True, {"nvidia.com/gpu": "1"},
                    f"one whole GPU of {whole} MiB, no other pod on it")
-
-
-def hami_canary_memory(pool: Pool) -> int:
-    """The smallest share a HAMi pool hands out: one GPU's memory over its split count."""
-    split = pool.hami.split_count if pool.hami else 1
-    return pool.gpu_memory_mi_b // split
 
 
 def fingerprint(pool: Pool, image: str) -> str:
@@ -123,6 +122,6 @@ def canary_pod(pool: Pool, namespace: str, image: str, queue: str | None = None)
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": canary_pod_name(pool), "namespace": namespace, "labels": labels,
-                     "annotations": {FINGERPRINT_ANNOTATION: fingerprint(pool, image)}},
+                     "annotations": {FINGERPRINT_ANNOTATION: fingerprint(pool, image), **promise.annotations}},
         "spec": spec,
     }
