@@ -94,18 +94,7 @@ class VirtualCluster:
 
 
 @pytest.fixture(scope="module")
-def gpu_operator_namespace(vcluster_kai: KaiCluster) -> None:
-    """The NVIDIA GPU operator's namespace, as on a GPU cluster: the operator writes the device-plugin
-    ConfigMap there before the parent queues (pools/apply.py), so without it KAI finds the tenant's
-    Queue without its parent and schedules nothing. Created before the module's operator starts."""
-    plane = vcluster_kai.plane
-    namespace = vcluster_kai.config.device_plugin_config_map.namespace
-    if plane.kubectl("get", "namespace", namespace, check=False).returncode != 0:
-        plane.kubectl("create", "namespace", namespace)
-
-
-@pytest.fixture(scope="module")
-def tenant(gpu_operator_namespace, vcluster_kai: KaiCluster, real_tenants, tmp_path_factory) -> VirtualCluster:
+def tenant(vcluster_kai: KaiCluster, real_tenants, tmp_path_factory) -> VirtualCluster:
     plane = vcluster_kai.plane
     real_tenants.apply(tenant_manifest("vc-workloads-owner"))
     real_tenants.wait_ready(TENANT, timeout=READY_TIMEOUT_SECONDS)
