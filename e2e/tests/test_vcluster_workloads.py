@@ -5,7 +5,10 @@ KAI-Scheduler, onto a SIMULATED GPU node (kwok; the only simulated part is the G
 The tenant works as it would: with the admin kubeconfig the operator issued, from outside the node
 (the NodePort exposure), inside its own virtual cluster. What it can see of each outcome is what
 vCluster syncs back to the virtual pod (status, events); each test asserts that view, and the host
-side (the host pod's queue, scheduler, node, the guard's refusal) from the platform's.
+side (the host pod's queue, scheduler, node, the guard's refusal) from the platform's. vCluster
+v0.36.1 shows the tenant a host refusal as a Warning event `SyncError` on the virtual pod quoting
+it (the guard's message, the quota's), and syncs back the host pod's status conditions and the
+events about it (KAI's `Unschedulable`, from `kai-scheduler`).
 
 One module-scoped Untrusted tenant on whole GPUs (the `h100-exclusive` pool): Untrusted gets the
 strictest rules and the restricted Pod Security Standard in the virtual cluster and on the host.
@@ -211,6 +214,39 @@ def test_over_the_limit_the_pod_stays_pending_in_the_virtual_cluster_with_the_qu
     assert host_pod_of(plane, "over-limit") is None
     tenant.kubectl("delete", "pod", "over-limit", "-n", VIRTUAL_NAMESPACE, "--wait=false")
 
+
+
+def test_a_pod_kai_cannot_place_shows_kais_reason_in_the_virtual_cluster(vcluster_kai: KaiCluster,
+                                                                         tenant: VirtualCluster):
+    """Within the quota but on no node of the pool (node affinity to a host name the pool lacks):
+    the host pod is admitted and KAI cannot bind it. What KAI says reaches the tenant."""
+    plane = vcluster_kai.plane
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["no-such-node"]}]}]}}}
+    tenant.apply(gpu_pod("nowhere", affinity=affinity))
+
+    def unschedulable():
+        pod = tenant.pod("nowhere") or {}
+        [scheduled] = [c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"] \
+            or [None]
+        events = [e for e in tenant.events("nowhere") if e.get("reason") == "Unschedulable"]
+        return (scheduled, events[0]) if scheduled and scheduled.get("reason") == "Unschedulable" and events else None
+    try:
+        condition, event = wait_for(unschedulable, timeout=FLOW_TIMEOUT_SECONDS, interval=1,
+                                    what="KAI's Unschedulable condition and event on the virtual pod")
+    except TimeoutError:
+        raise AssertionError(describe(tenant, "nowhere")) from None
+    print(f"\nKAI cannot place it; the tenant sees: PodScheduled=False Unschedulable {condition['message']!r}; "
+          f"event {event['reason']} from {event['source'].get('component')}: {event['message']!r}")
+    host = host_pod_of(plane, "nowhere")
+    assert host["metadata"]["labels"][naming.QUEUE_LABEL] == naming.queue_name(TENANT)
+    assert not host["spec"].get("nodeName")
+    assert condition["status"] == "False"
+    assert condition["message"].startswith("no nodes with enough resources were found")
+    assert event["source"].get("component") == SCHEDULER_NAME
+    assert tenant.pod("nowhere")["status"]["phase"] == "Pending"
+    tenant.kubectl("delete", "pod", "nowhere", "-n", VIRTUAL_NAMESPACE)
+    wait_for(lambda: host_pod_of(plane, "nowhere") is None, timeout=60, what="its GPU back in the quota")
 
 @pytest.mark.parametrize(("name", "pod", "rule"), [
     ("foreign-queue", gpu_pod("foreign-queue", labels={naming.QUEUE_LABEL: OTHER_TENANT_QUEUE}), "[queue-label]"),
