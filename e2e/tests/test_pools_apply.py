@@ -189,3 +189,22 @@ def test_a_tenants_queue_is_never_taken_for_a_parent_queue(plane, gpu_nodes):
             "offboard tenant pools-test-taken") in result.plan.problems
     assert queue(plane, "pools-test-taken")["spec"]["parentQueue"] == "pools-test-tenants"
     assert plane.count_requests(offset, user_agent="gputenant-pools-test") == 0
+
+
+def test_without_the_gpu_operators_namespace_the_parent_queues_are_still_applied(plane, gpu_nodes):
+    """The device-plugin ConfigMap cannot be written before the GPU Operator's namespace exists; KAI
+    schedules nothing from a tenant queue whose parent is missing (it drops it as an orphan), so the
+    parent queues do not wait for the ConfigMap: a problem is reported instead."""
+    absent = CONFIG.device_plugin_config_map.model_copy(update={"namespace": "gpu-operator-absent"})
+    config = CONFIG.model_copy(update={"default_parent_queue": "pools-test-no-gpu-operator",
+                                       "device_plugin_config_map": absent})
+    try:
+        result = run_apply(plane, config)
+        assert "Queue/pools-test-no-gpu-operator" in result.written
+        assert queue(plane, "pools-test-no-gpu-operator")["metadata"]["name"] == "pools-test-no-gpu-operator"
+        assert [p for p in result.plan.problems if p.startswith(
+            "device-plugin ConfigMap gpu-operator-absent/gputenant-device-plugin-config is not applied: ")
+            and p.endswith("install the GPU Operator or set devicePluginConfigMap.namespace to its namespace")]
+        assert not [w for w in result.written if w.startswith("ConfigMap/")]
+    finally:
+        plane.kubectl("delete", "queue", "pools-test-no-gpu-operator", "--ignore-not-found")

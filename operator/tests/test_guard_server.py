@@ -57,6 +57,20 @@ def test_platform_controllers_are_told_from_the_tenants_side():
                      "system:kube-scheduler": False, "system:node:gpu-1": False}
 
 
+def test_members_of_system_masters_are_the_platforms_side():
+    """A controller authenticated by a client certificate in system:masters (KAI's pod-grouper
+    annotating a synced pod with its PodGroup) is not the tenant, whatever its user name."""
+    from gputenant.config.models import OperatorConfig
+    from gputenant.guard.webhook import Guard
+
+    guard = Guard(OperatorConfig(), client=None)
+    assert guard.by_tenant({"username": "kai-podgrouper", "groups": ["system:masters", "system:authenticated"]},
+                           "tenant-a") is False
+    assert guard.by_tenant({"username": "kai-podgrouper", "groups": ["system:authenticated"]}, "tenant-a") is True
+    assert guard.by_tenant({"username": "system:serviceaccount:tenant-a:vc-a",
+                            "groups": ["system:serviceaccounts", "system:serviceaccounts:tenant-a"]}, "tenant-a")
+
+
 def test_decisions_are_cached_per_uid_and_dropped_with_their_tenant():
     from gputenant.config.models import OperatorConfig
     from gputenant.guard.webhook import Guard, TenantView

@@ -42,6 +42,7 @@ TENANTS_INDEX = "gputenant_guard_tenants"
 DENIED = 403
 NOT_READY = 503
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+PLATFORM_GROUP = "system:masters"
 DecisionObserver = Callable[[str, str, float], None]
 """Told of each pod review: the first refusing rule's id (or "none"), allowed/refused, seconds."""
 
@@ -88,7 +89,10 @@ class Guard:
     def by_tenant(self, userinfo: Mapping[str, Any] | None, namespace: str) -> bool:
         """Whether a request comes from the tenant's side: its users and any ServiceAccount of a tenant
         namespace (the vCluster syncer), as opposed to the platform's controllers (``system:``
-        users and ServiceAccounts elsewhere, e.g. KAI's)."""
+        users, ServiceAccounts elsewhere, e.g. KAI's, and members of ``system:masters``, which only a
+        certificate from the cluster's CA grants and which bypasses authorization anyway)."""
+        if PLATFORM_GROUP in ((userinfo or {}).get("groups") or ()):
+            return False
         username = (userinfo or {}).get("username", "")
         if username.startswith(SERVICE_ACCOUNT_PREFIX):
             account_namespace = username.removeprefix(SERVICE_ACCOUNT_PREFIX).split(":", 1)[0]

@@ -63,12 +63,7 @@ async def apply_pools(client: KubeClient, config: OperatorConfig) -> PoolsApplyR
     result = PoolsApplyResult(plan=plan)
 
     if plan.config_map_data:
-        desired = device_plugin_config_map(config, plan.config_map_data)
-        metadata = desired["metadata"]
-        live = await client.get("v1", "ConfigMap", metadata["name"], metadata["namespace"])
-        if not holds(desired, live) or set((live or {}).get("data") or {}) != set(plan.config_map_data):
-            await client.apply(desired)
-            result.written.append(f"ConfigMap/{metadata['namespace']}/{metadata['name']}")
+        await _apply_device_plugin_config(client, config, result)
 
     await _apply_parent_queues(client, result)
 
@@ -82,6 +77,26 @@ async def apply_pools(client: KubeClient, config: OperatorConfig) -> PoolsApplyR
     for blocked in plan.blocked:
         await _report_blocked(client, nodes_by_name[blocked.node], blocked)
     return result
+
+
+async def _apply_device_plugin_config(client: KubeClient, config: OperatorConfig, result: PoolsApplyResult) -> None:
+    """The device-plugin ConfigMap; without its namespace (no GPU Operator yet), a problem instead, so
+    that the parent queues, without which KAI schedules nothing, and the node labels still apply."""
+    desired = device_plugin_config_map(config, result.plan.config_map_data)
+    metadata = desired["metadata"]
+    live = await client.get("v1", "ConfigMap", metadata["name"], metadata["namespace"])
+    if holds(desired, live) and set((live or {}).get("data") or {}) == set(result.plan.config_map_data):
+        return
+    try:
+        await client.apply(desired)
+    except ApiError as error:
+        if not error.not_found:
+            raise
+        result.plan.problems.append(
+            f"device-plugin ConfigMap {metadata['namespace']}/{metadata['name']} is not applied: {error.message}; "
+            "install the GPU Operator or set devicePluginConfigMap.namespace to its namespace")
+        return
+    result.written.append(f"ConfigMap/{metadata['namespace']}/{metadata['name']}")
 
 
 async def _apply_parent_queues(client: KubeClient, result: PoolsApplyResult) -> None:

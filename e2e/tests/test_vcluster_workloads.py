@@ -1,0 +1,347 @@
+"""A tenant's workload flows from inside its REAL virtual cluster (vCluster v0.36.1, installed by
+the operator, `gputenant run`) through vCluster's syncer and the admission guard into the real
+KAI-Scheduler, onto a SIMULATED GPU node (kwok; the only simulated part is the GPU hardware).
+
+The tenant works as it would: with the admin kubeconfig the operator issued, from outside the node
+(the NodePort exposure), inside its own virtual cluster. What it can see of each outcome is what
+vCluster syncs back to the virtual pod (status, events); each test asserts that view, and the host
+side (the host pod's queue, scheduler, node, the guard's refusal) from the platform's. vCluster
+v0.36.1 shows the tenant a host refusal as a Warning event `SyncError` on the virtual pod quoting
+it (the guard's message, the quota's), and syncs back the host pod's status conditions and the
+events about it (KAI's `Unschedulable`, from `kai-scheduler`).
+
+One module-scoped Untrusted tenant on whole GPUs (the `h100-exclusive` pool): Untrusted gets the
+strictest rules and the restricted Pod Security Standard in the virtual cluster and on the host.
+Opt-in like test_vcluster_real_operator.py: GPUTENANT_REAL_VCLUSTER=1 (minutes).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gputenant import naming
+from kubeplane import ControlPlane, wait_for
+from kubeplane.fixtures import REAL_VCLUSTER_CHART
+from kubeplane.images import TEST_IMAGE
+from kubeplane.kai import SCHEDULER_NAME
+from kubeplane.kai_fixtures import KaiCluster
+from kubeplane.tools import pinned_versions
+
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("GPUTENANT_REAL_VCLUSTER") != "1",
+                       reason="opt-in: GPUTENANT_REAL_VCLUSTER=1 runs the real vCluster (minutes)"),
+    pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(), reason=f"{REAL_VCLUSTER_CHART} is missing"),
+]
+
+READY_TIMEOUT_SECONDS = 480
+"""A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real.py)."""
+FLOW_TIMEOUT_SECONDS = 180
+"""Virtual pod -> syncer -> host admission -> KAI -> kwok -> status synced back, on busy cores."""
+TENANT = "vc-workloads"
+POOL = "h100-exclusive"
+OTHER_POOL = "a100-timeslice"
+GPU_LIMIT = 2
+"""The tenant's gpu.limit: its ResourceQuota and its KAI Queue both stop at 2 whole GPUs."""
+OTHER_TENANT_QUEUE = "ml-platform"
+VIRTUAL_NAMESPACE = "default"
+PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
+HOST_NAME_ANNOTATION = "vcluster.loft.sh/object-name"
+"""vCluster's annotation on a synced host object: the virtual object's name."""
+RESTRICTED = {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
+              "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+"""A container the restricted Pod Security Standard admits (virtual cluster and host namespace)."""
+
+
+def tenant_manifest(owner: str) -> dict:
+    return {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": TENANT},
+            "spec": {"trust": "Untrusted", "owners": [{"kind": "User", "name": owner}],
+                     "gpu": {"quota": 1, "limit": GPU_LIMIT}, "sharing": {"mode": "Exclusive"},
+                     "quotas": {"cpu": "8", "memory": "16Gi", "pods": 30},
+                     "vcluster": {"kubernetesVersion": pinned_versions()["kube"]},
+                     "kubeconfig": {"roles": ["admin"]}, "preventDeletion": False}}
+
+
+class VirtualCluster:
+    """kubectl against the tenant's virtual cluster with the admin kubeconfig the operator issued."""
+
+    def __init__(self, plane: ControlPlane, kubeconfig: Path):
+        self.plane = plane
+        self.kubeconfig = kubeconfig
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True):
+        return self.plane.kubectl(*args, kubeconfig_path=self.kubeconfig, input=input, check=check)
+
+    def apply(self, manifest: dict, check: bool = True):
+        return self.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest), check=check)
+
+    def pod(self, name: str) -> dict | None:
+        found = self.kubectl("get", "pod", name, "-n", VIRTUAL_NAMESPACE, "-o", "json", check=False)
+        return json.loads(found.stdout) if found.returncode == 0 else None
+
+    def job_pods(self, job: str) -> list[dict]:
+        return json.loads(self.kubectl("get", "pods", "-n", VIRTUAL_NAMESPACE, "-l", f"job-name={job}",
+                                       "-o", "json").stdout)["items"]
+
+    def events(self, pod: str) -> list[dict]:
+        """Events about the virtual pod, as `kubectl describe pod` shows them to the tenant."""
+        return json.loads(self.kubectl("get", "events", "-n", VIRTUAL_NAMESPACE, "--field-selector",
+                                       f"involvedObject.kind=Pod,involvedObject.name={pod}",
+                                       "-o", "json").stdout)["items"]
+
+
+@pytest.fixture(scope="module")
+def tenant(vcluster_kai: KaiCluster, real_tenants, tmp_path_factory) -> VirtualCluster:
+    plane = vcluster_kai.plane
+    real_tenants.apply(tenant_manifest("vc-workloads-owner"))
+    real_tenants.wait_ready(TENANT, timeout=READY_TIMEOUT_SECONDS)
+    secret = json.loads(plane.kubectl("get", "secret", naming.kubeconfig_secret_name(TENANT, "admin"),
+                                      "-n", host_namespace(), "-o", "json").stdout)
+    path = tmp_path_factory.mktemp("vc-workloads") / "admin.kubeconfig"
+    path.write_bytes(base64.b64decode(secret["data"]["config"]))
+    return VirtualCluster(plane, path)
+
+
+def host_namespace() -> str:
+    return f"tenant-{TENANT}"
+
+
+def host_pods(plane: ControlPlane) -> list[dict]:
+    return json.loads(plane.kubectl("get", "pods", "-n", host_namespace(), "-o", "json").stdout)["items"]
+
+
+def host_pod_of(plane: ControlPlane, virtual_name: str) -> dict | None:
+    """The host pod vCluster synced from the virtual pod `virtual_name`, if any."""
+    for pod in host_pods(plane):
+        if (pod["metadata"].get("annotations") or {}).get(HOST_NAME_ANNOTATION) == virtual_name:
+            return pod
+    return None
+
+
+def gpu_container(name: str, gpus: int, resource: str = "nvidia.com/gpu", **extra) -> dict:
+    return {"name": name, "image": TEST_IMAGE, "command": ["sleep", "3600"], "securityContext": dict(RESTRICTED),
+            "resources": {"limits": {resource: str(gpus), "cpu": "100m", "memory": "64Mi"},
+                          "requests": {"cpu": "100m", "memory": "64Mi"}}, **extra}
+
+
+def gpu_pod(name: str, gpus: int = 1, resource: str = "nvidia.com/gpu", labels: dict | None = None,
+            **spec) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": VIRTUAL_NAMESPACE, "labels": labels or {"app": name}},
+            "spec": {"restartPolicy": "Never", "containers": [gpu_container("work", gpus, resource)], **spec}}
+
+
+def describe(tenant: VirtualCluster, name: str) -> str:
+    return tenant.kubectl("describe", "pod", name, "-n", VIRTUAL_NAMESPACE, check=False).stdout
+
+
+def event_messages(tenant: VirtualCluster, pod: str) -> list[str]:
+    return [f"{e.get('reason')}: {e.get('message')}" for e in tenant.events(pod)]
+
+
+def test_a_gpu_job_in_the_virtual_cluster_runs_on_the_tenants_pool_through_kai(vcluster_kai: KaiCluster,
+                                                                              tenant: VirtualCluster):
+    plane = vcluster_kai.plane
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": VIRTUAL_NAMESPACE},
+           "spec": {"backoffLimit": 0, "template": {"spec": {
+               "restartPolicy": "Never", "containers": [gpu_container("train", 1)]}}}}
+    created = time.monotonic()
+    tenant.apply(job)
+
+    def running_in_virtual_cluster():
+        pods = tenant.job_pods("train")
+        return pods[0] if pods and pods[0]["status"].get("phase") == "Running" else None
+    try:
+        virtual = wait_for(running_in_virtual_cluster, timeout=FLOW_TIMEOUT_SECONDS, interval=1,
+                           what="the Job's pod Running in the virtual cluster")
+    except TimeoutError:
+        pods = tenant.job_pods("train")
+        raise AssertionError(f"virtual pods: {[p['status'] for p in pods]}\n"
+                             f"{describe(tenant, pods[0]['metadata']['name']) if pods else 'no pod'}\n"
+                             f"host pods: {[(p['metadata']['name'], p['status']) for p in host_pods(plane)]}") from None
+    print(f"\nJob created in the virtual cluster -> its pod Running there: {time.monotonic() - created:.1f}s "
+          f"(syncer, guard, KAI, kwok-simulated GPU node)")
+
+    host = host_pod_of(plane, virtual["metadata"]["name"])
+    assert host is not None, [p["metadata"] for p in host_pods(plane)]
+    assert host["metadata"]["labels"][naming.QUEUE_LABEL] == naming.queue_name(TENANT)
+    assert host["spec"]["schedulerName"] == SCHEDULER_NAME
+    assert host["spec"]["nodeName"] in vcluster_kai.node_names(POOL), "bound to a (simulated) node of the pool"
+    assert host["status"]["phase"] == "Running"
+    assert virtual["spec"]["nodeName"] == host["spec"]["nodeName"]
+    podgroups = plane.kubectl("get", ".".join([PODGROUPS[2], PODGROUPS[0]]), "-n", host_namespace(),
+                              "-o", "json").stdout
+    assert {g["spec"]["queue"] for g in json.loads(podgroups)["items"]} == {naming.queue_name(TENANT)}
+
+
+
+def sync_errors(tenant: VirtualCluster, pod: str) -> list[str]:
+    """What vCluster's pod syncer tells the tenant when the host refuses its pod: a Warning event
+    `SyncError` on the virtual pod (`kubectl describe pod`), quoting the host's refusal."""
+    return [e["message"] for e in tenant.events(pod) if e.get("reason") == "SyncError"]
+
+
+def refusal_seen_by_tenant(tenant: VirtualCluster, pod: str, expected: str) -> str:
+    def seen():
+        return next((m for m in sync_errors(tenant, pod) if expected in m), None)
+    try:
+        return wait_for(seen, timeout=FLOW_TIMEOUT_SECONDS, interval=1, what=f"{expected!r} on virtual pod {pod}")
+    except TimeoutError:
+        raise AssertionError(describe(tenant, pod)) from None
+
+
+def test_over_the_limit_the_pod_stays_pending_in_the_virtual_cluster_with_the_quota_refusal(
+        vcluster_kai: KaiCluster, tenant: VirtualCluster):
+    """The tenant's ResourceQuota and its KAI Queue both stop at gpu.limit (docs/units.md), and the
+    quota is checked first, at admission of the host pod: so over the limit the tenant meets the
+    quota, quoted by the syncer, and the pod stays Pending in its virtual cluster. KAI's queue limit
+    is the same number and never gets to refuse anything."""
+    plane = vcluster_kai.plane
+    wait_for(lambda: host_pod_of(plane, tenant.job_pods("train")[0]["metadata"]["name"]), timeout=60,
+             what="the Job's host pod (test_a_gpu_job... holds 1 GPU)")
+    tenant.apply(gpu_pod("over-limit", gpus=GPU_LIMIT))
+    message = refusal_seen_by_tenant(tenant, "over-limit", "exceeded quota")
+    print(f"\nover the limit, the tenant sees: SyncError {message}")
+    assert f"requested: requests.nvidia.com/gpu={GPU_LIMIT}" in message
+    assert f"limited: requests.nvidia.com/gpu={GPU_LIMIT}" in message
+    assert tenant.pod("over-limit")["status"]["phase"] == "Pending"
+    assert host_pod_of(plane, "over-limit") is None
+    tenant.kubectl("delete", "pod", "over-limit", "-n", VIRTUAL_NAMESPACE, "--wait=false")
+
+
+
+def test_a_pod_kai_cannot_place_shows_kais_reason_in_the_virtual_cluster(vcluster_kai: KaiCluster,
+                                                                         tenant: VirtualCluster):
+    """Within the quota but on no node of the pool (node affinity to a host name the pool lacks):
+    the host pod is admitted and KAI cannot bind it. What KAI says reaches the tenant."""
+    plane = vcluster_kai.plane
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["no-such-node"]}]}]}}}
+    tenant.apply(gpu_pod("nowhere", affinity=affinity))
+
+    def unschedulable():
+        pod = tenant.pod("nowhere") or {}
+        [scheduled] = [c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"] \
+            or [None]
+        events = [e for e in tenant.events("nowhere") if e.get("reason") == "Unschedulable"]
+        return (scheduled, events[0]) if scheduled and scheduled.get("reason") == "Unschedulable" and events else None
+    try:
+        condition, event = wait_for(unschedulable, timeout=FLOW_TIMEOUT_SECONDS, interval=1,
+                                    what="KAI's Unschedulable condition and event on the virtual pod")
+    except TimeoutError:
+        raise AssertionError(describe(tenant, "nowhere")) from None
+    print(f"\nKAI cannot place it; the tenant sees: PodScheduled=False Unschedulable {condition['message']!r}; "
+          f"event {event['reason']} from {event['source'].get('component')}: {event['message']!r}")
+    host = host_pod_of(plane, "nowhere")
+    assert host["metadata"]["labels"][naming.QUEUE_LABEL] == naming.queue_name(TENANT)
+    assert not host["spec"].get("nodeName")
+    assert condition["status"] == "False"
+    assert condition["message"].startswith("no nodes with enough resources were found")
+    assert event["source"].get("component") == SCHEDULER_NAME
+    assert tenant.pod("nowhere")["status"]["phase"] == "Pending"
+    tenant.kubectl("delete", "pod", "nowhere", "-n", VIRTUAL_NAMESPACE)
+    wait_for(lambda: host_pod_of(plane, "nowhere") is None, timeout=60, what="its GPU back in the quota")
+
+@pytest.mark.parametrize(("name", "pod", "rule"), [
+    ("foreign-queue", gpu_pod("foreign-queue", labels={naming.QUEUE_LABEL: OTHER_TENANT_QUEUE}), "[queue-label]"),
+    ("mig-resource", gpu_pod("mig-resource", resource="nvidia.com/mig-1g.10gb"), "[gpu-resource]"),
+])
+def test_a_pod_the_guard_refuses_shows_the_guards_message_in_the_virtual_cluster(
+        vcluster_kai: KaiCluster, tenant: VirtualCluster, name: str, pod: dict, rule: str):
+    plane = vcluster_kai.plane
+    tenant.apply(pod)
+    message = refusal_seen_by_tenant(tenant, name, rule)
+    print(f"\n{name}: the tenant sees: SyncError {message}")
+    assert 'admission webhook "pods.validate.gputenant.io" denied the request' in message
+    assert f"tenant {TENANT}: trust Untrusted, sharing Exclusive on pool {POOL}" in message
+    assert tenant.pod(name)["status"]["phase"] == "Pending"
+    assert host_pod_of(plane, name) is None
+    tenant.kubectl("delete", "pod", name, "-n", VIRTUAL_NAMESPACE, "--wait=false")
+
+
+def test_a_pod_naming_another_pools_nodes_is_steered_back_or_refused(vcluster_kai: KaiCluster,
+                                                                     tenant: VirtualCluster):
+    """vCluster's `sync.fromHost.nodes.selector` (enforceNodeSelector) may replace the tenant's
+    nodeSelector with its pool's on the host pod, so the guard may never see the other pool's key;
+    if it does, it refuses it. Either way no host pod ever asks for another pool's nodes."""
+    plane = vcluster_kai.plane
+    tenant.apply(gpu_pod("other-pool", nodeSelector={"gputenant.io/pool": OTHER_POOL}))
+
+    def outcome():
+        host = host_pod_of(plane, "other-pool")
+        if host is not None and host["spec"].get("nodeName"):
+            return "steered", host
+        refused = [m for m in sync_errors(tenant, "other-pool") if "[node-selector]" in m]
+        return ("refused", refused[0]) if refused else None
+    try:
+        how, seen = wait_for(outcome, timeout=FLOW_TIMEOUT_SECONDS, interval=1, what="other-pool steered or refused")
+    except TimeoutError:
+        raise AssertionError(describe(tenant, "other-pool")) from None
+    if how == "steered":
+        print(f"\nother-pool: steered back, host nodeSelector {seen['spec']['nodeSelector']}, "
+              f"bound to {seen['spec']['nodeName']} (simulated)")
+        assert seen["spec"]["nodeSelector"]["gputenant.io/pool"] == POOL
+        assert seen["spec"]["nodeName"] in vcluster_kai.node_names(POOL)
+    else:
+        print(f"\nother-pool: the tenant sees: SyncError {seen}")
+        assert host_pod_of(plane, "other-pool") is None
+    tenant.kubectl("delete", "pod", "other-pool", "-n", VIRTUAL_NAMESPACE, "--wait=false")
+
+
+def test_a_privileged_pod_is_refused_inside_the_virtual_cluster_even_in_a_privileged_namespace(
+        vcluster_kai: KaiCluster, tenant: VirtualCluster):
+    """The tenant is cluster-admin of its virtual cluster and labels a namespace privileged; the
+    virtual cluster still enforces the trust level's standard (restricted for Untrusted), so the
+    pod never reaches the syncer, the host's Pod Security or the guard (whose `privileged` rule
+    stays the host's defence in depth, unit-tested in operator/tests)."""
+    plane = vcluster_kai.plane
+    tenant.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "anything-goes", "labels": {
+        "pod-security.kubernetes.io/enforce": "privileged"}}})
+    pod = gpu_pod("privileged")
+    pod["metadata"]["namespace"] = "anything-goes"
+    pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    refused = tenant.apply(pod, check=False)
+    print(f"\nprivileged: the tenant sees: {refused.stderr.strip()}")
+    assert refused.returncode != 0
+    assert 'violates PodSecurity "restricted:latest"' in refused.stderr
+    assert "must not set securityContext.privileged=true" in refused.stderr
+    assert not [p for p in host_pods(plane) if "privileged" in p["metadata"]["name"]]
+
+
+def test_deleting_the_tenant_removes_its_workloads_podgroups_release_and_volume(vcluster_kai: KaiCluster,
+                                                                                tenant: VirtualCluster,
+                                                                                real_tenants):
+    plane = vcluster_kai.plane
+    namespace = host_namespace()
+    group, version, plural = PODGROUPS
+    before = json.loads(plane.kubectl("get", f"{plural}.{group}", "-n", namespace, "-o", "json").stdout)["items"]
+    workloads = [p["metadata"]["name"] for p in host_pods(plane)
+                 if (p["metadata"].get("annotations") or {}).get(HOST_NAME_ANNOTATION)]
+    claims = json.loads(plane.kubectl("get", "pvc", "-n", namespace, "-o", "json").stdout)["items"]
+    volumes = {c["spec"]["volumeName"] for c in claims if c["spec"].get("volumeName")}
+    assert before and workloads and volumes, (before, workloads, claims)
+
+    plane.kubectl("delete", "gputenant", TENANT, "--wait=false")
+    wait_for(lambda: real_tenants.get(TENANT) is None, timeout=300, interval=2, what=f"tenant {TENANT} offboarded")
+    wait_for(lambda: plane.kubectl("get", "namespace", namespace, check=False).returncode != 0, timeout=300,
+             interval=2, what=f"namespace {namespace} gone")
+
+    assert plane.cluster_object("scheduling.run.ai", "v2", "queues", naming.queue_name(TENANT)) is None
+    releases = plane.kubectl("get", "secrets", "-A", "-l", f"owner=helm,name={naming.release_name(TENANT)}",
+                             "-o", "name").stdout.split()
+    assert releases == []
+    left_pods = json.loads(plane.kubectl("get", "pods", "-A", "-o", "json").stdout)["items"]
+    assert not [p["metadata"]["name"] for p in left_pods if p["metadata"]["name"] in workloads]
+    left_groups = json.loads(plane.kubectl("get", f"{plural}.{group}", "-A", "-o", "json").stdout)["items"]
+    assert not [g for g in left_groups if g["metadata"]["namespace"] == namespace]
+    wait_for(lambda: not (volumes & set(plane.kubectl("get", "pv", "-o", "name").stdout.replace(
+        "persistentvolume/", "").split())), timeout=120, interval=2, what=f"volumes {volumes} deleted")
+    labelled = plane.kubectl("get", "all,configmaps,secrets,pvc,roles,rolebindings,clusterroles,clusterrolebindings",
+                             "-A", "-l", f"{naming.TENANT_LABEL}={TENANT}", "-o", "name").stdout.split()
+    assert labelled == []
