@@ -12,14 +12,12 @@ events about it (KAI's `Unschedulable`, from `kai-scheduler`).
 
 One module-scoped Untrusted tenant on whole GPUs (the `h100-exclusive` pool): Untrusted gets the
 strictest rules and the restricted Pod Security Standard in the virtual cluster and on the host.
-Opt-in like test_vcluster_real_operator.py: GPUTENANT_REAL_VCLUSTER=1 (minutes).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import time
 from pathlib import Path
 
@@ -34,11 +32,8 @@ from kubeplane.kai import SCHEDULER_NAME
 from kubeplane.kai_fixtures import KaiCluster
 from kubeplane.tools import pinned_versions
 
-pytestmark = [
-    pytest.mark.skipif(os.environ.get("GPUTENANT_REAL_VCLUSTER") != "1",
-                       reason="opt-in: GPUTENANT_REAL_VCLUSTER=1 runs the real vCluster (minutes)"),
-    pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(), reason=f"{REAL_VCLUSTER_CHART} is missing"),
-]
+pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(),
+                                reason=f"{REAL_VCLUSTER_CHART} is missing")
 
 READY_TIMEOUT_SECONDS = 480
 """A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real.py)."""
