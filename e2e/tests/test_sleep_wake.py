@@ -15,6 +15,7 @@ import base64
 import json
 import os
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -120,8 +121,10 @@ def test_sleep_releases_everything_on_the_host_and_wake_restores_it_with_the_dat
     wait_for(lambda: _gpus_used(plane) == "1", timeout=60, interval=1, what="the worker's GPU counted in the quota")
 
     _sleep(plane, True)
+    started = time.monotonic()
     asleep = _wait_tenant(plane, real_tenants, lambda body: _condition(body, "Asleep").get("status") == "True",
                           SETTLE_TIMEOUT_SECONDS, "Asleep")
+    print(f"\ntenant {NAME} Asleep {time.monotonic() - started:.1f}s after spec.sleep.asleep: true")
     assert _condition(asleep, "Asleep")["reason"] == "SleepRequested"
     assert (_condition(asleep, "Ready")["status"], _condition(asleep, "Ready")["reason"]) == ("False", "Asleep")
     assert _statefulset(plane)["spec"]["replicas"] == 0
@@ -133,8 +136,10 @@ def test_sleep_releases_everything_on_the_host_and_wake_restores_it_with_the_dat
     assert plane.kubectl("get", "pvc", "-n", NAMESPACE, "-o", "name").stdout.strip(), "the data volume is kept"
 
     _sleep(plane, False)
+    started = time.monotonic()
     awake = _wait_tenant(plane, real_tenants, lambda body: _condition(body, "Ready").get("status") == "True",
                          READY_TIMEOUT_SECONDS, "Ready again")
+    print(f"tenant {NAME} Ready {time.monotonic() - started:.1f}s after spec.sleep.asleep: false")
     assert (_condition(awake, "Asleep")["status"], _condition(awake, "Asleep")["reason"]) == ("False", "Awake")
     assert _statefulset(plane)["status"].get("readyReplicas") == 1
     kept = json.loads(_inside(sleeper, "get", "configmap", "kept", "-n", "default", "-o", "json"))
