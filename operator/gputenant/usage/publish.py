@@ -11,6 +11,7 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from gputenant import GROUP, KIND, VERSION
+from gputenant.api import conditions as reasons
 from gputenant.api.status import UsageStatus
 from gputenant.api.v1alpha1 import SleepSpec
 from gputenant.kube import ApiError, KubeClient
@@ -71,7 +72,8 @@ async def publish_usage(client: KubeClient, tenants: list[dict], usage: list[Ten
             await _put_to_sleep(client, body, verdict, now)
             published.slept.append(name)
         else:
-            log.info("tenant %s: not put to sleep: %s (%s)", name, verdict.message, verdict.reason)
+            level = logging.INFO if verdict.reason == reasons.NON_PREEMPTIBLE_WORKLOAD else logging.DEBUG
+            log.log(level, "tenant %s: not put to sleep: %s (%s)", name, verdict.message, verdict.reason)
     return published
 
 
@@ -83,8 +85,8 @@ async def _idle_verdict(client: KubeClient, namespace: str, name: str, sleep: Sl
         for group in await client.list(POD_GROUP_API, "PodGroup", namespace=namespace):
             pod_groups[group["metadata"]["name"]] = str((group.get("spec") or {}).get("preemptibility") or "")
     except ApiError as error:
-        # without KAI's PodGroups the pods' own label and priority decide
-        log.info("tenant %s: PodGroups not read (%s); judging preemptibility from the pods", name, error)
+        # without KAI's PodGroups (not installed, or not readable) the pods' own label and priority decide
+        log.debug("tenant %s: PodGroups not read (%s); judging preemptibility from the pods", name, error)
     return idle_sleep_verdict(sleep, summary, now, non_preemptible_pods(pods, pod_groups))
 
 
