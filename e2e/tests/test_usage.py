@@ -6,15 +6,23 @@ H100: one block on 1 of 132 SMs reads GPU_UTIL 100% while SM activity is 0.8%.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
 
+from gputenant import KIND
+from gputenant.config.models import OperatorConfig
+from gputenant.kube import KubeClient
+from gputenant.timefmt import rfc3339
+from gputenant.usage import UsageQueries, read_usage, tenant_namespaces
+from gputenant.usage.publish import API_VERSION, Published, publish_usage
 from kubeplane.dcgm_exporter import DcgmExporter, SimulatedGpu
 from kubeplane.process import free_ports
 from kubeplane.prometheus import Prometheus
@@ -26,7 +34,11 @@ GPUS = {
     "usage-idle": ("notebook-0", "GPU-idle", 0.0, 0.0),
     "usage-spin": ("trainer-0", "GPU-spin", 0.008, 100.0),
     "usage-work": ("trainer-0", "GPU-work", 0.999, 100.0),
+    "usage-serve": ("serve-0", "GPU-serve", 0.0, 0.0),
 }
+IDLE_POLICY = {"usage-idle", "usage-serve"}
+"""Tenants with spec.sleep.idle; usage-serve runs a non-preemptible pod (KAI: priority >= 100)."""
+IDLE_AFTER = timedelta(minutes=10)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +61,8 @@ def prometheus(exporter, tmp_path_factory):
 def usage_tenants(plane, crds):
     names = [*GPUS, "usage-none"]
     manifests = [{"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
-                  "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": "u"}], "gpu": {"quota": 1}}}
+                  "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": "u"}], "gpu": {"quota": 1},
+                           **({"sleep": {"idle": {"after": "10m"}}} if name in IDLE_POLICY else {})}}
                  for name in names]
     plane.kubectl("apply", "--server-side", "--field-manager=platform-engineer", "-f", "-",
                   input=yaml.safe_dump_all(manifests))
@@ -102,3 +115,69 @@ def test_the_table_names_each_tenants_gpus_and_an_unreachable_prometheus_is_a_cl
                                  capture_output=True, text=True, timeout=60)
     assert unreachable.returncode == 1
     assert "cannot query Prometheus at http://127.0.0.1:" in unreachable.stderr and "--prometheus-url" in unreachable.stderr
+
+
+@pytest.fixture(scope="module")
+def serving_pod(plane, usage_tenants):
+    """usage-serve's GPU pod at KAI's ``inference`` priority (125: non-preemptible). No operator runs
+    in this module, so the test makes the host namespace; the pod stays Pending (no GPU node), which
+    still holds sleep back: only finished pods do not."""
+    namespace = "tenant-usage-serve"
+    plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "usage-inference"},
+         "value": 125},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "serve-0", "namespace": namespace},
+         "spec": {"priorityClassName": "usage-inference", "containers": [{"name": "serve", "image": "serve:1"}]}},
+    ]))
+    yield
+    plane.kubectl("delete", "namespace", namespace, "--wait=false")
+    plane.kubectl("delete", "priorityclass", "usage-inference")
+
+
+def usage_round(plane, prometheus, now: datetime) -> Published:
+    """What the operator's usage loop does each period: read usage, publish it, apply the idle policy."""
+    config = OperatorConfig(operator_namespace="gpu-ops")
+
+    async def once() -> Published:
+        async with KubeClient.from_kubeconfig(str(plane.kubeconfig_path), "usage-test") as client:
+            tenants = await client.list(API_VERSION, KIND)
+            queries = UsageQueries.over(f"{SCRAPED_SECONDS}s", f"{config.namespace_prefix}.+", step_seconds=1)
+            usage = read_usage(prometheus.url, tenant_namespaces(tenants, config), queries)
+            return await publish_usage(client, tenants, usage, f"{SCRAPED_SECONDS}s", now)
+    return asyncio.run(once())
+
+
+def tenant_body(plane, name: str) -> dict:
+    return plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name)
+
+
+def test_usage_in_status_written_once_and_an_idle_tenant_put_to_sleep_unless_non_preemptible(
+        plane, prometheus, usage_tenants, serving_pod):
+    now = datetime.now(UTC).replace(microsecond=0)
+    first = usage_round(plane, prometheus, now)
+    assert sorted(first.written) == sorted(usage_tenants) and first.slept == []
+    idle = tenant_body(plane, "usage-idle")["status"]["usage"]
+    assert (idle["gpusHeld"], idle["idleGpuCount"], idle["idleGpus"], idle["busyNotWorking"]) == \
+        (1, 1, [{"pod": "notebook-0", "gpu": "GPU-idle"}], False)
+    assert idle["allIdleSince"] == idle["observedAt"] == rfc3339(now) and idle["window"] == f"{SCRAPED_SECONDS}s"
+    spinning = tenant_body(plane, "usage-spin")["status"]["usage"]
+    assert (spinning["busyNotWorking"], spinning["idleGpuCount"], "allIdleSince" in spinning) == (True, 0, False)
+    working = tenant_body(plane, "usage-work")["status"]["usage"]
+    assert (working["busyNotWorking"], working["idleGpuCount"], working["gpuHoursUsed"] > 0) == (False, 0, True)
+    assert tenant_body(plane, "usage-none")["status"]["usage"]["gpusHeld"] == 0
+
+    again = usage_round(plane, prometheus, now + timedelta(minutes=1))
+    assert again.written == [] and again.slept == [], "nothing new to say: no status write"
+
+    later = usage_round(plane, prometheus, now + IDLE_AFTER)
+    assert later.slept == ["usage-idle"]
+    slept = tenant_body(plane, "usage-idle")
+    assert slept["spec"]["sleep"]["asleep"] is True
+    assert slept["metadata"]["annotations"]["gputenant.io/slept-idle-at"] == rfc3339(now + IDLE_AFTER)
+    assert tenant_body(plane, "usage-serve")["spec"]["sleep"]["asleep"] is False, "a non-preemptible pod runs there"
+    assert tenant_body(plane, "usage-spin")["spec"]["sleep"]["asleep"] is False, "its GPU is busy (not working)"
+    events = json.loads(plane.kubectl("get", "events", "-A", "--field-selector",
+                                      "involvedObject.name=usage-idle,reason=IdleGpus", "-o", "json").stdout)
+    assert [event["type"] for event in events["items"]] == ["Normal"]
+    assert "idle since " + rfc3339(now) in events["items"][0]["message"]

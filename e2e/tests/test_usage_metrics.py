@@ -71,3 +71,9 @@ def test_the_operator_publishes_idle_and_busy_but_not_working_gpus_per_tenant(pr
     held = prometheus.value(f'gputenant_tenant_held_gpu_hours{{tenant="{TENANT}"}}')
     used = prometheus.value(f'gputenant_tenant_used_gpu_hours{{tenant="{TENANT}"}}')
     assert held > 0 and used == pytest.approx(held * (0.0 + 0.008 + 0.95) / 3, rel=0.05)
+
+    status = wait_for(lambda: ((tenants_api.get(TENANT) or {}).get("status") or {}).get("usage"), timeout=90,
+                      interval=1, what=f"status.usage of {TENANT}")
+    assert (status["gpusHeld"], status["idleGpuCount"], status["idleGpus"], status["busyNotWorking"]) == (
+        3, 1, [{"pod": "notebook-0", "gpu": "GPU-idle"}], True)
+    assert "allIdleSince" not in status

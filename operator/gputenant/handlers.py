@@ -37,7 +37,14 @@ from gputenant.reconcile.pipeline import Reconciler
 from gputenant.reconcile.ports import StepError
 from gputenant.reconcile.steps.argocd import argocd_namespaces
 from gputenant.timefmt import rfc3339
-from gputenant.usage import PrometheusError, UsageQueries, read_usage, tenant_namespaces, usage_figures
+from gputenant.usage import (
+    PrometheusError,
+    UsageQueries,
+    publish_usage,
+    read_usage,
+    tenant_namespaces,
+    usage_figures,
+)
 
 log = logging.getLogger(__name__)
 
@@ -292,14 +299,17 @@ async def keep_attestation(rt: Runtime, attestor: Attestor) -> None:
 
 
 async def keep_usage(rt: Runtime) -> None:
-    """Allocation against use per tenant, read from Prometheus every resync period into the metrics.
-    A failed read is a warning; the last figures stay until the next one succeeds."""
+    """Allocation against use per tenant, read from Prometheus every resync period into the metrics
+    and each tenant's status.usage (with the idle-sleep policy). A failed read is a warning; the last
+    figures stay until the next one succeeds."""
     queries = UsageQueries.over(rt.usage_window, f"{rt.config.namespace_prefix}.+")
     while True:
         try:
-            namespaces = tenant_namespaces(await rt.client.list(API_VERSION, KIND), rt.config)
-            usage = await asyncio.to_thread(read_usage, rt.prometheus_url or "", namespaces, queries)
+            tenants = await rt.client.list(API_VERSION, KIND)
+            usage = await asyncio.to_thread(read_usage, rt.prometheus_url or "", tenant_namespaces(tenants, rt.config),
+                                            queries)
             rt.metrics.publish_usage(usage_figures(usage))
+            await publish_usage(rt.client, tenants, usage, rt.usage_window, datetime.now(UTC))
         except (ApiError, PrometheusError) as error:
             log.warning("GPU usage not read: %s; retrying in %gs", error, rt.resync_seconds)
         await asyncio.sleep(rt.resync_seconds)

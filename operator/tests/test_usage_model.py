@@ -4,10 +4,15 @@ and `gputenant usage` are in e2e/tests/test_usage.py.)"""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
-from gputenant.usage import GpuSample, UsageQueries, format_usage_table, judge_usage
+from gputenant.api.status import MAX_LISTED_GPUS
+from gputenant.timefmt import rfc3339
+from gputenant.usage import GpuSample, TenantUsage, UsageQueries, format_usage_table, judge_usage
 from gputenant.usage.model import is_busy_but_not_working, is_idle
+from gputenant.usage.summary import REFRESH_FIGURES_AFTER, usage_status, worth_writing
 
 NAMESPACES = {"a": "tenant-a", "b": "tenant-b"}
 
@@ -55,3 +60,45 @@ def test_the_window_sets_the_default_resolution_and_a_bad_window_names_the_fix()
     for bad in ("1d", "0s", "soon"):
         with pytest.raises(ValueError, match="give e.g. 1h or 30m"):
             UsageQueries.over(bad, "tenant-.+")
+
+
+# -- the summary in the tenant's status ---------------------------------------------------------
+
+NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+
+
+def tenant_usage(idle: int, working: int = 0, spinning: int = 0, held_hours: float = 1.0) -> TenantUsage:
+    samples = ([gpu("tenant-a", 0.0, 0.0, f"GPU-idle-{i}", f"nb-{i}") for i in range(idle)]
+               + [gpu("tenant-a", 0.9, 100.0, f"GPU-work-{i}") for i in range(working)]
+               + [gpu("tenant-a", 0.008, 100.0, f"GPU-spin-{i}") for i in range(spinning)])
+    [usage] = judge_usage({"a": "tenant-a"}, samples, {"tenant-a": held_hours}, {"tenant-a": 0.123456})
+    return usage
+
+
+def test_status_summary_is_small_caps_the_idle_list_and_counts_all():
+    summary = usage_status(tenant_usage(idle=MAX_LISTED_GPUS + 4), "1h", NOW, None)
+    assert summary.idle_gpu_count == MAX_LISTED_GPUS + 4 and len(summary.idle_gpus) == MAX_LISTED_GPUS
+    assert summary.idle_gpus[0].model_dump() == {"pod": "nb-0", "gpu": "GPU-idle-0"}
+    assert (summary.gpu_hours_used, summary.busy_not_working) == (0.12, False)
+    assert summary.all_idle_since == rfc3339(NOW)
+
+
+def test_all_idle_since_carries_over_while_every_gpu_stays_idle_and_resets_when_one_works():
+    first = usage_status(tenant_usage(idle=2), "1h", NOW - timedelta(hours=1), None)
+    later = usage_status(tenant_usage(idle=2), "1h", NOW, first)
+    assert later.all_idle_since == first.all_idle_since == rfc3339(NOW - timedelta(hours=1))
+    assert usage_status(tenant_usage(idle=1, working=1), "1h", NOW, first).all_idle_since is None
+    assert usage_status(tenant_usage(idle=0), "1h", NOW, first).all_idle_since is None, "holding no GPU is not idle"
+    assert usage_status(tenant_usage(idle=1, spinning=1), "1h", NOW, first).busy_not_working is True
+
+
+def test_status_is_rewritten_for_a_new_verdict_at_once_and_for_drifting_hours_only_after_a_while():
+    written = usage_status(tenant_usage(idle=1, held_hours=0.5), "1h", NOW, None)
+    assert worth_writing(None, written, NOW)
+    same = usage_status(tenant_usage(idle=1, held_hours=0.5), "1h", NOW + timedelta(minutes=1), written)
+    assert not worth_writing(written, same, NOW + timedelta(minutes=1))
+    drifted = usage_status(tenant_usage(idle=1, held_hours=0.52), "1h", NOW + timedelta(minutes=1), written)
+    assert not worth_writing(written, drifted, NOW + timedelta(minutes=1))
+    assert worth_writing(written, drifted, NOW + REFRESH_FIGURES_AFTER)
+    busy = usage_status(tenant_usage(idle=0, spinning=1, held_hours=0.5), "1h", NOW + timedelta(minutes=1), written)
+    assert worth_writing(written, busy, NOW + timedelta(minutes=1))

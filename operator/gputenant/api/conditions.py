@@ -25,6 +25,9 @@ DELETION_PREVENTED: Final = "DeletionPrevented"
 ISOLATION_VERIFIED: Final = "IsolationVerified"
 """Whether the pool's isolation canary measured what the tenant's tier promises (docs/attestation.md).
 Not a part of Ready: an unattested pool (no GPU node ran the canary yet) still serves tenants."""
+ASLEEP: Final = "Asleep"
+"""Not a part of Ready: True while the tenant sleeps (spec.sleep), False once woken; absent on a
+tenant that never slept. A sleeping tenant's VClusterReady, hence Ready, is False with reason Asleep."""
 
 PART_CONDITIONS: Final = (
     NAMESPACE_READY, QUOTA_READY, RBAC_READY, NETWORK_READY, QUEUE_READY, SHARING_READY,
@@ -72,6 +75,29 @@ ATTESTATION_FAILED: Final = "AttestationFailed"
 """The canary ran and measured something the promise rules out; the tier's promise is withheld."""
 UNATTESTED: Final = "Unattested"
 """No measurement: the canary was not scheduled, ran on a simulated node, or left no report."""
+
+# -- sleep and wake (Asleep, and VClusterReady while asleep) ----------------------------------
+
+SLEEP_REQUESTED: Final = "SleepRequested"
+"""Asleep=True: spec.sleep.asleep is true and nothing of the tenant runs on the host."""
+FALLING_ASLEEP: Final = "FallingAsleep"
+"""Asleep=Unknown: the control plane or synced pods are still stopping."""
+WAKING: Final = "Waking"
+"""Asleep=Unknown: spec.sleep.asleep is false again; the control plane is starting."""
+AWAKE: Final = "Awake"
+"""Asleep=False: woken; the control plane serves again."""
+ASLEEP_REASON: Final = "Asleep"
+"""VClusterReady (and so Ready) False: the tenant sleeps on request; not a failure."""
+IDLE_GPUS: Final = "IdleGpus"
+"""Asleep=True, and the Event the idle policy posts: the operator put the tenant to sleep because
+every GPU it held stayed idle for spec.sleep.idle.after."""
+
+# -- the idle policy's verdicts when it does not sleep a tenant (usage.idle) ----------------------
+
+NO_IDLE_POLICY: Final = "NoIdlePolicy"
+GPUS_WORKING: Final = "GpusWorking"
+IDLE_NOT_LONG_ENOUGH: Final = "IdleNotLongEnough"
+NON_PREEMPTIBLE_WORKLOAD: Final = "NonPreemptibleWorkload"
 
 # -- Helm ---------------------------------------------------------------------------------------
 

@@ -83,6 +83,41 @@ class KubeconfigStatus(ApiModel):
     expires_at: str | None = Field(default=None, description="When the token expires (RFC 3339).")
 
 
+MAX_LISTED_GPUS = 8
+"""Idle GPUs named in status at most; ``idleGpuCount`` counts them all (the rest: ``gputenant usage``)."""
+
+
+class UsageGpuStatus(ApiModel):
+    """One GPU a pod of the tenant holds."""
+
+    pod: str = Field(max_length=253, description="Host pod holding the GPU.")
+    gpu: str = Field(max_length=128, description="The GPU's UUID as DCGM names it.")
+
+
+class UsageStatus(ApiModel):
+    """GPUs held against GPUs used over the last window, from the DCGM exporter's series in Prometheus."""
+
+    window: str = Field(max_length=32, description="The window the figures cover, e.g. 1h.")
+    gpus_held: int = Field(default=0, ge=0, description="GPUs the tenant's pods held in the window.")
+    gpu_hours_held: float = Field(default=0, ge=0, description="GPU-hours held in the window.")
+    gpu_hours_used: float = Field(
+        default=0, ge=0, description="GPU-hours of SM activity in the window (a GPU busy half the time counts half)."
+    )
+    idle_gpu_count: int = Field(default=0, ge=0, description="Held GPUs whose SMs stayed idle over the window.")
+    idle_gpus: list[UsageGpuStatus] = Field(
+        default_factory=list, max_length=MAX_LISTED_GPUS, description=f"The first {MAX_LISTED_GPUS} idle GPUs."
+    )
+    busy_not_working: bool = Field(
+        default=False, description="Some held GPU reads busy (GPU_UTIL high) while its SMs do almost nothing (SM_ACTIVE low)."
+    )
+    all_idle_since: str | None = Field(
+        default=None,
+        json_schema_extra={"format": "date-time"},
+        description="Since when every GPU the tenant holds has been idle (RFC 3339); unset while one works or none is held.",
+    )
+    observed_at: str = Field(json_schema_extra={"format": "date-time"}, description="When these figures were read (RFC 3339).")
+
+
 class GpuTenantStatus(ApiModel):
     """Observed state; written only through the status subresource."""
 
@@ -102,4 +137,7 @@ class GpuTenantStatus(ApiModel):
         max_length=2,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["role"]},
         description="Issued kubeconfig Secrets and expiry.",
+    )
+    usage: UsageStatus | None = Field(
+        default=None, description="GPU allocation against use, when the operator reads Prometheus (gputenant run --prometheus-url)."
     )

@@ -30,6 +30,8 @@ from gputenant.api.status import (
     KubeconfigStatus,
     QueueGrantStatus,
     SharingStatus,
+    UsageGpuStatus,
+    UsageStatus,
     VClusterStatus,
 )
 from gputenant.api.subjects import SUBJECT_LIST, Member, Subject, subject_key
@@ -245,6 +247,34 @@ class ArgoCDSpec(ApiModel):
     project: DnsSubdomain = Field(default="default", description="Argo CD project the cluster belongs to.")
 
 
+class IdleSleepSpec(ApiModel):
+    """Sleep a tenant whose GPUs do no work (the usage the operator reads from Prometheus)."""
+
+    after: Duration = Field(
+        description=(
+            "Put the tenant to sleep (spec.sleep.asleep: true, written by the operator) once every GPU its pods hold "
+            "has been idle this long, a duration between 10m and 8760h. Never while a non-preemptible workload runs "
+            "(KAI: PodGroup or pod label kai.scheduler/preemptibility, else priority of at least 100). Needs "
+            "gputenant run --prometheus-url."
+        ),
+    )
+
+
+class SleepSpec(ApiModel):
+    """Sleep: the virtual cluster stopped and its GPUs released, its data, Queue and quota kept."""
+
+    asleep: bool = Field(
+        default=False,
+        description=(
+            "While true, the vCluster control plane is scaled to zero and every pod in the host namespace is "
+            "deleted, which releases the tenant's GPUs; the Queue, the quota and the virtual cluster's data "
+            "volume stay. Set false to wake: the control plane restarts and re-creates the workloads its "
+            "controllers own (bare pods are not restored). See docs/operations.md#sleep-and-wake."
+        ),
+    )
+    idle: IdleSleepSpec | None = Field(default=None, description="Sleep automatically when the GPUs stay idle.")
+
+
 def _is_whole(number: float | None) -> bool:
     return number is None or float(number).is_integer()
 
@@ -269,6 +299,7 @@ class GpuTenantSpec(ApiModel):
     vcluster: VClusterSpec = Field(default_factory=VClusterSpec, description="The tenant's virtual cluster.")
     kubeconfig: KubeconfigSpec = Field(default_factory=KubeconfigSpec, description="Kubeconfigs issued to the owners.")
     argocd: ArgoCDSpec = Field(default_factory=ArgoCDSpec, description="Argo CD registration of the virtual cluster.")
+    sleep: SleepSpec = Field(default_factory=SleepSpec, description="Put the tenant to sleep, or wake it.")
     deletion_policy: DeletionPolicy = Field(
         default=DeletionPolicy.DELETE,
         description="Delete removes the host namespace and its data with the tenant; Retain keeps the namespace (unlabelled).",
@@ -341,8 +372,8 @@ __all__ = [
     "MAX_GPUS", "MAX_TENANT_NAME_LENGTH", "MAX_TOKEN_LIFETIME", "MIN_TOKEN_LIFETIME", "TENANT_NAME_RULE",
     "ApiModel", "ArgoCDSpec", "Condition", "ConditionStatus", "DeletionPolicy", "DnsLabel", "DnsSubdomain",
     "Duration", "GpuSpec", "GpuTenant", "GpuTenantSpec", "GpuTenantStatus", "GrantedStatus", "HamiSpec",
-    "HttpsUrl", "KubeconfigRole", "KubeconfigSpec", "KubeconfigStatus", "LimitRangeSpec", "Member",
+    "HttpsUrl", "IdleSleepSpec", "KubeconfigRole", "KubeconfigSpec", "KubeconfigStatus", "LimitRangeSpec", "Member",
     "MemberRole", "MigProfileName", "MigSpec", "ObjectMeta", "Quantity", "QueueGrantStatus", "QuotaSpec",
-    "ResourceAmounts", "SharingMode", "SharingSpec", "SharingStatus", "Subject", "SubjectKind",
-    "TimeSlicingSpec", "Trust", "VClusterOverrides", "VClusterResources", "VClusterSpec", "VClusterStatus",
+    "ResourceAmounts", "SharingMode", "SharingSpec", "SleepSpec", "SharingStatus", "Subject", "SubjectKind",
+    "TimeSlicingSpec", "Trust", "UsageGpuStatus", "UsageStatus", "VClusterOverrides", "VClusterResources", "VClusterSpec", "VClusterStatus",
 ]

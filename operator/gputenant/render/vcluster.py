@@ -48,6 +48,12 @@ DISTRO_INIT_RESOURCES = {
 """The chart's own defaults for the binaries-copying init container, stated so the quota check
 does not depend on a chart version's defaults."""
 
+ASLEEP_REPLICAS = 0
+"""The chart's ``controlPlane.statefulSet.highAvailability.replicas`` while the tenant sleeps. A value
+of the release, not a scale through the API: Helm's three-way merge would put a scaled StatefulSet
+back to the chart's 1 replica at the next upgrade. Awake tenants keep the chart's default, so their
+values (and values hash) are what they were before sleep existed."""
+
 
 def enforce_toleration(toleration: Toleration, path: str) -> str:
     """A pool toleration in vCluster's ``enforceTolerations`` syntax (pkg/util/toleration):
@@ -129,4 +135,6 @@ def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: Operat
         pool_node_selector=pool.node_selector if pool else {},
         pod_security_standard=POD_SECURITY_LEVEL[tenant.spec.trust],
     )
+    if tenant.spec.sleep.asleep:
+        values["controlPlane"]["statefulSet"]["highAvailability"] = {"replicas": ASLEEP_REPLICAS}
     return values

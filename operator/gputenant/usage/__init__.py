@@ -1,5 +1,7 @@
 """GPU allocation against use per tenant, from DCGM exporter series in Prometheus: `model` (pure)
-joins the series to tenants by host namespace and judges each GPU; `prometheus` asks for them."""
+joins the series to tenants by host namespace and judges each GPU; `prometheus` asks for them;
+`summary` and `idle` (pure) make the status summary and the idle-sleep verdict, which `publish`
+writes and applies."""
 
 from gputenant.usage.model import (
     GpuSample,
@@ -10,6 +12,7 @@ from gputenant.usage.model import (
     usage_figures,
 )
 from gputenant.usage.prometheus import PrometheusError, UsageQueries, read_usage
+from gputenant.usage.publish import Published, publish_usage
 
-__all__ = ["GpuSample", "PrometheusError", "TenantUsage", "UsageQueries", "format_usage_table", "judge_usage",
-           "read_usage", "tenant_namespaces", "usage_figures"]
+__all__ = ["GpuSample", "PrometheusError", "Published", "TenantUsage", "UsageQueries", "format_usage_table",
+           "judge_usage", "publish_usage", "read_usage", "tenant_namespaces", "usage_figures"]

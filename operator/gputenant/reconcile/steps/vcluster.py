@@ -1,5 +1,6 @@
 """The tenant's vCluster: a Helm release, installed or upgraded only when its values hash changed or
-it is missing; then the admin kubeconfig its control plane writes to ``vc-<release>``."""
+it is missing; then the admin kubeconfig its control plane writes to ``vc-<release>``, or, while the
+tenant sleeps, nothing left running (``sleep``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from gputenant.kubeconfigs import admin_kubeconfig, node_port_server, server_of,
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.memory import RETRY_ANNOTATION, HelmAttempt
 from gputenant.reconcile.ports import StepError
+from gputenant.reconcile.steps import sleep
 
 CONDITION = reasons.VCLUSTER_READY
 KINDS: frozenset[str] = frozenset()
@@ -32,6 +34,12 @@ async def ensure(run: Pass) -> bool:
     installed = await ensure_release(run, release, chart_version, wanted_hash, recorded)
     run.status.vcluster = VClusterStatus(release=release, chart_version=installed, values_hash=wanted_hash,
                                          endpoint=recorded.endpoint)
+    if run.tenant.spec.sleep.asleep:
+        # the steps after this one need the control plane and keep their last conditions
+        await sleep.settle_asleep(run, release)
+        return False
+    if not await sleep.control_plane_awake(run, release):
+        return False
     secret_name = naming.vcluster_secret_name(run.name)
     secret = await run.client.get("v1", "Secret", secret_name, run.host_namespace)
     try:
