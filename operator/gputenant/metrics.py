@@ -141,15 +141,16 @@ class TenantCollector(Collector):
         for (phase, reason), count in sorted(counts.items()):
             by_reason.add_metric([phase, reason], count)
         yield by_reason
-        tenant_ready = GaugeMetricFamily("gputenant_tenant_ready", "1 while the tenant is Ready, else 0.",
-                                         labels=["tenant"])
+        tenant_ready = GaugeMetricFamily("gputenant_tenant_ready", "1 while the tenant is Ready, else 0; `reason` "
+                                         "is its Ready reason (Asleep: it sleeps on purpose).",
+                                         labels=["tenant", "reason"])
         expires_in = GaugeMetricFamily("gputenant_kubeconfig_expires_in_seconds",
                                        "Seconds until the tenant's earliest kubeconfig token expires (negative: "
                                        "expired); the operator rotates them at 80% of their lifetime.",
                                        labels=["tenant"])
         now = self.clock()
         for name, figures in sorted(self.tenants.items()):
-            tenant_ready.add_metric([name], 1.0 if figures.phase == "Ready" else 0.0)
+            tenant_ready.add_metric([name, figures.reason], 1.0 if figures.phase == "Ready" else 0.0)
             if figures.kubeconfig_expiry is not None:
                 expires_in.add_metric([name], (figures.kubeconfig_expiry - now).total_seconds())
         yield tenant_ready

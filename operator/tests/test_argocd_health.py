@@ -124,3 +124,12 @@ def test_cluster_secret_follows_argo_cd_declarative_setup():
     config = json.loads(data["config"])
     assert config == {"bearerToken": "tok3n", "tlsClientConfig": {"insecure": False, "caData": base64.b64encode(ca).decode()}}
     assert "project" not in cluster_secret("team-a", "argocd", "https://x", ca, "t")["data"]
+
+
+def test_a_sleeping_tenant_is_suspended_not_degraded():
+    asleep = {"type": "Asleep", "status": "True", "reason": "IdleGpus", "message": "GPUs idle for 30m",
+              "lastTransitionTime": "2026-11-21T07:00:00Z"}
+    result = run_health(tenant(status=ready("False", "Asleep", "the vCluster sleeps", extra=[asleep])))
+    assert result == {"status": "Suspended", "message": "Asleep (IdleGpus): GPUs idle for 30m"}
+    woken = {**asleep, "status": "False", "reason": "Awake"}
+    assert run_health(tenant(status=ready("True", extra=[woken])))["status"] == "Healthy"

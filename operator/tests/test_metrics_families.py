@@ -31,13 +31,13 @@ def test_tenants_are_counted_by_phase_and_reason_and_leave_when_forgotten():
     metrics.pass_finished("c", "retrying", 0.1, TenantFigures("NotReady", "HelmUnavailable"))
     assert sample(metrics, "gputenant_tenants", phase="Ready", reason="AllPartsReady") == 2
     assert sample(metrics, "gputenant_tenants", phase="NotReady", reason="HelmUnavailable") == 1
-    assert sample(metrics, "gputenant_tenant_ready", tenant="c") == 0
+    assert sample(metrics, "gputenant_tenant_ready", tenant="c", reason="HelmUnavailable") == 0
     metrics.pass_finished("c", "ready", 0.1, TenantFigures("Ready", "AllPartsReady"))
     assert sample(metrics, "gputenant_tenants", phase="NotReady", reason="HelmUnavailable") is None
     assert sample(metrics, "gputenant_tenants", phase="Ready", reason="AllPartsReady") == 3
     metrics.forget_tenant("a")
     assert sample(metrics, "gputenant_tenants", phase="Ready", reason="AllPartsReady") == 2
-    assert sample(metrics, "gputenant_tenant_ready", tenant="a") is None
+    assert sample(metrics, "gputenant_tenant_ready", tenant="a", reason="AllPartsReady") is None
     assert sample(metrics, "gputenant_reconcile_duration_seconds_count", result="ready") == 3
     assert sample(metrics, "gputenant_reconcile_duration_seconds_count", result="retrying") == 1
 

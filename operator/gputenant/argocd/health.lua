@@ -6,6 +6,8 @@
 -- any condition with reason DeletionPrevented). Note: while metadata.deletionTimestamp is set,
 -- Argo CD reports "Progressing: Pending deletion" itself and never runs this script, so Argo shows
 -- a blocked deletion as Progressing; the branches for it below serve other callers of the script.
+-- Suspended too: the tenant sleeps (spec.sleep; condition Asleep=True), so its Ready=False/Asleep
+-- is the platform's choice, not a fault.
 local hs = {}
 
 local function condition(kind)
@@ -49,6 +51,13 @@ if obj.status == nil or obj.status.observedGeneration == nil
     or obj.status.observedGeneration < (obj.metadata.generation or 0) then
   hs.status = "Progressing"
   hs.message = "Waiting for the operator to reconcile generation " .. tostring(obj.metadata.generation or 0)
+  return hs
+end
+
+local asleep = condition("Asleep")
+if asleep ~= nil and asleep.status == "True" then
+  hs.status = "Suspended"
+  hs.message = "Asleep (" .. (asleep.reason or "SleepRequested") .. "): " .. (asleep.message or "")
   return hs
 end
 

@@ -176,7 +176,8 @@ async def finish(run: Pass) -> None:
     for condition in new_status["conditions"]:
         before = cond.find(run.old_status.get("conditions") or [], condition["type"])
         if before is None or before["status"] != condition["status"] or before["reason"] != condition["reason"]:
-            kind = "Normal" if condition["status"] == "True" else "Warning"
+            # falling asleep and waking are the platform's choices, not faults
+            kind = "Normal" if condition["status"] == "True" or condition["type"] == reasons.ASLEEP else "Warning"
             await run.event(kind, condition["reason"], f"{condition['type']}={condition['status']}: "
                             f"{condition['message']}")
     if comparable(new_status) == comparable(run.old_status):
