@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import multiprocessing
 import queue
 import threading
@@ -138,15 +139,21 @@ class GuardProcess:
 
     def _drain_decisions(self) -> None:
         assert self._decisions is not None and self._observe is not None
-        while (decision := self._decisions.get()) is not None:
-            self._observe(*decision)
+        while (batch := self._decisions.get()) is not None:
+            for decision in batch:
+                self._observe(*decision)
 
 
 def _serve_in_child(kubeconfig: str | None, config_json: str, server_args: argparse.Namespace,
                     stop: Any, outcome: Any, decisions: Any = None) -> None:
     # A spawned process starts with Python's default logging: log as `gputenant run` was told to.
-    kopf.configure(verbose=getattr(server_args, "verbose", False),
+    verbose = getattr(server_args, "verbose", False)
+    kopf.configure(verbose=verbose,
                    log_format=kopf.LogFormat.JSON if getattr(server_args, "json_logs", False) else kopf.LogFormat.FULL)
+    if not verbose:
+        # This process reconciles nothing: its per-object log is kopf's "Handler ... succeeded" line
+        # for every review of every tenant pod. The decisions are counted in the metrics instead.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     config = OperatorConfig.model_validate_json(config_json)
 
     def make_server(client: KubeClient) -> GuardServer:
@@ -155,19 +162,48 @@ def _serve_in_child(kubeconfig: str | None, config_json: str, server_args: argpa
             raise ValueError("the guard process needs --webhook-host")
         return server
 
+    sender = _BatchedSender(decisions) if decisions is not None else None
     try:
         thread = GuardThread(Path(kubeconfig) if kubeconfig else None, config, make_server=make_server,
-                             observe=_sender(decisions)).start()
+                             observe=sender).start()
     except BaseException as error:  # reported to the parent, which raises it
         outcome.put(repr(error))
         return
     outcome.put("")
     stop.wait()
     thread.stop()
+    if sender is not None:
+        sender.stop()
 
 
-def _sender(decisions: Any) -> DecisionObserver | None:
-    """An observer that hands each decision to the parent through `decisions` (None: nobody listens)."""
-    if decisions is None:
-        return None
-    return lambda rule, outcome, seconds: decisions.put_nowait((rule, outcome, seconds))
+class _BatchedSender:
+    """An observer that hands decisions to the parent in batches, every `interval` seconds: one
+    queue write per batch instead of a wake-up of the queue's feeder thread on every review."""
+
+    def __init__(self, decisions: Any, interval: float = 0.5):
+        self._decisions = decisions
+        self._interval = interval
+        self._pending: list[tuple[str, str, float]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._flush_forever, name="gputenant-guard-decisions", daemon=True)
+        self._thread.start()
+
+    def __call__(self, rule: str, outcome: str, seconds: float) -> None:
+        with self._lock:
+            self._pending.append((rule, outcome, seconds))
+
+    def _flush(self) -> None:
+        with self._lock:
+            batch, self._pending = self._pending, []
+        if batch:
+            self._decisions.put_nowait(batch)
+
+    def _flush_forever(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._flush()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._flush()
