@@ -4,10 +4,11 @@
   once, an abandoned one taken after its duration.
 - Two replicas from the chart on the plane's real node (the image and route of
   test_operator_incluster): a stream of tenant pod creations (server-side dry runs: every webhook
-  is called, nothing is stored) while the leading replica is deleted with no grace period. The
-  refusals and errors are counted and printed; admission must work again after a bounded blip, and
-  a GpuTenant change made after the kill must be reconciled by the other replica, which now holds
-  the Lease.
+  is called, nothing is stored) while the leading replica is lost, twice: its pod deleted with no
+  grace period (the kubelet still stops it with SIGTERM, so it releases the Lease), and its
+  container SIGKILLed through the node's containerd (nothing released: the Lease must expire).
+  The refusals and errors are counted and printed; admission must work again after a bounded
+  blip, and a GpuTenant change made after the kill must be reconciled by a new Lease holder.
 """
 
 from __future__ import annotations
@@ -132,17 +133,45 @@ def generation_reconciled(plane, generation: int) -> bool:
         c.get("observedGeneration") == generation for c in status.get("conditions") or [])
 
 
-def test_admission_and_reconciliation_survive_losing_the_leading_replica(replicas, vcluster_node):
-    plane = vcluster_node
-    plane.kubectl("apply", "--server-side", "--field-manager=platform-engineer", "-f", "-", input=f"""
+def pod_of(holder: str) -> str:
+    """The pod of a Lease holder (`gputenant run` names itself <pod>_<random>)."""
+    return holder.rsplit("_", 1)[0]
+
+
+def delete_with_no_grace(plane, pod: kubernetes.client.V1Pod) -> None:
+    with plane.api_client() as client:
+        kubernetes.client.CoreV1Api(client).delete_namespaced_pod(pod.metadata.name, NAMESPACE, grace_period_seconds=0)
+
+
+def sigkill_on_the_node(plane, pod: kubernetes.client.V1Pod) -> None:
+    """SIGKILL to the operator's container through the node's containerd: no cleanup runs, the
+    Lease is not released, the kubelet restarts the container."""
+    container_id = pod.status.container_statuses[0].container_id.removeprefix("containerd://")
+    plane.node.containerd.ctr("tasks", "kill", "--signal", "SIGKILL", container_id)
+
+
+@pytest.fixture(scope="module")
+def tenant(replicas, vcluster_node):
+    vcluster_node.kubectl("apply", "--server-side", "--field-manager=platform-engineer", "-f", "-", input=f"""
 apiVersion: gputenant.io/v1alpha1
 kind: GpuTenant
 metadata: {{name: {TENANT}}}
 spec: {{trust: Trusted, owners: [{{kind: User, name: alice}}], gpu: {{quota: 1}}}}
 """)
-    wait_for(lambda: generation_reconciled(plane, 1), timeout=90, interval=1, what="the tenant's first reconcile")
-    leader = wait_for(lambda: lease_holder(plane), timeout=30, interval=0.5, what="a Lease holder")
-    assert leader in {pod.metadata.name for pod in replicas.pods()}
+    wait_for(lambda: generation_reconciled(vcluster_node, 1), timeout=90, interval=1,
+             what="the tenant's first reconcile")
+    return TENANT
+
+
+@pytest.mark.parametrize("kill", [delete_with_no_grace, sigkill_on_the_node])
+def test_admission_and_reconciliation_survive_losing_the_leading_replica(replicas, tenant, vcluster_node, kill):
+    plane = vcluster_node
+    try:
+        wait_for(replicas.available, timeout=120, interval=1, what="both replicas available")
+    except TimeoutError as error:
+        raise AssertionError(f"{error}\n{replicas.describe()}") from None
+    holder = wait_for(lambda: lease_holder(plane), timeout=30, interval=0.5, what="a Lease holder")
+    [leader] = [pod for pod in replicas.pods() if pod.metadata.name == pod_of(holder)]
 
     def admitted_once():
         try:
@@ -152,34 +181,37 @@ spec: {{trust: Trusted, owners: [{{kind: User, name: alice}}], gpu: {{quota: 1}}
         except kubernetes.client.ApiException:
             return False
     wait_for(admitted_once, timeout=60, interval=1, what=f"pods admitted in {TENANT_NAMESPACE}")
+    body = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", TENANT)
+    quota = body["spec"]["gpu"]["quota"] + 1
 
     with CreationStream(plane) as stream:
         time.sleep(3)
         killed_at = time.monotonic()
-        with plane.api_client() as client:
-            kubernetes.client.CoreV1Api(client).delete_namespaced_pod(leader, NAMESPACE, grace_period_seconds=0)
-        plane.kubectl("patch", "gputenant", TENANT, "--type=merge", "-p", '{"spec":{"gpu":{"quota":2}}}')
+        kill(plane, leader)
+        plane.kubectl("patch", "gputenant", TENANT, "--type=merge", "-p", f'{{"spec":{{"gpu":{{"quota":{quota}}}}}}}')
+        generation = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", TENANT)["metadata"]["generation"]
         try:
-            wait_for(lambda: generation_reconciled(plane, 2), timeout=LEASE_SECONDS + 45, interval=0.5,
+            wait_for(lambda: generation_reconciled(plane, generation), timeout=LEASE_SECONDS + 45, interval=0.5,
                      what="the change reconciled after the leader's loss")
         except TimeoutError as error:
             raise AssertionError(f"{error}\n{replicas.describe()}") from None
         reconciled_after = time.monotonic() - killed_at
-        new_leader = lease_holder(plane)
+        new_holder = lease_holder(plane)
         time.sleep(max(0.0, 20 - (time.monotonic() - killed_at)))
 
     after_kill = [(at - killed_at, outcome) for at, outcome in stream.outcomes if at >= killed_at]
     failures = [(at, outcome) for at, outcome in after_kill if outcome != "admitted"]
     before = Counter(outcome for at, outcome in stream.outcomes if at < killed_at)
-    print(f"\nHA: {len(stream.outcomes)} creations at {CREATIONS_PER_SECOND}/s; before the kill {dict(before)}; "
-          f"after it {len(after_kill)}, of which {len(failures)} refused or failed"
+    print(f"\nHA ({kill.__name__}): {len(stream.outcomes)} creations at {CREATIONS_PER_SECOND}/s; before the kill "
+          f"{dict(before)}; after it {len(after_kill)}, of which {len(failures)} refused or failed"
           + (f", from +{failures[0][0]:.1f}s to +{failures[-1][0]:.1f}s" if failures else ""))
     for outcome, count in Counter(outcome for _, outcome in failures).most_common():
         print(f"  {count} x {outcome}")
-    print(f"HA: the change was reconciled {reconciled_after:.1f}s after the kill; Lease {leader} -> {new_leader}")
+    print(f"HA ({kill.__name__}): the change was reconciled {reconciled_after:.1f}s after the kill; "
+          f"Lease {holder} -> {new_holder}")
 
     assert before == Counter({"admitted": sum(before.values())})
-    assert new_leader != leader
+    assert new_holder != holder
     # A bounded blip: every creation in the last 5 s of the stream was admitted, and none failed
     # later than the lease time after the kill.
     last = [outcome for at, outcome in after_kill if at >= after_kill[-1][0] - 5]

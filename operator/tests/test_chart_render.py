@@ -114,6 +114,7 @@ def test_several_replicas_share_a_chart_generated_guard_certificate_and_a_disrup
     assert command[command.index("--webhook-ca") + 1] == "/etc/gputenant/webhook-tls/ca.crt"
     assert "--webhook-cert-dir" not in command
     assert next(v for v in pod["volumes"] if v["name"] == "webhook-tls")["secret"]["secretName"] == secret["metadata"]["name"]
+    assert pod["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": "webhook"}
     budget = find(objects, "PodDisruptionBudget", FULLNAME)
     assert budget["spec"]["minAvailable"] == 1
     single = render()

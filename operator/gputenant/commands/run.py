@@ -9,6 +9,7 @@ import argparse
 import os
 import socket
 import sys
+import uuid
 
 import prometheus_client
 
@@ -57,8 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "several replicas can run: each serves the admission guard, one reconciles (docs/operations.md)")
     parser.add_argument("--leader-elect-lease", default="gpu-tenant-operator", metavar="NAME",
                         help="the Lease's name (default gpu-tenant-operator)")
-    parser.add_argument("--leader-elect-identity", default=os.environ.get("POD_NAME") or socket.gethostname(),
-                        metavar="ID", help="this replica's name in the Lease (default: $POD_NAME, else the host name)")
+    parser.add_argument("--leader-elect-identity", metavar="ID",
+                        default=f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+                        help="this process' name in the Lease (default: $POD_NAME, else the host name, and a random "
+                        "suffix: a restarted container must not take over its dead predecessor's Lease unseen)")
     add_webhook_arguments(parser)
 
 
