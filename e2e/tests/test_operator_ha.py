@@ -70,7 +70,8 @@ def replicas(vcluster_node, tmp_path_factory):
     try:
         yield operator.install(tmp_path_factory.mktemp("ha"))
     finally:
-        vcluster_node.kubectl("delete", "gputenant", TENANT, "--ignore-not-found", "--wait=false", check=False)
+        # Offboarded by the operator before it goes, so no finalizer outlives it on the session plane.
+        vcluster_node.kubectl("delete", "gputenant", TENANT, "--ignore-not-found", "--timeout=120s", check=False)
         operator.uninstall()
 
 
