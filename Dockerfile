@@ -1,8 +1,11 @@
 # The gpu-tenant-operator image: `gputenant run` plus the pinned helm binary it drives (pyhelm3).
 #
-# NOT BUILT OR TESTED HERE: the development machines have no container engine. What the tests do
-# run is the same command this image starts (`gputenant run`, see e2e/tests/test_chart_install.py)
-# from the same package. Build and push it from a machine with Docker or Buildah:
+# The development machines have no container engine, so this file is not built there. The e2e tests
+# build the same image without one (e2e/kubeplane/operator_image.py: Debian's python3 and
+# python3-venv, the project's wheel and its dependencies in /opt/gputenant, the pinned helm, and
+# this file's ENTRYPOINT, CMD, ENV and USER with the same passwd entry) and run it in-cluster from
+# the chart (e2e/tests/test_operator_incluster.py, which checks the two still agree). Change both
+# together. Build and push it from a machine with Docker or Buildah:
 #   docker build -t <registry>/gpu-tenant-operator:0.1.0 .
 #
 # Stage 1: helm, from the same pinned Go module as the test tools (tools/helm, tools/build.sh).
@@ -28,6 +31,10 @@ RUN python -m venv /opt/gputenant && /opt/gputenant/bin/pip install --no-cache-d
 FROM python:3.12-slim-bookworm
 COPY --from=build /opt/gputenant /opt/gputenant
 COPY --from=helm /out/helm /usr/local/bin/helm
+# A name for the uid: kopf names the operator's identity after getpass.getuser(), which fails for a
+# uid /etc/passwd does not know.
+RUN echo 'nonroot:x:65532:65532:nonroot:/tmp:/usr/sbin/nologin' >> /etc/passwd \
+ && echo 'nonroot:x:65532:' >> /etc/group
 ENV PATH=/opt/gputenant/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     HOME=/tmp

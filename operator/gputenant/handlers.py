@@ -25,6 +25,7 @@ from gputenant.config.models import OperatorConfig
 from gputenant.guard.flags import check_webhook_arguments
 from gputenant.guard.standalone import GuardProcess
 from gputenant.kube import ApiError, KubeClient
+from gputenant.kube.lease import LeaseElector, acquire_standing_by
 from gputenant.metrics import OperatorMetrics
 from gputenant.pools import PoolReport, device_plugin_config_data
 from gputenant.pools.apply import apply_pools, collect_pool_reports
@@ -88,6 +89,10 @@ class Runtime:
     attestor: Attestor | None = None
     """Runs each pool's isolation canary and keeps the verdicts; None: attestation is off."""
     attestation_task: asyncio.Task | None = None
+    guard_started: bool = False
+    elector: LeaseElector | None = None
+    """Set by `lead`: this replica holds the Lease and renews it while kopf runs."""
+    lease_task: asyncio.Task | None = None
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
@@ -170,6 +175,36 @@ def attestor_from_environment(config: OperatorConfig) -> Attestor | None:
                     queue=os.environ.get(ATTESTATION_QUEUE_ENV) or None)
 
 
+def lead(rt: Runtime, kubeconfig: str | None, *, lease: str, identity: str, liveness_url: str | None) -> None:
+    """Leader election, before kopf starts: serve the admission guard now (every replica answers
+    pod reviews), then block until this replica holds the Lease, so a standby neither watches nor
+    reconciles anything. The startup handler keeps renewing it."""
+    start_guard(rt)
+
+    async def acquire() -> None:
+        async with KubeClient.from_kubeconfig(kubeconfig, rt.config.field_manager) as client:
+            await acquire_standing_by(LeaseElector(client, rt.config.operator_namespace, lease, identity), liveness_url)
+
+    asyncio.run(acquire())
+    rt.elector = LeaseElector(rt.client, rt.config.operator_namespace, lease, identity)
+
+
+def start_guard(rt: Runtime) -> None:
+    if rt.guard is not None and not rt.guard_started:
+        rt.guard.start()
+        rt.guard_started = True
+        os.nice(RECONCILE_NICENESS)
+
+
+def lost_lease(rt: Runtime) -> None:
+    """Another replica may lead from now on: stop at once, as client-go's controllers do (the
+    kubelet restarts the pod, which then stands by)."""
+    if rt.guard is not None:
+        rt.guard.stop(timeout=5)
+    os._exit(LOST_LEASE_EXIT_CODE)
+
+
+LOST_LEASE_EXIT_CODE = 3
 RECONCILE_NICENESS = 10
 """Reconciliation (and the helm processes it starts) yields the CPU to the admission guard's
 process: a pod review is waited on by a user, a tenant's onboarding is not."""
@@ -193,9 +228,9 @@ async def startup(settings: kopf.OperatorSettings, **_) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key=naming.LAST_HANDLED_ANNOTATION.removeprefix(f"{GROUP}/"))
     settings.posting.level = logging.WARNING
-    if rt.guard is not None:
-        await asyncio.to_thread(rt.guard.start)
-        os.nice(RECONCILE_NICENESS)
+    await asyncio.to_thread(start_guard, rt)
+    if rt.elector is not None:
+        rt.lease_task = asyncio.create_task(rt.elector.keep(on_lost=lambda: lost_lease(rt)), name="gputenant-lease")
     if rt.pools_interval_seconds > 0:
         rt.pools_task = asyncio.create_task(keep_pools(rt), name="gputenant-pools")
     if rt.prometheus_url:
@@ -213,10 +248,12 @@ async def cleanup(**_) -> None:
         return
     if _runtime.guard is not None:
         await asyncio.to_thread(_runtime.guard.stop)
-    for task in (_runtime.pools_task, _runtime.usage_task, _runtime.attestation_task):
+    for task in (_runtime.pools_task, _runtime.usage_task, _runtime.attestation_task, _runtime.lease_task):
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+    if _runtime.elector is not None:
+        await _runtime.elector.release()
     await _runtime.client.close()
 
 

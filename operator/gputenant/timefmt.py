@@ -21,6 +21,11 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime(RFC3339)
 
 
+def rfc3339_micro(moment: datetime) -> str:
+    """`moment` in UTC with six fractional digits, as ``metav1.MicroTime`` (a Lease's times) must be."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def parse_rfc3339(text: str | None) -> datetime | None:
     """An RFC 3339 timestamp (``Z`` or a numeric offset, fractions allowed) as an aware datetime,
     or None when absent or unreadable."""

@@ -80,11 +80,13 @@ def test_install_guide_values_example_passes_the_schema_and_the_operator(tmp_pat
 def test_deployment_runs_gputenant_run_once_hardened_with_a_probe_on_its_liveness_endpoint():
     deployment = find(render(), "Deployment", FULLNAME)
     spec = deployment["spec"]
-    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    # Leader election makes a surge safe: the new pod stands by until the old one lets go.
+    assert spec["replicas"] == 1 and spec["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     pod = spec["template"]["spec"]
     [container] = pod["containers"]
     command = container["command"]
     assert command[:4] == ["gputenant", "run", "--config", "/etc/gputenant/config.yaml"]
+    assert command[command.index("--leader-elect-lease") + 1] == FULLNAME
     liveness_url = command[command.index("--liveness") + 1]
     probe = container["livenessProbe"]["httpGet"]
     port = next(p["containerPort"] for p in container["ports"] if p["name"] == probe["port"])
@@ -99,6 +101,24 @@ def test_deployment_runs_gputenant_run_once_hardened_with_a_probe_on_its_livenes
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["resources"]["requests"]["cpu"] and container["resources"]["requests"]["memory"]
     assert pod["serviceAccountName"] == FULLNAME
+
+
+def test_several_replicas_share_a_chart_generated_guard_certificate_and_a_disruption_budget():
+    objects = render("--set", "replicas=2")
+    deployment = find(objects, "Deployment", FULLNAME)
+    assert deployment["spec"]["replicas"] == 2
+    secret = find(objects, "Secret", f"{FULLNAME}-guard-tls")
+    assert set(secret["data"]) == {"tls.crt", "tls.key", "ca.crt"}
+    pod = deployment["spec"]["template"]["spec"]
+    command = pod["containers"][0]["command"]
+    assert command[command.index("--webhook-ca") + 1] == "/etc/gputenant/webhook-tls/ca.crt"
+    assert "--webhook-cert-dir" not in command
+    assert next(v for v in pod["volumes"] if v["name"] == "webhook-tls")["secret"]["secretName"] == secret["metadata"]["name"]
+    assert pod["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": "webhook"}
+    budget = find(objects, "PodDisruptionBudget", FULLNAME)
+    assert budget["spec"]["minAvailable"] == 1
+    single = render()
+    assert not [o for o in single if o["kind"] in ("PodDisruptionBudget", "Secret")]
 
 
 def test_the_command_line_is_accepted_by_gputenant_run():
@@ -181,7 +201,7 @@ def test_changing_the_config_rolls_the_operator_pod():
 
 @pytest.mark.parametrize("args, message", [
     (["--set", "webhook.port=80"], "at '/webhook/port': minimum: got 80, want 1,024"),
-    (["--set", "replicas=2"], "additional properties 'replicas' not allowed"),
+    (["--set", "replicas=0"], "at '/replicas': minimum: got 0, want 1"),
     (["--set", "config.trustModes.Trusted=Sometimes"], "at '/config/trustModes/Trusted': value must be one of"),
     (["--set", "config.operatorNamespace=elsewhere"], "additional properties 'operatorNamespace' not allowed"),
     (["--set", "config.pools[0].name=a100"], "at '/config/pools/0': missing properties 'mode', 'gpuModel', 'gpuMemoryMiB'"),

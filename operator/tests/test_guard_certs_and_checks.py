@@ -66,7 +66,8 @@ def test_webhook_configurations_spare_system_and_operator_namespaces():
     config = OperatorConfig(operator_namespace="gpu-ops")
     mutating, validating = webhook_configurations(config, {"url": "https://guard.gpu-ops.svc:443", "caBundle": "Q0E="})
     [mutate] = mutating["webhooks"]
-    assert mutate["clientConfig"] == {"url": "https://guard.gpu-ops.svc:443/mutate-pod", "caBundle": "Q0E="}
+    assert mutate["clientConfig"] == {"service": {"namespace": "gpu-ops", "name": "guard", "port": 443,
+                                                  "path": "/mutate-pod"}, "caBundle": "Q0E="}
     assert mutate["namespaceSelector"]["matchExpressions"][1] == {
         "key": "kubernetes.io/metadata.name", "operator": "NotIn",
         "values": ["gpu-ops", "kube-node-lease", "kube-public", "kube-system"]}
@@ -74,6 +75,12 @@ def test_webhook_configurations_spare_system_and_operator_namespaces():
     assert (pods["failurePolicy"], tenants["failurePolicy"]) == ("Fail", "Ignore")
     assert [r["resources"] for r in pods["rules"]] == [["pods"], ["pods/ephemeralcontainers"]]
     assert "namespaceSelector" not in tenants
+
+
+def test_webhook_configurations_name_addresses_outside_the_cluster_by_url():
+    _, validating = webhook_configurations(OperatorConfig(), {"url": "https://127.0.0.1:9443", "caBundle": "Q0E="})
+    assert validating["webhooks"][0]["clientConfig"] == {"url": "https://127.0.0.1:9443/validate-pod",
+                                                         "caBundle": "Q0E="}
 
 
 CONFIG = OperatorConfig.model_validate({"pools": [

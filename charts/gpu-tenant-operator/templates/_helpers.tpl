@@ -22,6 +22,16 @@
 {{- printf "%s-guard" (include "gto.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The guard's certificate Secret: the user's, else the chart's own when several replicas must
+share one; empty: the operator generates its own. */}}
+{{- define "gto.webhookSecret" -}}
+{{- if .Values.webhook.certificateSecret -}}
+{{- .Values.webhook.certificateSecret -}}
+{{- else if gt (int .Values.replicas) 1 -}}
+{{- printf "%s-tls" (include "gto.webhookName" .) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "gto.webhookHost" -}}
 {{- printf "%s.%s.svc" (include "gto.webhookName" .) .Release.Namespace -}}
 {{- end -}}
@@ -56,6 +66,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - /etc/gputenant/config.yaml
 - --liveness
 - {{ printf "http://0.0.0.0:%d%s" (int .Values.liveness.port) .Values.liveness.path }}
+- --leader-elect
+- --leader-elect-lease
+- {{ include "gto.fullname" . }}
 {{- if .Values.webhook.enabled }}
 - --webhook-host
 - {{ include "gto.webhookHost" . }}
@@ -63,7 +76,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - {{ .Values.webhook.port | quote }}
 - --webhook-listen
 - 0.0.0.0
-{{- if .Values.webhook.certificateSecret }}
+{{- if include "gto.webhookSecret" . }}
 - --webhook-cert
 - /etc/gputenant/webhook-tls/tls.crt
 - --webhook-key

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
+import uuid
 
 import prometheus_client
 
@@ -51,6 +53,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--usage-window", default="1h", metavar="DURATION",
                         help="window of the GPU usage figures, in whole h/m/s (default 1h)")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--leader-elect", action="store_true",
+                        help="reconcile only while holding a coordination.k8s.io Lease in the operator's namespace, so "
+                        "several replicas can run: each serves the admission guard, one reconciles (docs/operations.md)")
+    parser.add_argument("--leader-elect-lease", default="gpu-tenant-operator", metavar="NAME",
+                        help="the Lease's name (default gpu-tenant-operator)")
+    parser.add_argument("--leader-elect-identity", metavar="ID",
+                        default=f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+                        help="this process' name in the Lease (default: $POD_NAME, else the host name, and a random "
+                        "suffix: a restarted container must not take over its dead predecessor's Lease unseen)")
     add_webhook_arguments(parser)
 
 
@@ -58,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     import kopf
 
     from gputenant.config.models import OperatorConfig
-    from gputenant.handlers import CONFIG_ENV, prepare
+    from gputenant.handlers import CONFIG_ENV, lead, prepare
     from gputenant.metrics import OperatorMetrics
 
     if args.pools_interval < 0:
@@ -89,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
                    log_format=kopf.LogFormat.JSON if args.json_logs else kopf.LogFormat.FULL)
     metrics = OperatorMetrics(process_registry())
     try:
-        prepare(config, kubeconfig, pools_interval_seconds=args.pools_interval, webhook_args=args,
+        runtime = prepare(config, kubeconfig, pools_interval_seconds=args.pools_interval, webhook_args=args,
                 helm_concurrency=args.helm_concurrency, reconcile_concurrency=args.reconcile_concurrency,
                 metrics=metrics, prometheus_url=args.prometheus_url, usage_window=args.usage_window)
     except ValueError as error:  # e.g. --webhook-cert without --webhook-key, two pools with one devicePluginConfig
@@ -103,6 +114,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"gputenant run: cannot serve metrics on {args.metrics_address}: {error.strerror}; choose another "
                   "--metrics-address", file=sys.stderr)
             return 2
+    if args.leader_elect:
+        lead(runtime, kubeconfig, lease=args.leader_elect_lease, identity=args.leader_elect_identity,
+             liveness_url=args.liveness)
     kopf.run(clusterwide=True, standalone=True, liveness_endpoint=args.liveness)
     return 0
 

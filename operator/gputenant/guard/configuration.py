@@ -12,7 +12,9 @@ deletes that ClusterRole (docs/install.md).
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from gputenant import GROUP, PLURAL, VERSION, naming
 from gputenant.config.models import OperatorConfig
@@ -25,10 +27,23 @@ VALIDATE_TENANT = "validate-tenant"
 """Handler ids; each is the URL path of its webhook."""
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 TIMEOUT_SECONDS = 10
+SERVICE_HOST = re.compile(r"(?P<name>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.(?P<namespace>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc")
+"""A Service's in-cluster name, as the chart passes it in --webhook-host."""
 
 
 def _client_config(client_config: dict, handler_id: str) -> dict:
-    result = {"url": f"{client_config['url'].rstrip('/')}/{handler_id}"}
+    """kopf's {url, caBundle} for one handler. A URL at a Service's own name
+    (``<service>.<namespace>.svc``, as the chart passes) becomes a `service` reference: the API
+    server then dials it through its service resolver (the Service's ClusterIP) and checks the
+    certificate against that name, where a URL would need the API server's host to resolve
+    cluster DNS, which it usually cannot."""
+    url = urlsplit(client_config["url"])
+    service = SERVICE_HOST.fullmatch(url.hostname or "")
+    if service:
+        result: dict[str, Any] = {"service": {"namespace": service["namespace"], "name": service["name"],
+                                              "port": url.port or 443, "path": f"/{handler_id}"}}
+    else:
+        result = {"url": f"{client_config['url'].rstrip('/')}/{handler_id}"}
     if client_config.get("caBundle"):
         result["caBundle"] = client_config["caBundle"]
     return result

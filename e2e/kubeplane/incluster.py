@@ -1,0 +1,105 @@
+"""The operator installed in-cluster from its own chart (charts/gpu-tenant-operator) on a plane with
+a real node: its image (operator_image.py) imported into the node's containerd, `helm install`
+with the plane's helm, the host routed to the guard's Service (service_routes.py), and everything
+removed again by `uninstall`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import kubernetes
+import yaml
+
+from .operator_image import CHART, operator_image
+from .plane import ControlPlane
+from .process import wait_for
+from .service_routes import remove_service_route, route_service_to_node
+
+RELEASE = "gpu-tenant-operator"
+"""The chart's full name is then the release name, as in docs/install.md."""
+GUARD_CONFIGURATION = "gputenant-guard"
+
+
+@dataclass
+class InClusterOperator:
+    plane: ControlPlane
+    namespace: str
+    values: dict = field(default_factory=dict)
+    guard_ip: str | None = None
+
+    @property
+    def service_account(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{RELEASE}"
+
+    @property
+    def selector(self) -> str:
+        return f"app.kubernetes.io/instance={RELEASE}"
+
+    def install(self, values_dir: Path, timeout: float = 240) -> InClusterOperator:
+        """Import the image, install the chart and wait until the Deployment is available and
+        the guard's webhook configurations name its Service."""
+        _, archive = operator_image(self.plane.bin_dir)
+        self.plane.node.containerd.import_images([archive])
+        values_file = values_dir / "operator-values.yaml"
+        values_file.write_text(yaml.safe_dump({"crd": {"install": False}, **self.values}))
+        self.plane.helm("install", RELEASE, str(CHART), "--namespace", self.namespace, "--create-namespace",
+                        "--values", str(values_file))
+        with self.plane.api_client() as client:
+            core = kubernetes.client.CoreV1Api(client)
+            self.guard_ip = core.read_namespaced_service(f"{RELEASE}-guard", self.namespace).spec.cluster_ip
+        route_service_to_node(self.plane.node, self.guard_ip)
+        try:
+            wait_for(self.available, timeout=timeout, interval=1, what=f"deployment {RELEASE} available")
+            wait_for(self.guard_registered, timeout=60, interval=0.5, what="the guard's webhook configurations")
+        except TimeoutError as error:
+            raise AssertionError(f"{error}\n{self.describe()}") from None
+        return self
+
+    def available(self) -> bool:
+        with self.plane.api_client() as client:
+            deployment = kubernetes.client.AppsV1Api(client).read_namespaced_deployment(RELEASE, self.namespace)
+        wanted = deployment.spec.replicas
+        return (deployment.status.available_replicas or 0) == wanted and \
+            (deployment.status.updated_replicas or 0) == wanted
+
+    def guard_registered(self) -> bool:
+        with self.plane.api_client() as client:
+            admission = kubernetes.client.AdmissionregistrationV1Api(client)
+            try:
+                hooks = admission.read_validating_webhook_configuration(GUARD_CONFIGURATION).webhooks
+            except kubernetes.client.ApiException as error:
+                if error.status == 404:
+                    return False
+                raise
+        return all(hook.client_config.service is not None
+                   and hook.client_config.service.namespace == self.namespace for hook in hooks)
+
+    def pods(self) -> list[kubernetes.client.V1Pod]:
+        with self.plane.api_client() as client:
+            return kubernetes.client.CoreV1Api(client).list_namespaced_pod(
+                self.namespace, label_selector=self.selector).items
+
+    def describe(self) -> str:
+        """The operator pods' state and logs, for failure messages."""
+        lines = [self.plane.kubectl("get", "pods,events", "-n", self.namespace, "-o", "wide", check=False).stdout]
+        for pod in self.pods():
+            lines.append(f"--- logs of {pod.metadata.name}")
+            lines.append(self.plane.kubectl("logs", "-n", self.namespace, pod.metadata.name, "--tail=40",
+                                            check=False).stdout)
+        return "\n".join(lines)
+
+    def uninstall(self) -> None:
+        self.plane.helm("uninstall", RELEASE, "--namespace", self.namespace, "--wait", check=False)
+        with self.plane.api_client() as client:
+            admission = kubernetes.client.AdmissionregistrationV1Api(client)
+            for delete in (admission.delete_mutating_webhook_configuration,
+                           admission.delete_validating_webhook_configuration):
+                try:
+                    delete(GUARD_CONFIGURATION)
+                except kubernetes.client.ApiException as error:
+                    if error.status != 404:
+                        raise
+        self.plane.kubectl("delete", "namespace", self.namespace, "--wait=false", check=False)
+        if self.guard_ip:
+            remove_service_route(self.plane.node, self.guard_ip)

@@ -1,0 +1,221 @@
+"""High availability (issue 15 item 4): leader election on a Lease, and two replicas in-cluster.
+
+- The elector itself against the real API server: one holder at a time, a released Lease taken at
+  once, an abandoned one taken after its duration.
+- Two replicas from the chart on the plane's real node (the image and route of
+  test_operator_incluster): a stream of tenant pod creations (server-side dry runs: every webhook
+  is called, nothing is stored) while the leading replica is lost, twice: its pod deleted with no
+  grace period (the kubelet still stops it with SIGTERM, so it releases the Lease), and its
+  container SIGKILLed through the node's containerd (nothing released: the Lease must expire).
+  The refusals and errors are counted and printed; admission must work again after a bounded
+  blip, and a GpuTenant change made after the kill must be reconciled by a new Lease holder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+
+import kubernetes
+import pytest
+
+from gputenant.kube import KubeClient
+from gputenant.kube.lease import LeaseElector
+from kubeplane import wait_for
+from kubeplane.images import TEST_IMAGE
+from kubeplane.incluster import RELEASE, InClusterOperator
+
+pytestmark = pytest.mark.plane
+
+NAMESPACE = "gputenant-ha"
+TENANT = "ha"
+TENANT_NAMESPACE = f"tenant-{TENANT}"
+LEASE_SECONDS = 15
+"""gputenant run's default lease (client-go's): a standby takes an abandoned Lease after this."""
+CREATIONS_PER_SECOND = 5
+
+
+def test_one_replica_holds_the_lease_and_another_takes_it_when_released_or_abandoned(plane):
+    plane.kubectl("create", "namespace", "lease-test")
+
+    async def scenario() -> None:
+        kubeconfig = str(plane.kubeconfig_path)
+        async with KubeClient.from_kubeconfig(kubeconfig, "lease-test") as first_client, \
+                KubeClient.from_kubeconfig(kubeconfig, "lease-test") as second_client:
+            first = LeaseElector(first_client, "lease-test", "operator", "first", lease_seconds=2)
+            second = LeaseElector(second_client, "lease-test", "operator", "second", lease_seconds=2)
+            assert await first.try_acquire_or_renew()
+            assert not await second.try_acquire_or_renew()
+            assert await first.try_acquire_or_renew()  # renews
+            await first.release()
+            assert await second.try_acquire_or_renew()  # released: taken at once
+            assert not await first.try_acquire_or_renew()
+            started = time.monotonic()
+            await first.acquire()  # `second` stopped renewing: taken once its record is 2 s old
+            assert time.monotonic() - started >= 2
+            lease = await first_client.get("coordination.k8s.io/v1", "Lease", "operator", "lease-test")
+            assert lease["spec"]["holderIdentity"] == "first" and lease["spec"]["leaseTransitions"] == 2
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        plane.kubectl("delete", "namespace", "lease-test", "--wait=false")
+
+
+@pytest.fixture(scope="module")
+def replicas(vcluster_node, tmp_path_factory):
+    operator = InClusterOperator(vcluster_node, NAMESPACE, values={"replicas": 2})
+    try:
+        yield operator.install(tmp_path_factory.mktemp("ha"))
+    finally:
+        # Offboarded by the operator before it goes, so no finalizer outlives it on the session plane.
+        vcluster_node.kubectl("delete", "gputenant", TENANT, "--ignore-not-found", "--timeout=120s", check=False)
+        operator.uninstall()
+
+
+def lease_holder(plane) -> str | None:
+    with plane.api_client() as client:
+        return kubernetes.client.CoordinationV1Api(client).read_namespaced_lease(RELEASE, NAMESPACE).spec.holder_identity
+
+
+def probe_pod(number: int) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"probe-{number}"},
+            "spec": {"securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
+                                         "seccompProfile": {"type": "RuntimeDefault"}},
+                     "containers": [{"name": "main", "image": TEST_IMAGE, "command": ["sleep", "60"],
+                                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                                                   "limits": {"cpu": "100m", "memory": "32Mi"}},
+                                     "securityContext": {"allowPrivilegeEscalation": False,
+                                                         "capabilities": {"drop": ["ALL"]}}}]}}
+
+
+class CreationStream:
+    """Pod creations at a steady rate from a thread; each outcome recorded with its time."""
+
+    def __init__(self, plane):
+        self.plane = plane
+        self.outcomes: list[tuple[float, str]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with self.plane.api_client() as client:
+            core = kubernetes.client.CoreV1Api(client)
+            number = 0
+            while not self._stop.is_set():
+                number += 1
+                started = time.monotonic()
+                try:
+                    core.create_namespaced_pod(TENANT_NAMESPACE, probe_pod(number), dry_run="All",
+                                               _request_timeout=15)
+                    outcome = "admitted"
+                except kubernetes.client.ApiException as error:
+                    outcome = f"{error.status} {error.reason}: {(error.body or '')[:160]}"
+                except Exception as error:  # noqa: BLE001 (a connection error is an outcome to count)
+                    outcome = f"error: {error!r}"[:200]
+                self.outcomes.append((started, outcome))
+                self._stop.wait(max(0.0, 1 / CREATIONS_PER_SECOND - (time.monotonic() - started)))
+
+    def __enter__(self) -> CreationStream:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def generation_reconciled(plane, generation: int) -> bool:
+    body = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", TENANT) or {}
+    status = body.get("status") or {}
+    return status.get("observedGeneration") == generation or any(
+        c.get("observedGeneration") == generation for c in status.get("conditions") or [])
+
+
+def pod_of(holder: str) -> str:
+    """The pod of a Lease holder (`gputenant run` names itself <pod>_<random>)."""
+    return holder.rsplit("_", 1)[0]
+
+
+def delete_with_no_grace(plane, pod: kubernetes.client.V1Pod) -> None:
+    with plane.api_client() as client:
+        kubernetes.client.CoreV1Api(client).delete_namespaced_pod(pod.metadata.name, NAMESPACE, grace_period_seconds=0)
+
+
+def sigkill_on_the_node(plane, pod: kubernetes.client.V1Pod) -> None:
+    """SIGKILL to the operator's container through the node's containerd: no cleanup runs, the
+    Lease is not released, the kubelet restarts the container."""
+    container_id = pod.status.container_statuses[0].container_id.removeprefix("containerd://")
+    plane.node.containerd.ctr("tasks", "kill", "--signal", "SIGKILL", container_id)
+
+
+@pytest.fixture(scope="module")
+def tenant(replicas, vcluster_node):
+    vcluster_node.kubectl("apply", "--server-side", "--field-manager=platform-engineer", "-f", "-", input=f"""
+apiVersion: gputenant.io/v1alpha1
+kind: GpuTenant
+metadata: {{name: {TENANT}}}
+spec: {{trust: Trusted, owners: [{{kind: User, name: alice}}], gpu: {{quota: 1}}}}
+""")
+    wait_for(lambda: generation_reconciled(vcluster_node, 1), timeout=90, interval=1,
+             what="the tenant's first reconcile")
+    return TENANT
+
+
+@pytest.mark.parametrize("kill", [delete_with_no_grace, sigkill_on_the_node])
+def test_admission_and_reconciliation_survive_losing_the_leading_replica(replicas, tenant, vcluster_node, kill):
+    plane = vcluster_node
+    try:
+        wait_for(replicas.available, timeout=120, interval=1, what="both replicas available")
+    except TimeoutError as error:
+        raise AssertionError(f"{error}\n{replicas.describe()}") from None
+    holder = wait_for(lambda: lease_holder(plane), timeout=30, interval=0.5, what="a Lease holder")
+    [leader] = [pod for pod in replicas.pods() if pod.metadata.name == pod_of(holder)]
+
+    def admitted_once():
+        try:
+            with plane.api_client() as client:
+                kubernetes.client.CoreV1Api(client).create_namespaced_pod(TENANT_NAMESPACE, probe_pod(0), dry_run="All")
+            return True
+        except kubernetes.client.ApiException:
+            return False
+    wait_for(admitted_once, timeout=60, interval=1, what=f"pods admitted in {TENANT_NAMESPACE}")
+    body = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", TENANT)
+    quota = body["spec"]["gpu"]["quota"] + 1
+
+    with CreationStream(plane) as stream:
+        time.sleep(3)
+        killed_at = time.monotonic()
+        kill(plane, leader)
+        plane.kubectl("patch", "gputenant", TENANT, "--type=merge", "-p", f'{{"spec":{{"gpu":{{"quota":{quota}}}}}}}')
+        generation = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", TENANT)["metadata"]["generation"]
+        try:
+            wait_for(lambda: generation_reconciled(plane, generation), timeout=LEASE_SECONDS + 45, interval=0.5,
+                     what="the change reconciled after the leader's loss")
+        except TimeoutError as error:
+            raise AssertionError(f"{error}\n{replicas.describe()}") from None
+        reconciled_after = time.monotonic() - killed_at
+        new_holder = lease_holder(plane)
+        time.sleep(max(0.0, 20 - (time.monotonic() - killed_at)))
+
+    after_kill = [(at - killed_at, outcome) for at, outcome in stream.outcomes if at >= killed_at]
+    failures = [(at, outcome) for at, outcome in after_kill if outcome != "admitted"]
+    before = Counter(outcome for at, outcome in stream.outcomes if at < killed_at)
+    print(f"\nHA ({kill.__name__}): {len(stream.outcomes)} creations at {CREATIONS_PER_SECOND}/s; before the kill "
+          f"{dict(before)}; after it {len(after_kill)}, of which {len(failures)} refused or failed"
+          + (f", from +{failures[0][0]:.1f}s to +{failures[-1][0]:.1f}s" if failures else ""))
+    for outcome, count in Counter(outcome for _, outcome in failures).most_common():
+        print(f"  {count} x {outcome}")
+    print(f"HA ({kill.__name__}): the change was reconciled {reconciled_after:.1f}s after the kill; "
+          f"Lease {holder} -> {new_holder}")
+
+    assert before == Counter({"admitted": sum(before.values())})
+    assert new_holder != holder
+    # A bounded blip: every creation in the last 5 s of the stream was admitted, and none failed
+    # later than the lease time after the kill.
+    last = [outcome for at, outcome in after_kill if at >= after_kill[-1][0] - 5]
+    assert last and set(last) == {"admitted"}, failures
+    assert all(at < LEASE_SECONDS for at, _ in failures), failures
+    assert reconciled_after < LEASE_SECONDS + 30
