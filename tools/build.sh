@@ -65,8 +65,9 @@ build helm "$HELM_VERSION" helm helm.sh/helm/v3/cmd/helm \
 # The node: Debian's containerd, runc, CNI plugins, iptables (for kube-proxy), conntrack and a static
 # busybox (the test image's root filesystem); kubelet, kube-proxy and kube-scheduler from the same
 # pinned module as the apiserver; the project's own pause program for pod sandboxes and HTTPS
-# client for the test image.
-NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack busybox-static)
+# client for the test image. mmdebstrap writes the operator image's root filesystem from Debian
+# packages (e2e/kubeplane/operator_image.py).
+NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack busybox-static mmdebstrap)
 install_node_packages() {
   local package missing=()
   for package in "${NODE_PACKAGES[@]}"; do
