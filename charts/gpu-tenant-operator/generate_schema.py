@@ -105,6 +105,13 @@ def chart_values_schema() -> dict:
                 "window": {"type": "string", "pattern": "^([0-9]+(h|m|s))+$",
                            "description": "Window of the usage figures in whole h/m/s (gputenant run --usage-window)."},
             }, "Allocation against use per tenant, from DCGM series in Prometheus (docs/metrics.md)."),
+            "attestation": _object({
+                "enabled": {"type": "boolean", "description": "Run the isolation canary per GPU pool."},
+                "image": {"type": "string", "description": "Image with python3 and attestation/canary.py at /canary/canary.py."},
+                "intervalSeconds": {"type": "integer", "minimum": 60,
+                                    "description": "Seconds between attestations of a pool (also on any change of it)."},
+                "queue": {"type": "string", "description": "KAI queue the canaries are charged to; empty: none."},
+            }, "Isolation attestation (docs/attestation.md)."),
             "nodeSelector": k8s_map,
             "tolerations": {"type": "array", "items": {"type": "object"}},
             "affinity": {"type": "object"},

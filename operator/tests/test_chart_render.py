@@ -422,3 +422,18 @@ def test_the_operator_may_read_only_the_cluster_role_that_owns_the_guard_configu
                       "verbs": ["get"], "resourceNames": [f"{FULLNAME}-tenant-namespace"]}]
     without_guard = _rules(render("--set", "webhook.enabled=false"), "ClusterRole", FULLNAME)
     assert not [r for r in without_guard if "clusterroles" in r["resources"] and "get" in r["verbs"]]
+
+
+def test_attestation_is_off_by_default_and_when_on_names_its_image_and_holds_pods_in_its_namespace_only():
+    assert not [o for o in render() if o["metadata"]["name"].endswith("-attestation")]
+    objects = render("--set", "attestation.enabled=true", "--set", "attestation.image=registry.example/canary:1",
+                     "--set", "attestation.queue=platform-canaries")
+    [deployment] = [o for o in objects if o["kind"] == "Deployment"]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["GPUTENANT_ATTESTATION_IMAGE"] == "registry.example/canary:1"
+    assert env["GPUTENANT_ATTESTATION_QUEUE"] == "platform-canaries"
+    [role] = [o for o in objects if o["kind"] == "Role" and o["metadata"]["name"].endswith("-attestation")]
+    assert role["metadata"]["namespace"] == env["GPUTENANT_ATTESTATION_NAMESPACE"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "create", "delete"]}]
+    refused = helm("template", "t", str(CHART), "--set", "attestation.enabled=true", check=False)
+    assert refused.returncode != 0 and "attestation.image is required" in refused.stderr
