@@ -224,8 +224,13 @@ class Tenants:
 def vcluster_node(node_plane: ControlPlane):
     """The node plane made ready for REAL vClusters: the project's vCluster images imported into
     the node's containerd, the GpuTenant and Queue CRDs, a default StorageClass backed by the real
-    local-path-provisioner (the chart keeps vCluster's data on a claim) and Argo CD's namespace."""
+    local-path-provisioner (the chart keeps vCluster's data on a claim) and Argo CD's namespace.
+    The real node carries examples/config.yaml's cpuPool labels: it is the CPU node that tenant
+    pods without GPUs are pinned to."""
     node_plane.node.containerd.import_images(list(vcluster_images(node_plane.bin_dir).values()))
+    cpu_pool = OperatorConfig.load(REPO_ROOT / "examples" / "config.yaml").cpu_pool
+    node_plane.kubectl("label", "node", node_plane.node.name, "--overwrite",
+                       *(f"{key}={value}" for key, value in cpu_pool.node_selector.items()))
     install_crds(node_plane, REPO_ROOT / "crds" / "tenant.yaml")
     install_kai_queue_crd(node_plane)
     node_plane.kubectl("create", "namespace", ARGOCD_NAMESPACE)

@@ -12,11 +12,10 @@ from pydantic import ValidationError
 
 from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant, SharingMode, Trust
-from gputenant.config.models import OperatorConfig, Pool, Toleration
+from gputenant.config.models import OperatorConfig, Pool
 from gputenant.policy.decision import Decision, PodRules, QueueGrant
 from gputenant.render import RenderError, render_parent_queues, render_tenant
 from gputenant.render.quantities import cpu_millicores, memory_megabytes
-from gputenant.render.vcluster import enforce_toleration
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM_VALUES_SCHEMA = REPO_ROOT / ".." / "shared" / "third_party" / "vcluster-0.36.1" / "values.schema.json"
@@ -319,8 +318,6 @@ def test_values_of_a_tenant_without_gpus_validate(upstream_schema):
     no_pool = decision(SharingMode.MIG, mode=None, pool=None, quota={"requests.nvidia.com/gpu": "0"})
     values = render_tenant(tenant(), no_pool, CONFIG).vcluster_values
     jsonschema.validate(values, upstream_schema)
-    assert values["sync"]["fromHost"]["nodes"]["selector"]["labels"] == {}
-    assert values["sync"]["toHost"]["pods"]["enforceTolerations"] == []
 
 
 def test_schema_check_catches_an_unknown_key(upstream_schema):
@@ -331,13 +328,14 @@ def test_schema_check_catches_an_unknown_key(upstream_schema):
         jsonschema.validate(values, upstream_schema)
 
 
-def test_values_keep_kai_compatible_sync_and_pin_the_pool():
+def test_values_keep_kai_compatible_sync_and_leave_placement_to_the_guard():
+    """vCluster 0.36 forces sync.fromHost.nodes.selector.labels and enforceTolerations onto every
+    synced pod (CoreDNS and CPU pods included), so the values set neither; the guard places pods."""
     values = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG).vcluster_values
     assert values["experimental"]["syncSettings"]["setOwner"] is False
     assert values["sync"]["toHost"]["priorityClasses"]["enabled"] is False
-    assert values["sync"]["fromHost"]["nodes"]["selector"]["labels"] == {"gputenant.io/pool": "mig"}
-    assert values["sync"]["toHost"]["pods"]["enforceTolerations"] == [
-        "gputenant.io/untrusted:NoSchedule", "dedicated=ext:NoSchedule"]
+    assert "fromHost" not in values["sync"]
+    assert "enforceTolerations" not in values["sync"]["toHost"]["pods"]
     assert "pro" not in values and "sleep" not in values and "platform" not in values
 
 
@@ -394,22 +392,6 @@ def test_defaults_leave_out_optional_values():
     values = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG).vcluster_values
     assert "version" not in values["controlPlane"]["distro"]["k8s"]
     assert values["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"] == {"size": "5Gi"}
-
-
-@pytest.mark.parametrize("toleration, expected", [
-    (Toleration(key="a", operator="Equal", value="b", effect="NoSchedule"), "a=b:NoSchedule"),
-    (Toleration(key="a", operator="Equal", value="b"), "a=b"),
-    (Toleration(key="a", operator="Exists", effect="NoExecute"), "a:NoExecute"),
-    (Toleration(key="a", operator="Exists"), "a:"),
-    (Toleration(operator="Exists"), "*"),
-])
-def test_enforce_toleration_syntax(toleration, expected):
-    assert enforce_toleration(toleration, "t") == expected
-
-
-def test_keyless_toleration_with_effect_is_refused():
-    with pytest.raises(RenderError, match="^config.pools"):
-        enforce_toleration(Toleration(operator="Exists", effect="NoSchedule"), "config.pools[x].tolerations[0]")
 
 
 def test_rendering_is_deterministic():

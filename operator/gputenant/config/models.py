@@ -74,6 +74,18 @@ class HamiPool(ConfigModel):
     label_nodes: bool = Field(default=True, description="Label the pool's nodes gpu=on (HAMi's default node selector).")
 
 
+class CpuPool(ConfigModel):
+    """The nodes for a tenant's pods that ask for no GPU: its vCluster's control plane, CoreDNS and
+    CPU-only work. The admission guard pins every such pod here, as it pins GPU pods to their pool."""
+
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Labels of the CPU nodes; set on every tenant pod without GPUs."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="Tolerations of the CPU nodes' taints; added to every tenant pod without GPUs."
+    )
+
+
 class Pool(ConfigModel):
     """A set of GPU nodes prepared for one sharing mechanism."""
 
@@ -359,6 +371,13 @@ class OperatorConfig(ConfigModel):
         description="Mechanism for tenants whose sharing mode is Auto; a trust left out gets its weakest allowed mechanism.",
     )
     pools: list[Pool] = Field(default_factory=list)
+    cpu_pool: CpuPool = Field(
+        default_factory=CpuPool,
+        description=(
+            "Where tenant pods without GPUs run (vCluster control plane, CoreDNS, CPU-only work). Unset: wherever "
+            "the host scheduler puts them, which keeps them off GPU nodes only if those are tainted."
+        ),
+    )
     parent_queues: list[
         Annotated[ParentQueue, BeforeValidator(_parent_queue_by_name, json_schema_input_type=ParentQueue | DnsLabel)]
     ] = Field(

@@ -58,14 +58,14 @@ def tenant_namespace_selector(config: OperatorConfig) -> dict:
 
 
 def _webhook(name: str, client_config: dict, handler_id: str, rules: list[dict], failure_policy: str,
-             namespace_selector: dict | None = None) -> dict:
+             namespace_selector: dict | None = None, side_effects: str = "None") -> dict:
     webhook = {
         "name": f"{name}.{GROUP}",
         "clientConfig": _client_config(client_config, handler_id),
         "rules": rules,
         "failurePolicy": failure_policy,
         "matchPolicy": "Equivalent",
-        "sideEffects": "None",
+        "sideEffects": side_effects,
         "admissionReviewVersions": ["v1"],
         "timeoutSeconds": TIMEOUT_SECONDS,
     }
@@ -86,7 +86,9 @@ def webhook_configurations(config: OperatorConfig, client_config: dict,
     tenants = {"apiGroups": [GROUP], "apiVersions": [VERSION], "resources": [PLURAL],
                "operations": ["CREATE", "UPDATE"], "scope": "Cluster"}
     labels = {naming.MANAGED_BY_LABEL: naming.MANAGED_BY, naming.COMPONENT_LABEL: "admission-guard"}
-    mutating_pod = _webhook("pods.mutate", client_config, MUTATE_POD, [pods, ephemeral], "Fail", selector)
+    # applies a gang's PodGroup (guard.gangs), except on dry runs
+    mutating_pod = _webhook("pods.mutate", client_config, MUTATE_POD, [pods, ephemeral], "Fail", selector,
+                            side_effects="NoneOnDryRun")
     mutating_pod["reinvocationPolicy"] = "IfNeeded"
     metadata: dict[str, Any] = {"name": CONFIGURATION_NAME, "labels": labels}
     if owner is not None:

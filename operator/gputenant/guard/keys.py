@@ -33,8 +33,11 @@ FRACTION_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
 RESERVED_PREFIXES = ("kai.scheduler/", "scheduling.run.ai/", "run.ai/", "runai/", "hami.io/",
                      "nvidia.com/", "kai-resource-isolator.io/", "gputenant.io/")
 """Key prefixes owned by KAI, HAMi, NVIDIA's stack and this operator."""
-TENANT_ALLOWED_ANNOTATIONS = ("nvidia.com/use-gputype", "nvidia.com/nouse-gputype")
-"""HAMi annotations a tenant may set: they narrow the GPU models a HAMi pod accepts."""
+GANG_SIZE_ANNOTATION = "gputenant.io/gang-size"
+"""How many pods of the pod's virtual owner must start together (``guard.gangs``)."""
+TENANT_ALLOWED_ANNOTATIONS = ("nvidia.com/use-gputype", "nvidia.com/nouse-gputype", GANG_SIZE_ANNOTATION)
+"""Annotations a tenant may set: HAMi's narrow the GPU models a HAMi pod accepts; the gang size
+asks the guard for a PodGroup."""
 
 PROTECTED_LABELS = (QUEUE_LABEL, *KAI_LABELS)
 PROTECTED_ANNOTATIONS = (*KAI_ANNOTATIONS, *FRACTION_ANNOTATIONS)

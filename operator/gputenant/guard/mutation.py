@@ -1,4 +1,8 @@
-"""What the guard fills in on a tenant pod: queue, scheduler, pool, HAMi caps, a blind GPU view.
+"""What the guard fills in on a tenant pod: queue, scheduler, placement, HAMi caps, a blind GPU view.
+
+Placement is the guard's alone: a GPU pod goes to its tenant's pool, every other pod (the vCluster
+control plane, CoreDNS, CPU-only work) to the configured CPU pool. vCluster cannot tell them apart:
+its one node selector (``sync.fromHost.nodes.selector.labels``) is forced onto every synced pod.
 
 Values the tenant set are never overwritten: a foreign queue or scheduler is left in place so that
 validation refuses it with a message instead of silently rewriting it.
@@ -10,6 +14,8 @@ from collections.abc import Iterator
 
 from gputenant import naming
 from gputenant.api.v1alpha1 import SharingMode
+from gputenant.config.models import CpuPool
+from gputenant.guard.gangs import POD_GROUP_ANNOTATION, GangError, asks_for_gang, gang_name, gang_size
 from gputenant.guard.pods import asks_for_fraction, container_gpu_amounts, requests_gpus
 from gputenant.policy.decision import Decision, PodRules
 
@@ -39,26 +45,41 @@ def on_pool_scheduler(pod: dict, decision: Decision) -> bool:
     return decision.pool is not None and scheduler == decision.pool.scheduler_name
 
 
+def is_pool_pod(pod: dict, decision: Decision) -> bool:
+    """Whether the pod belongs on the tenant's GPU pool: it asks for GPUs and the policy gave one."""
+    return decision.possible and decision.pool is not None and requests_gpus(pod)
+
+
+def placement(pod: dict, decision: Decision, cpu_pool: CpuPool) -> tuple[dict[str, str], list[dict]]:
+    """(nodeSelector, tolerations) the pod must run under: its pool's for a GPU pod, the CPU pool's
+    for any other. The guard adds them; its rules refuse any other value of a pool's keys."""
+    nodes = decision.pool if is_pool_pod(pod, decision) and decision.pool else cpu_pool
+    return dict(nodes.node_selector), [t.model_dump(exclude_none=True, by_alias=True) for t in nodes.tolerations]
+
+
 def mutate_pod(pod: dict, tenant_name: str, decision: Decision, *, operation: str = "CREATE",
-               subresource: str | None = None, old: dict | None = None) -> list[dict]:
+               subresource: str | None = None, old: dict | None = None,
+               cpu_pool: CpuPool | None = None) -> list[dict]:
     """JSON-patch operations for a tenant pod.
 
     GPU pods are put on the tenant's queue, scheduler and pool; any pod the pool's scheduler places
     gets the queue label (KAI charges a pod without it to a default queue). Pods without GPUs (the
-    vCluster control plane, CoreDNS) stay on ordinary nodes and get a blind GPU view, and so does
+    vCluster control plane, CoreDNS) go to the CPU pool and get a blind GPU view, and so does
     every ephemeral container added later (it has no GPU resources). On UPDATE only labels may
     change, so only the queue label is filled.
     """
     if subresource == "ephemeralcontainers":
         return list(_blind_new_ephemeral_containers(pod, old))
-    gpu_pod = decision.possible and decision.pool is not None and requests_gpus(pod)
+    gpu_pod = is_pool_pod(pod, decision)
     patch: list[dict] = []
     if gpu_pod or on_pool_scheduler(pod, decision):
         patch.extend(_queue_label(pod, tenant_queue(tenant_name, decision)))
     if operation != "CREATE":
         return patch
     if gpu_pod:
-        patch.extend(_placement(pod, decision))
+        patch.extend(_scheduler(pod, decision))
+        patch.extend(_gang(pod, tenant_name))
+    patch.extend(_placement(pod, *placement(pod, decision, cpu_pool or CpuPool())))
     if not asks_for_fraction(pod):
         patch.extend(_blind_gpu_view(pod))
     rules = decision.pod_rules
@@ -75,24 +96,39 @@ def _queue_label(pod: dict, queue: str) -> Iterator[dict]:
         yield {"op": "add", "path": f"/metadata/labels/{pointer(naming.QUEUE_LABEL)}", "value": queue}
 
 
-def _placement(pod: dict, decision: Decision) -> Iterator[dict]:
+def _scheduler(pod: dict, decision: Decision) -> Iterator[dict]:
     pool = decision.pool
     assert pool is not None
-    spec = pod.get("spec") or {}
-    if spec.get("schedulerName") in (None, DEFAULT_SCHEDULER):
+    if (pod.get("spec") or {}).get("schedulerName") in (None, DEFAULT_SCHEDULER):
         yield {"op": "add", "path": "/spec/schedulerName", "value": pool.scheduler_name}
 
+
+def _gang(pod: dict, tenant_name: str) -> Iterator[dict]:
+    """Name the pod's gang PodGroup; a tenant's own pod-group-name, or a gang request that cannot be
+    honoured, is left for validation to refuse."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if not asks_for_gang(pod) or POD_GROUP_ANNOTATION in annotations:
+        return
+    try:
+        gang_size(pod)
+        name = gang_name(pod, tenant_name)
+    except GangError:
+        return
+    yield {"op": "add", "path": f"/metadata/annotations/{pointer(POD_GROUP_ANNOTATION)}", "value": name}
+
+
+def _placement(pod: dict, selector: dict[str, str], wanted: list[dict]) -> Iterator[dict]:
+    spec = pod.get("spec") or {}
     node_selector = spec.get("nodeSelector")
-    if pool.node_selector:
+    if selector:
         if node_selector is None:
-            yield {"op": "add", "path": "/spec/nodeSelector", "value": dict(pool.node_selector)}
+            yield {"op": "add", "path": "/spec/nodeSelector", "value": selector}
         else:
-            for key, value in pool.node_selector.items():
+            for key, value in selector.items():
                 if key not in node_selector:
                     yield {"op": "add", "path": f"/spec/nodeSelector/{pointer(key)}", "value": value}
 
     tolerations = spec.get("tolerations")
-    wanted = [t.model_dump(exclude_none=True, by_alias=True) for t in pool.tolerations]
     missing = [t for t in wanted if t not in (tolerations or [])]
     if missing:
         if tolerations is None:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from gputenant.api.v1alpha1 import Trust
-from gputenant.config.models import GuardConfig
-from gputenant.guard.mutation import tenant_queue
+from gputenant.config.models import CpuPool, GuardConfig
+from gputenant.guard.mutation import placement, tenant_queue
 from gputenant.guard.pods import requests_gpus
 from gputenant.policy.decision import Decision
 
@@ -47,6 +47,8 @@ class Review:
     by_tenant: bool = True
     """Whether the request comes from the tenant's side (its syncer, its users) rather than from a
     platform controller (KAI writes its own keys onto pods it groups)."""
+    cpu_pool: CpuPool = field(default_factory=CpuPool)
+    """Where pods without GPUs run."""
 
     @cached_property
     def spec(self) -> dict:
@@ -72,10 +74,14 @@ class Review:
     def rules(self):
         return self.decision.pod_rules if self.decision.possible else None
 
+    @cached_property
+    def placement(self) -> tuple[dict[str, str], list[dict]]:
+        """(nodeSelector, tolerations) of the nodes this pod belongs on: its GPU pool or the CPU pool."""
+        return placement(self.pod, self.decision, self.cpu_pool)
+
     @property
     def pool_selector(self) -> dict[str, str]:
-        pool = self.decision.pool if self.decision.possible else None
-        return dict(pool.node_selector) if pool else {}
+        return self.placement[0]
 
     @property
     def mode(self) -> str:

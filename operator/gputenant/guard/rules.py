@@ -16,8 +16,9 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
-from gputenant.config.models import GuardConfig, OperatorConfig
+from gputenant.config.models import CpuPool, GuardConfig, OperatorConfig
 from gputenant.guard import keys
+from gputenant.guard.gangs import POD_GROUP_ANNOTATION, GangError, asks_for_gang, gang_name, gang_size, guard_gang
 from gputenant.guard.mutation import DEFAULT_SCHEDULER, NO_DEVICES, VISIBLE_DEVICES
 from gputenant.guard.pods import container_gpu_amounts, containers, number, pod_gpu_amounts, resource_names
 from gputenant.guard.registry import ALL_TRUST, RULES, STRICT, Review, Violation, rule
@@ -64,20 +65,24 @@ def validate_pod(pod: dict, tenant_name: str, trust: Trust, decision: Decision, 
     """Every rule the pod breaks under the tenant's policy; empty when it may be admitted. On UPDATE,
     only violations the old object did not already have."""
     settings = config.guard if config else GuardConfig()
+    cpu_pool = config.cpu_pool if config else CpuPool()
     pool_keys = frozenset(pool_keys_of(config)) if config else frozenset(
         decision.pool.node_selector if decision.pool else ())
-    review = Review(pod, tenant_name, trust, decision, operation, old, settings, pool_keys, by_tenant)
+    review = Review(pod, tenant_name, trust, decision, operation, old, settings, pool_keys, by_tenant, cpu_pool)
     found = _violations(review)
     if operation == "CREATE" or old is None:
         return found
     before = set(_violations(Review(old, tenant_name, trust, decision, operation, old, settings, pool_keys,
-                                    by_tenant)))
+                                    by_tenant, cpu_pool)))
     return [v for v in found if v not in before]
 
 
 def pool_keys_of(config: OperatorConfig) -> set[str]:
-    return ({key for pool in config.pools for key in pool.node_selector}
-            | {t.key for pool in config.pools for t in pool.tolerations if t.key})
+    """Node label and taint keys of every GPU pool and of the CPU pool."""
+    selectors = [pool.node_selector for pool in config.pools] + [config.cpu_pool.node_selector]
+    tolerations = [pool.tolerations for pool in config.pools] + [config.cpu_pool.tolerations]
+    return ({key for selector in selectors for key in selector}
+            | {t.key for listed in tolerations for t in listed if t.key})
 
 
 def policy_summary(tenant_name: str, trust: Trust, decision: Decision) -> str:
@@ -106,7 +111,8 @@ def _queue_label(review: Review) -> Iterator[str]:
 
 @rule("scheduler-key", "KAI's, HAMi's and the operator's own label/annotation keys (`project`, "
       "`priorityClassName`, `kai.scheduler/*`, `pod-group-name`, `runai/*`, `hami.io/*`, `nvidia.com/*`, "
-      "`gputenant.io/*`, ...) set by the tenant; on UPDATE only changes from the tenant's side")
+      "`gputenant.io/*`, ...) set by the tenant (not the gang `pod-group-name` the guard sets); on UPDATE only "
+      "changes from the tenant's side")
 def _scheduler_keys(review: Review) -> Iterator[str]:
     if review.operation != "CREATE" and not review.by_tenant:
         return
@@ -115,9 +121,28 @@ def _scheduler_keys(review: Review) -> Iterator[str]:
             ("annotation", review.annotations, keys.KAI_ANNOTATIONS,
              (*keys.FRACTION_ANNOTATIONS, *keys.TENANT_ALLOWED_ANNOTATIONS))):
         for key in sorted(present):
+            if kind == "annotation" and key == POD_GROUP_ANNOTATION and review.gpu_pod \
+                    and guard_gang(review.pod, review.tenant):
+                continue
             if key not in allowed and keys.is_reserved(key, exact):
                 yield (f"{kind} {key} is read by the GPU scheduler or vGPU stack to choose a queue, group, "
                        f"priority or device; tenants may not set it (remove the {kind})")
+
+
+@rule("gang", f"a `{keys.GANG_SIZE_ANNOTATION}` that is not 2..1024, on a pod without GPUs or without an owner "
+      "in the virtual cluster")
+def _gang(review: Review) -> Iterator[str]:
+    if review.operation != "CREATE" or not asks_for_gang(review.pod):
+        return
+    if not review.gpu_pod:
+        yield (f"annotation {keys.GANG_SIZE_ANNOTATION} is set on a pod without GPUs; only GPU pods are "
+               "gang-scheduled (remove the annotation)")
+        return
+    for check in (gang_size, lambda pod: gang_name(pod, review.tenant)):
+        try:
+            check(review.pod)
+        except GangError as error:
+            yield str(error)
 
 
 @rule("scheduler-name", "a pod on a scheduler other than the pool's (GPU pods) or `default-scheduler` "
@@ -330,8 +355,7 @@ def _node_affinity(review: Review) -> Iterator[str]:
 @rule("toleration", "a toleration of every taint (no key), or of a pool taint with another value than the "
       "tenant's pool")
 def _tolerations(review: Review) -> Iterator[str]:
-    pool = review.decision.pool if review.decision.possible else None
-    own = [t.model_dump(exclude_none=True, by_alias=True) for t in pool.tolerations] if pool else []
+    own = review.placement[1]
     for toleration in review.spec.get("tolerations") or []:
         key = toleration.get("key")
         if not key:

@@ -26,7 +26,8 @@ from gputenant import GROUP, PLURAL, VERSION, naming
 from gputenant.api.v1alpha1 import GpuTenantSpec
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.configuration import MUTATE_POD, VALIDATE_POD, VALIDATE_TENANT
-from gputenant.guard.mutation import mutate_pod
+from gputenant.guard.gangs import asks_for_gang, guard_gang, pod_group
+from gputenant.guard.mutation import mutate_pod, tenant_queue
 from gputenant.guard.pods import pod_summary, requests_gpus
 from gputenant.guard.rules import rejection_message, validate_pod
 from gputenant.guard.tenant_admission import tenant_api_problems
@@ -42,7 +43,9 @@ TENANTS_INDEX = "gputenant_guard_tenants"
 DENIED = 403
 NOT_READY = 503
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
-PLATFORM_GROUP = "system:masters"
+CLUSTER_ADMINS = "system:masters"
+"""Members pass every authorization check; no tenant identity is one (e.g. a platform controller
+run with an admin certificate, as the local plane runs KAI)."""
 DecisionObserver = Callable[[str, str, float], None]
 """Told of each pod review: the first refusing rule's id (or "none"), allowed/refused, seconds."""
 
@@ -86,14 +89,26 @@ class Guard:
         return [(p["metadata"]["name"], pod_summary(p)) for p in pods
                 if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and requests_gpus(p)]
 
+    async def apply_gang(self, pod: dict, operations: list[dict], tenant: TenantView, decision: Decision, *,
+                         dryrun: bool) -> None:
+        """Apply the PodGroup of the gang the pod mutated by `operations` joins, if any, before the
+        pod exists: KAI never sees a member without its group (``guard.gangs``). Not for a dry run;
+        the patched copy is made only for a pod that asks for a gang."""
+        if dryrun or not asks_for_gang(pod):
+            return
+        mutated = jsonpatch.apply_patch(pod, operations)
+        if guard_gang(mutated, tenant.name):
+            await self.client.apply(pod_group(mutated, tenant.name, tenant.namespace,
+                                              tenant_queue(tenant.name, decision)))
+
     def by_tenant(self, userinfo: Mapping[str, Any] | None, namespace: str) -> bool:
         """Whether a request comes from the tenant's side: its users and any ServiceAccount of a tenant
         namespace (the vCluster syncer), as opposed to the platform's controllers (``system:``
         users, ServiceAccounts elsewhere, e.g. KAI's, and members of ``system:masters``, which only a
         certificate from the cluster's CA grants and which bypasses authorization anyway)."""
-        if PLATFORM_GROUP in ((userinfo or {}).get("groups") or ()):
-            return False
         username = (userinfo or {}).get("username", "")
+        if CLUSTER_ADMINS in ((userinfo or {}).get("groups") or ()):
+            return False
         if username.startswith(SERVICE_ACCOUNT_PREFIX):
             account_namespace = username.removeprefix(SERVICE_ACCOUNT_PREFIX).split(":", 1)[0]
             return account_namespace == namespace or account_namespace.startswith(self.config.namespace_prefix)
@@ -135,11 +150,12 @@ def _other_tenants(indices: dict, tenant_decision: Any) -> list[tuple[str, GpuTe
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: KubeClient,
              observe: DecisionObserver | None = None) -> Guard:
     """Add the guard's index and admission handlers to `registry`; returns the guard's state.
-    `client` is only used on GpuTenant reviews (the tenant's pods, its namespace and Queue, other tenants' queues).
+    `client` is used on GpuTenant reviews (the tenant's pods, its namespace and Queue, other tenants' queues)
+    and to apply a gang's PodGroup when a pod joins one (``guard.gangs``).
 
-    The pod handlers and the index are coroutines although they never await: kopf runs plain
-    functions in a thread pool, and on a busy machine the two thread hand-offs per review cost
-    more than the rules themselves (about 0.25 ms a pod)."""
+    The pod handlers and the index are coroutines: kopf runs plain functions in a thread pool, and
+    on a busy machine the two thread hand-offs per review cost more than the rules themselves
+    (about 0.25 ms a pod)."""
     guard = Guard(config, client)
 
     @kopf.index(GROUP, VERSION, PLURAL, id=TENANTS_INDEX, registry=registry)
@@ -154,7 +170,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
     @kopf.on.mutate("", "v1", "pods", id=MUTATE_POD, registry=registry, subresource="*",
                     operations=["CREATE", "UPDATE"])
     async def mutate(body: kopf.Body, patch: kopf.Patch, subresource: str | None, old: kopf.Body | None = None,
-               operation: str = "CREATE", **kwargs: Any) -> None:
+                     operation: str = "CREATE", dryrun: bool = False, **kwargs: Any) -> None:
         pod = dict(body)
         tenant = _tenant_of_namespace(pod["metadata"]["namespace"], kwargs)
         try:
@@ -162,9 +178,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
         except ValidationError:
             return  # validate() refuses the pod with the reason
         operations = mutate_pod(pod, tenant.name, decision, operation=operation, subresource=subresource,
-                                old=dict(old) if old is not None else None)
+                                old=dict(old) if old is not None else None, cpu_pool=config.cpu_pool)
         if operations:
             patch.fns.append(lambda document: jsonpatch.apply_patch(document, operations, in_place=True))
+            await guard.apply_gang(pod, operations, tenant, decision, dryrun=dryrun)
 
     @kopf.on.validate("", "v1", "pods", id=VALIDATE_POD, registry=registry, subresource="*",
                       operations=["CREATE", "UPDATE"])

@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant
-from gputenant.config.models import OperatorConfig, Toleration
+from gputenant.config.models import OperatorConfig
 from gputenant.policy.decision import Decision
 from gputenant.render.errors import RenderError
 from gputenant.render.podsecurity import POD_SECURITY_LEVEL
@@ -55,24 +55,6 @@ back to the chart's 1 replica at the next upgrade. Awake tenants keep the chart'
 values (and values hash) are what they were before sleep existed."""
 
 
-def enforce_toleration(toleration: Toleration, path: str) -> str:
-    """A pool toleration in vCluster's ``enforceTolerations`` syntax (pkg/util/toleration):
-    ``key=value:Effect`` (Equal), ``key:Effect`` (Exists), ``key=value`` / ``key:`` for any effect."""
-    effect = toleration.effect or ""
-    if toleration.operator == "Exists":
-        if not toleration.key:
-            if effect:
-                raise RenderError(f"{path}: vCluster cannot enforce a keyless toleration limited to "
-                                  f"effect {effect}; give it a key or drop the effect")
-            return "*"
-        return f"{toleration.key}:{effect}"
-    if toleration.operator != "Equal" or not toleration.key:
-        raise RenderError(f"{path}: operator must be Equal (with a key) or Exists, "
-                          f"got {toleration.operator!r} with key {toleration.key!r}")
-    value = f"{toleration.key}={toleration.value or ''}"
-    return f"{value}:{effect}" if effect else value
-
-
 def _resources(tenant: GpuTenant) -> dict:
     """Control-plane container resources; both limits are required to pass the namespace quota."""
     resources = tenant.spec.vcluster.resources
@@ -111,12 +93,10 @@ def extra_sans(tenant: GpuTenant, config: OperatorConfig) -> list[str]:
 
 
 def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: OperatorConfig) -> dict:
-    """The values document for a possible decision. Its pool, if any, pins the tenant's pods; a
-    tenant without GPUs has no pool and runs wherever the host schedules it."""
+    """The values document for a possible decision. It places no pod: the admission guard pins
+    GPU pods to the tenant's pool and the others to the CPU pool, which vCluster's one node
+    selector for every synced pod could not."""
     vcluster = tenant.spec.vcluster
-    pool = decision.pool
-    enforce_tolerations = [enforce_toleration(t, f"config.pools[{pool.name}].tolerations[{index}]")
-                           for index, t in enumerate(pool.tolerations)] if pool else []
     [values] = render_documents(
         "vcluster-values.yaml",
         kubernetes_version=vcluster.kubernetes_version,
@@ -130,9 +110,7 @@ def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: Operat
         coredns_replicas=vcluster.values.core_dns_replicas,
         in_cluster_server=naming.vcluster_in_cluster_server(tenant.name, config),
         service_type=config.vcluster.exposure.type.value,
-        enforce_tolerations=enforce_tolerations,
         sync_ingresses=vcluster.values.sync_ingresses,
-        pool_node_selector=pool.node_selector if pool else {},
         pod_security_standard=POD_SECURITY_LEVEL[tenant.spec.trust],
     )
     if tenant.spec.sleep.asleep:
