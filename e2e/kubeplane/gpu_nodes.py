@@ -98,7 +98,7 @@ def _mode_resources_and_labels(pool: Pool, gpus: int, product: str) -> tuple[dic
         # HAMi mode is KAI GPU fractions (docs/units.md): NVIDIA's device plugin advertises whole GPUs,
         # which KAI's binder reserves one at a time for the fractions it puts on them; KAI reads each
         # GPU's memory from the `nvidia.com/gpu.memory` label. No HAMi device plugin, so no gpumem.
-        return {GPU: str(gpus)}, ({"gpu": "on"} if pool.hami.label_nodes else {})
+        return {GPU: str(gpus)}, {}
     if pool.mode is PoolMode.MIG:
         mig = pool.mig
         layout = mig_layout(pool.gpu_model, mig.config)

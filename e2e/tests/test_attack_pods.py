@@ -24,6 +24,7 @@ from kubernetes.client.rest import ApiException
 from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant
 from gputenant.config.models import OperatorConfig
+from gputenant.guard import kai_sharing
 from gputenant.guard.standalone import GuardThread
 from gputenant.policy.choose import decide
 from gputenant.render.tenant import render_tenant
@@ -54,6 +55,35 @@ GPU = {TRUSTED: "nvidia.com/gpu", UNTRUSTED: "nvidia.com/mig-1g.10gb"}
 SHARE = {"gpu-fraction": "0.25"}
 """An Internal (HAMi mode) GPU pod asks for a KAI GPU fraction of one share, not a resource (docs/units.md)."""
 POOL_OF = {TRUSTED: "ts", INTERNAL: "hami", UNTRUSTED: "mig"}
+SYNCED_CONFIGMAP = f"evil-x-default-x-{INTERNAL}"
+"""How vCluster names, in the host namespace, a ConfigMap `evil` the tenant makes in its namespace `default`."""
+
+
+def after_kai(manifest: dict, name: str, prefix: str | None = None,
+              change: Callable[[dict], Any] | None = None) -> dict:
+    """The pod named `name` as KAI v0.12.0's admission webhook leaves it (the plane runs none; KAI's own
+    prefix for it unless `prefix` says otherwise), then bent by the tenant."""
+    named = {**manifest, "metadata": {**{k: v for k, v in manifest["metadata"].items() if k != "generateName"},
+                                      "name": name}}
+    shaped = kai_sharing.with_kai_shape(named, prefix or f"{name}-b2x9kzq-shared-gpu")
+    if change:
+        change(shaped["spec"]["containers"][0])
+    return shaped
+
+
+def literal_device_list(first: dict) -> None:
+    first["env"] = [v for v in first["env"] if v["name"] != "NVIDIA_VISIBLE_DEVICES"] + [
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+
+
+def device_list_from_a_synced_configmap(first: dict) -> None:
+    first["env"] = [v for v in first["env"] if v["name"] != "NVIDIA_VISIBLE_DEVICES"] + [
+        {"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"configMapKeyRef": {"name": SYNCED_CONFIGMAP,
+                                                                             "key": "NVIDIA_VISIBLE_DEVICES"}}}]
+
+
+def env_from_a_synced_configmap(first: dict) -> None:
+    first["envFrom"].append({"configMapRef": {"name": SYNCED_CONFIGMAP}})
 
 
 def namespace(tenant: str) -> str:
@@ -245,6 +275,24 @@ ATTACKS = [
            refused=("fraction-annotation",)),
     Attack("share-grows-on-update", 3, INTERNAL, gpu_pod(INTERNAL),
            update=lambda _: {"metadata": {"annotations": {"gpu-fraction": "0.75"}}}, refused=("fraction-annotation",)),
+    Attack("kai-configmap-named-after-a-synced-configmap", 4, INTERNAL,
+           after_kai(gpu_pod(INTERNAL), "kai-synced", prefix=SYNCED_CONFIGMAP),
+           refused=("kai-sharing", "device-env", "isolation-env", "env-from")),
+    Attack("kai-configmap-of-another-pod", 4, TRUSTED,
+           after_kai(gpu_pod(TRUSTED, annotations={"gpu-fraction": "0.5"}), "kai-thief", prefix="victim-x-default-x-atk-ts-"
+                     "b2x9kzq-shared-gpu"), refused=("kai-sharing", "device-env", "env-from")),
+    Attack("kai-shape-with-a-literal-device-list", 4, INTERNAL,
+           after_kai(gpu_pod(INTERNAL), "kai-literal", change=literal_device_list), refused=("device-env",)),
+    Attack("kai-shape-with-devices-from-a-synced-configmap", 4, INTERNAL,
+           after_kai(gpu_pod(INTERNAL), "kai-devices", change=device_list_from_a_synced_configmap), refused=("device-env",)),
+    Attack("kai-shape-plus-env-from-a-synced-configmap", 4, INTERNAL,
+           after_kai(gpu_pod(INTERNAL), "kai-env-from", change=env_from_a_synced_configmap), refused=("env-from",)),
+    Attack("kai-configmap-annotation-without-a-share", 4, INTERNAL,
+           pod(annotations={kai_sharing.CONFIGMAP_ANNOTATION: "attack-b2x9kzq-shared-gpu"}), refused=("kai-sharing",)),
+    Attack("update-repoints-kais-configmaps", 3, INTERNAL, after_kai(gpu_pod(INTERNAL), "kai-repointed"),
+           update=lambda _: {"metadata": {"annotations": {kai_sharing.CONFIGMAP_ANNOTATION:
+                                                          "kai-repointed-ccccccc-shared-gpu"}}},
+           refused=("kai-sharing", "device-env", "isolation-env", "env-from")),
     Attack("isolator-opt-out-annotation", 4, INTERNAL,
            gpu_pod(INTERNAL, annotations={"kai-resource-isolator.io/inject": "false"}), refused=("scheduler-key",)),
     Attack("share-is-steered-to-the-pool", 4, INTERNAL, gpu_pod(INTERNAL),

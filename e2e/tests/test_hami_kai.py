@@ -14,10 +14,11 @@ What is SIMULATED, and why:
   node each reservation pod reads the GPU the device plugin gave it and annotates itself with its
   UUID; here the test side writes a `GPU-SIMULATED-...` UUID, which the real binder then puts into the
   fraction's NVIDIA_VISIBLE_DEVICES;
-- KAI's admission webhook, which this plane does not run (it needs serving certificates): the one
-  key it adds that the binder needs, `runai/shared-gpu-configmap` (the name of the ConfigMaps the
-  binder writes the GPU into; v0.12.0 pkg/admission/webhook/v1alpha2/gpusharing), is added here after
-  the guard's checks.
+- KAI's admission webhook, which this plane does not run (it needs serving certificates): its shape
+  (`runai/shared-gpu-configmap`, the name of the ConfigMaps the binder writes the GPU into, and the
+  env and `envFrom` that read them; v0.12.0 pkg/admission/webhook/v1alpha2/gpusharing) is added by
+  `guard.kai_sharing.with_kai_shape` after the guard's mutation and before its validation, the order
+  the apiserver calls them in.
 
 Memory caps are not shown here: at the pinned KAI v0.12.0 nothing enforces a fraction's memory
 (KAI's docs: it "does not enforce memory allocation limits"), and on a real cluster that is HAMi-core
@@ -40,6 +41,7 @@ import yaml
 
 from gputenant.api.trust import SharingMode
 from gputenant.api.v1alpha1 import GpuTenant
+from gputenant.guard import kai_sharing
 from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.rules import validate_pod
 from gputenant.kube import KubeClient
@@ -60,8 +62,6 @@ SHARE = "0.25"
 SHARES = 8
 """docs/units.md: 2 GPUs in quarter shares are 8 shares, so 8 pods run and a 9th waits."""
 TIMEOUT = 90
-KAI_SHARED_GPU_CONFIGMAP = "runai/shared-gpu-configmap"
-"""What KAI's admission webhook adds to a fraction pod (SIMULATED here, see the module docstring)."""
 GPU_FRACTION = "gpu-fraction"
 
 
@@ -97,8 +97,8 @@ def internal_tenant(kai_cluster: KaiCluster) -> Iterator[tuple[GpuTenant, Decisi
 
 
 def tenant_pod(model: GpuTenant, decision: Decision, namespace: str, name: str) -> dict:
-    """A share as the tenant writes it, mutated and checked by the guard, then given the key KAI's
-    admission would add (SIMULATED admission, see the module docstring)."""
+    """A share as the tenant writes it, mutated by the guard, then by KAI's admission (SIMULATED, see the
+    module docstring), and checked by the guard."""
     pod = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "annotations": {GPU_FRACTION: SHARE}},
@@ -109,8 +109,8 @@ def tenant_pod(model: GpuTenant, decision: Decision, namespace: str, name: str) 
         },
     }
     pod = jsonpatch.apply_patch(pod, mutate_pod(pod, model.metadata.name, decision))
+    pod = kai_sharing.with_kai_shape(pod, f"{name}-b2x9kzq-shared-gpu")
     assert validate_pod(pod, model.metadata.name, model.spec.trust, decision) == []
-    pod["metadata"]["annotations"][KAI_SHARED_GPU_CONFIGMAP] = f"{name}-shared-gpu"
     return pod
 
 
@@ -161,11 +161,11 @@ def test_eight_quarter_shares_run_within_the_queue_and_a_ninth_waits(kai_cluster
             gpus_used.add((pod.spec.node_name, uuid))
             # What the container is given (ConfigMaps the binder writes, read through the env KAI's admission
             # adds): that GPU, and the portion KAI's isolator turns into the memory cap.
-            maps = pod.metadata.annotations[KAI_SHARED_GPU_CONFIGMAP]
-            capabilities = core.read_namespaced_config_map(f"{maps}-0", namespace).data
-            direct = core.read_namespaced_config_map(f"{maps}-0-evar", namespace).data
+            maps = pod.metadata.annotations[kai_sharing.CONFIGMAP_ANNOTATION]
+            capabilities = core.read_namespaced_config_map(kai_sharing.capabilities_configmap(maps), namespace).data
             assert float(capabilities["GPU_PORTION"]) == float(SHARE)
-            assert direct["NVIDIA_VISIBLE_DEVICES"] == uuid
+            assert capabilities["NVIDIA_VISIBLE_DEVICES"] == uuid
+            assert not core.read_namespaced_config_map(kai_sharing.env_configmap(maps), namespace).data
         # Not asserted: at most one GPU of shares per GPU. KAI v0.12.0 plans that, but a bind that fails and is
         # retried can land a share on a GPU that filled up meanwhile (seen here: 5 quarter shares on one GPU after
         # the binder's PreBind read a ConfigMap it had just created through its cache, "not found", and retried).

@@ -31,7 +31,7 @@ CONFIG = OperatorConfig.model_validate({
         {"name": "pool-mig", "mode": "MIG", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920,
          "nodeSelector": {"pools-test": "mig"}, "mig": {"config": "all-1g.10gb", "profiles": ["1g.10gb"]}},
         {"name": "pool-hami", "mode": "HAMi", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920,
-         "nodeSelector": {"pools-test": "hami"}, "hami": {"labelNodes": True}},
+         "nodeSelector": {"pools-test": "hami"}, "hami": {"splitCount": 10}},
     ]})
 
 
@@ -103,7 +103,7 @@ def gpu_nodes(plane, kwok):
 def test_pools_are_applied_then_idempotent_and_mig_nodes_with_gpu_pods_are_left_alone(plane, gpu_nodes):
     first = run_apply(plane)
     assert sorted(first.written) == ["ConfigMap/gpu-operator-pools/gputenant-device-plugin-config",
-                                     "Node/pools-hami-1", "Node/pools-mig-free", "Node/pools-ts-1",
+                                     "Node/pools-mig-free", "Node/pools-ts-1",
                                      "Queue/pools-test-research", "Queue/pools-test-tenants"]
     unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
     research, default = queue(plane, "pools-test-research"), queue(plane, "pools-test-tenants")
@@ -116,7 +116,7 @@ def test_pools_are_applied_then_idempotent_and_mig_nodes_with_gpu_pods_are_left_
     assert labels(plane, "pools-ts-1")["nvidia.com/device-plugin.config"] == "pool-ts"
     assert labels(plane, "pools-mig-free")["nvidia.com/mig.config"] == "all-1g.10gb"
     assert labels(plane, "pools-mig-busy")["nvidia.com/mig.config"] == "all-balanced"
-    assert labels(plane, "pools-hami-1")["gpu"] == "on"
+    assert "gpu" not in labels(plane, "pools-hami-1")  # HAMi mode is KAI fractions: HAMi's device plugin stays off
     assert "nvidia.com/device-plugin.config" not in labels(plane, "pools-other")
 
     with plane.api_client() as client:

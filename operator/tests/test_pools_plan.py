@@ -56,10 +56,34 @@ def test_labels_per_mechanism_and_nothing_for_unselected_nodes():
     plan = plan_pools(CONFIG, nodes, {})
     assert {(p.node, tuple(p.labels.items()), p.changed) for p in plan.nodes} == {
         ("ts-1", (("nvidia.com/device-plugin.config", "ts"),), True),
-        ("mig-1", (("nvidia.com/mig.config", "all-1g.10gb"),), True),
-        ("hami-1", (("gpu", "on"),), True)}
+        ("mig-1", (("nvidia.com/mig.config", "all-1g.10gb"),), True)}
     assert plan.blocked == []
     assert plan.problems == ["pool whole has no nodeSelector, so no node is labelled for it; set pools[].nodeSelector"]
+
+
+def test_a_hami_pool_never_labels_its_nodes_for_hamis_device_plugin():
+    """HAMi mode is KAI fractions on NVIDIA's device plugin: `gpu=on` would start HAMi's beside it."""
+    plan = plan_pools(CONFIG, [node("hami-1", pool="hami")], {})
+    assert plan.nodes == [] and plan.problems[:-1] == []
+
+
+def test_a_hami_pool_node_labelled_for_hamis_device_plugin_is_reported_with_the_fix():
+    plan = plan_pools(CONFIG, [node("hami-1", pool="hami", gpu="on"), node("ts-1", pool="ts", gpu="on")], {})
+    assert plan.problems[0] == (
+        "node hami-1 of pool hami carries gpu=on, the label HAMi's device plugin selects: it would run beside "
+        "NVIDIA's (HAMi pools are KAI GPU fractions on NVIDIA's device plugin); remove the label "
+        "(kubectl label node hami-1 gpu-)")
+    assert not any("ts-1" in problem for problem in plan.problems)
+
+
+def test_a_hami_pool_selecting_hamis_device_plugin_label_is_refused_naming_the_field():
+    config = OperatorConfig.model_validate({"pools": [
+        {"name": "h", "mode": "HAMi", "gpuModel": "L4", "gpuMemoryMiB": 1, "nodeSelector": {"pool": "h", "gpu": "on"}}]})
+    plan = plan_pools(config, [node("h-1", pool="h", gpu="on")], {})
+    assert plan.problems == [
+        "pool h selects nodes by gpu=on, the label HAMi's device plugin selects: it would run beside NVIDIA's (HAMi "
+        "pools are KAI GPU fractions on NVIDIA's device plugin); remove gpu from pools[h].nodeSelector and the "
+        "label from its nodes"]
 
 
 def test_labelled_nodes_need_no_change():
@@ -79,8 +103,8 @@ def test_mig_relabel_is_held_back_while_gpu_pods_are_bound():
 
 def test_node_in_two_pools_is_reported_not_labelled_twice():
     config = OperatorConfig.model_validate({"pools": [
-        {"name": "a", "mode": "HAMi", "gpuModel": "L4", "gpuMemoryMiB": 1, "nodeSelector": {"gpu-node": "yes"}},
-        {"name": "b", "mode": "HAMi", "gpuModel": "L4", "gpuMemoryMiB": 1, "nodeSelector": {"gpu-node": "yes"}}]})
+        {"name": name, "mode": "TimeSlicing", "gpuModel": "L4", "gpuMemoryMiB": 1, "nodeSelector": {"gpu-node": "yes"},
+         "timeSlicing": {"replicas": 2}} for name in ("a", "b")]})
     plan = plan_pools(config, [node("n1", **{"gpu-node": "yes"})], {})
     assert [p.pool for p in plan.nodes] == ["a"]
     assert plan.problems == ["node n1 matches pools a and b; make the pools' nodeSelectors disjoint"]

@@ -127,17 +127,27 @@ class TimeSlicingSpec(ApiModel):
 
 
 class HamiSpec(ApiModel):
-    """Parameters of HAMi vGPU shares."""
+    """Parameters of HAMi-mode shares: KAI GPU fractions (pod annotation ``gpu-fraction``, docs/units.md)."""
 
     memory_mi_b: int | None = Field(
         default=None,
         alias="memoryMiB",
         ge=128,
         le=1048576,
-        description="GPU memory per share in MiB (HAMi nvidia.com/gpumem). Unset: the GPU's memory times corePercent.",
+        description=(
+            "GPU memory per share in MiB. A share's memory is its portion of the GPU (the pool's gpuMemoryMiB times "
+            "corePercent / 100, rounded down), so this may only restate that number. Unset: that portion."
+        ),
     )
     core_percent: int = Field(
-        default=25, ge=1, le=100, description="Share of a GPU's compute per share, in percent (HAMi nvidia.com/gpucores)."
+        default=25,
+        ge=1,
+        le=100,
+        description=(
+            "Size of one share in percent of a GPU: pods ask for whole multiples of it below one GPU with the "
+            "annotation gpu-fraction (e.g. 25: gpu-fraction \"0.25\", \"0.5\" or \"0.75\"), and the tenant's KAI "
+            "queue counts each as that fraction of a GPU. At least 100 / the pool's splitCount."
+        ),
     )
 
 

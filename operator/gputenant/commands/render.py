@@ -107,6 +107,10 @@ def decision_document(tenant, decision) -> dict:
             "allowFractionAnnotations": rules.allow_fraction_annotations,
             "forbidIsolationOverrides": rules.forbid_isolation_overrides,
         }
+        # HAMi mode (KAI fractions): the one share a `gpu-fraction` is a multiple of, and the largest per pod.
+        for key, value in (("fractionShare", rules.fraction_share), ("maxFraction", rules.max_fraction)):
+            if value is not None:
+                document["podRules"][key] = float(value)
     if decision.warnings:
         document["warnings"] = list(decision.warnings)
     return document

@@ -68,10 +68,10 @@ class MigPool(ConfigModel):
 
 
 class HamiPool(ConfigModel):
-    """HAMi vGPU settings for the pool's nodes."""
+    """Settings of a HAMi-mode pool: KAI GPU fractions on NVIDIA's device plugin (docs/units.md)."""
 
-    split_count: int = Field(default=10, ge=1, le=100, description="HAMi deviceSplitCount: most shares per GPU.")
-    label_nodes: bool = Field(default=True, description="Label the pool's nodes gpu=on (HAMi's default node selector).")
+    split_count: int = Field(default=10, ge=1, le=100,
+                             description="Most shares per GPU: a tenant's share is at least 100/splitCount percent.")
 
 
 class CpuPool(ConfigModel):

@@ -17,10 +17,10 @@ from fractions import Fraction
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
 from gputenant.config.models import CpuPool, GuardConfig, OperatorConfig
-from gputenant.guard import keys
+from gputenant.guard import kai_sharing, keys
 from gputenant.guard.gangs import POD_GROUP_ANNOTATION, GangError, asks_for_gang, gang_name, gang_size, guard_gang
 from gputenant.guard.mutation import DEFAULT_SCHEDULER, NO_DEVICES, VISIBLE_DEVICES
-from gputenant.guard.pods import container_gpu_amounts, containers, number, pod_gpu_amounts, resource_names
+from gputenant.guard.pods import asks_for_fraction, container_gpu_amounts, containers, number, pod_gpu_amounts, resource_names
 from gputenant.guard.registry import ALL_TRUST, RULES, STRICT, Review, Violation, rule
 from gputenant.policy.decision import Decision
 
@@ -119,7 +119,7 @@ def _scheduler_keys(review: Review) -> Iterator[str]:
     for kind, present, exact, allowed in (
             ("label", review.labels, keys.KAI_LABELS, (keys.QUEUE_LABEL,)),
             ("annotation", review.annotations, keys.KAI_ANNOTATIONS,
-             (*keys.FRACTION_ANNOTATIONS, *keys.TENANT_ALLOWED_ANNOTATIONS))):
+             (*keys.FRACTION_ANNOTATIONS, *keys.TENANT_ALLOWED_ANNOTATIONS, kai_sharing.CONFIGMAP_ANNOTATION))):
         for key in sorted(present):
             if kind == "annotation" and key == POD_GROUP_ANNOTATION and review.gpu_pod \
                     and guard_gang(review.pod, review.tenant):
@@ -143,6 +143,42 @@ def _gang(review: Review) -> Iterator[str]:
             check(review.pod)
         except GangError as error:
             yield str(error)
+
+
+def _kai_prefix(review: Review) -> str | None:
+    """The pod's KAI GPU-sharing ConfigMap prefix when KAI's admission may have set it: a fraction pod of a
+    mode that allows fractions, with a value of the form KAI generates for this pod; None otherwise."""
+    prefix = review.annotations.get(kai_sharing.CONFIGMAP_ANNOTATION)
+    rules = review.rules
+    fractions = rules is not None and (rules.fraction_share is not None or rules.allow_fraction_annotations)
+    if prefix is None or not fractions or not asks_for_fraction(review.pod):
+        return None
+    return prefix if kai_sharing.prefix_problem(review.pod, prefix) is None else None
+
+
+def _kai_container(key: str, index: int) -> bool:
+    return key == "containers" and index == kai_sharing.FRACTION_CONTAINER
+
+
+@rule("kai-sharing", f"a `{kai_sharing.CONFIGMAP_ANNOTATION}` annotation on a pod that asks for no KAI fraction, "
+      "or not of the form KAI's admission generates for the pod (`<pod or owner name>-<7 random>-shared-gpu`), "
+      "or changed after creation; KAI's env, `envFrom` and volume are admitted only for that value")
+def _kai_sharing(review: Review) -> Iterator[str]:
+    key = kai_sharing.CONFIGMAP_ANNOTATION
+    prefix = review.annotations.get(key)
+    if review.operation != "CREATE" and review.old is not None:
+        before = ((review.old.get("metadata") or {}).get("annotations") or {}).get(key)
+        if prefix != before:
+            yield (f"annotation {key} changed on a created pod; KAI's binder writes the pod's GPU into the "
+                   "ConfigMaps it names (create a new pod instead)")
+    if prefix is None:
+        return
+    if not asks_for_fraction(review.pod):
+        yield f"annotation {key} names KAI GPU-sharing ConfigMaps, but the pod asks for no GPU fraction (remove it)"
+        return
+    problem = kai_sharing.prefix_problem(review.pod, prefix)
+    if problem:
+        yield (f"annotation {key}={problem}; KAI's admission sets it, tenants may not (remove the annotation)")
 
 
 @rule("scheduler-name", "a pod on a scheduler other than the pool's (GPU pods) or `default-scheduler` "
@@ -397,18 +433,24 @@ def _host_namespaces(review: Review) -> Iterator[str]:
 
 
 @rule("device-env", "`NVIDIA_*` container-runtime variables (GPU visibility and driver features), except the "
-      "guard's own `NVIDIA_VISIBLE_DEVICES=void` in containers without GPUs")
+      "guard's own `NVIDIA_VISIBLE_DEVICES=void` in containers without GPUs and KAI's reference to the "
+      "pod's own GPU-sharing ConfigMap in a fraction pod's first container")
 def _device_env(review: Review) -> Iterator[str]:
-    for _, kind, _, container in containers(review.pod):
+    prefix = _kai_prefix(review)
+    for key, kind, index, container in containers(review.pod):
         for variable in container.get("env") or []:
             name = variable.get("name", "")
-            if not name.startswith(DEVICE_ENV_FAMILIES):
+            if not name.startswith(DEVICE_ENV_FAMILIES) or _kai_env(prefix, key, index, variable):
                 continue
             if (name == VISIBLE_DEVICES and variable.get("value") == NO_DEVICES and "valueFrom" not in variable
                     and not container_gpu_amounts(container)):
                 continue
             yield (f"{kind} {container.get('name')} sets {name}, which chooses the GPUs the container sees "
                    "(remove the variable)")
+
+
+def _kai_env(prefix: str | None, key: str, index: int, variable: dict) -> bool:
+    return prefix is not None and _kai_container(key, index) and kai_sharing.is_kai_env(variable, prefix)
 
 
 def _isolation_variable(name: str) -> bool:
@@ -419,10 +461,11 @@ def _isolation_variable(name: str) -> bool:
       "`ACTIVE_OOM_KILLER`, `LD_PRELOAD`, `LD_AUDIT`) except a few that only narrow (`CUDA_VISIBLE_DEVICES`, ...)",
       STRICT)
 def _isolation_env(review: Review) -> Iterator[str]:
-    for _, kind, _, container in containers(review.pod):
+    prefix = _kai_prefix(review)
+    for key, kind, index, container in containers(review.pod):
         for variable in container.get("env") or []:
             name = variable.get("name", "")
-            if _isolation_variable(name):
+            if _isolation_variable(name) and not _kai_env(prefix, key, index, variable):
                 yield f"{kind} {container.get('name')} sets {name}, which overrides GPU isolation (remove the variable)"
 
 
@@ -431,11 +474,16 @@ def _families(review: Review) -> tuple[str, ...]:
 
 
 @rule("env-from", "`envFrom` whose prefix could produce a guarded variable (`NVIDIA_*`; for Internal and "
-      "Untrusted also the isolation families): a ConfigMap's keys are not known at admission")
+      "Untrusted also the isolation families): a ConfigMap's keys are not known at admission; except KAI's "
+      "`envFrom` of the pod's own `-evar` ConfigMap in a fraction pod's first container")
 def _env_from(review: Review) -> Iterator[str]:
     families = _families(review)
-    for _, kind, _, container in containers(review.pod):
+    kai_prefix = _kai_prefix(review)
+    for key, kind, index, container in containers(review.pod):
         for source in container.get("envFrom") or []:
+            if (kai_prefix is not None and _kai_container(key, index)
+                    and kai_sharing.is_kai_env_from(source, kai_prefix)):
+                continue
             prefix = source.get("prefix", "")
             if any(family.startswith(prefix) or prefix.startswith(family) for family in families):
                 what = f"prefix {prefix!r}" if prefix else "no prefix"

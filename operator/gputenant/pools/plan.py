@@ -1,7 +1,8 @@
 """What the GPU pools of the operator config need from the cluster, as pure functions.
 
-Pools are prepared by NVIDIA's GPU Operator and HAMi from node labels and one device-plugin
-ConfigMap; this module computes those labels and that ConfigMap from ``OperatorConfig.pools``, and
+Pools are prepared by NVIDIA's GPU Operator from node labels and one device-plugin ConfigMap (HAMi
+pools are KAI GPU fractions on NVIDIA's device plugin, docs/units.md: HAMi's own device plugin, which
+selects nodes labelled ``gpu=on``, must not run on them); this module computes those labels and that ConfigMap from ``OperatorConfig.pools``, and
 the platform's parent KAI Queues that every tenant Queue hangs under, so ``apply.py`` only has to
 compare and write.
 """
@@ -18,8 +19,9 @@ from gputenant.render import render_parent_queues
 
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-HAMI_NODE_LABEL = "gpu"
-HAMI_NODE_LABEL_VALUE = "on"
+HAMI_DEVICE_PLUGIN_LABEL = ("gpu", "on")
+"""The node label HAMi's device plugin DaemonSet selects by default (HAMi chart ``devicePlugin.nodeSelector``).
+Beside NVIDIA's device plugin it would advertise the same GPUs a second time and hand them out outside KAI."""
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 """Physical GPUs of a node, as GPU feature discovery labels it."""
 
@@ -68,9 +70,22 @@ def desired_node_labels(pool: Pool) -> dict[str, str]:
         return {DEVICE_PLUGIN_CONFIG_LABEL: device_plugin_config_name(pool)}
     if pool.mode == PoolMode.MIG:
         return {MIG_CONFIG_LABEL: pool.mig_settings().config}
-    if pool.mode == PoolMode.HAMI and pool.hami_settings().label_nodes:
-        return {HAMI_NODE_LABEL: HAMI_NODE_LABEL_VALUE}
     return {}
+
+
+def hami_device_plugin_problems(pool: Pool, nodes: list[dict]) -> list[str]:
+    """Where HAMi's device plugin would start on a HAMi pool (KAI fractions on NVIDIA's device plugin)."""
+    if pool.mode != PoolMode.HAMI:
+        return []
+    key, value = HAMI_DEVICE_PLUGIN_LABEL
+    why = ("the label HAMi's device plugin selects: it would run beside NVIDIA's (HAMi pools are KAI GPU "
+           "fractions on NVIDIA's device plugin)")
+    if pool.node_selector.get(key) == value:
+        return [f"pool {pool.name} selects nodes by {key}={value}, {why}; remove {key} from "
+                f"pools[{pool.name}].nodeSelector and the label from its nodes"]
+    return [f"node {node_name(n)} of pool {pool.name} carries {key}={value}, {why}; remove the label "
+            f"(kubectl label node {node_name(n)} {key}-)" for n in pool_nodes(pool, nodes)
+            if node_labels(n).get(key) == value]
 
 
 def node_labels(node: dict) -> dict[str, str]:
@@ -139,6 +154,7 @@ def plan_pools(config: OperatorConfig, nodes: list[dict], gpu_pods_by_node: dict
             plan.problems.append(f"pool {pool.name} has no nodeSelector, so no node is labelled for it; "
                                  "set pools[].nodeSelector")
             continue
+        plan.problems.extend(hami_device_plugin_problems(pool, nodes))
         wanted = desired_node_labels(pool)
         for node in pool_nodes(pool, nodes):
             name = node_name(node)
