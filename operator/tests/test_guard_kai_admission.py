@@ -170,3 +170,16 @@ def test_the_annotation_may_not_change_after_creation_whoever_writes():
     del new["metadata"]["annotations"][kai_sharing.CONFIGMAP_ANNOTATION]
     assert "kai-sharing" in rules_of(new, model, old=old)
     assert violations(copy.deepcopy(old), model, old=old) == []
+
+
+def test_a_fraction_pods_sidecar_and_init_containers_see_no_gpu_while_the_share_container_is_kais():
+    """KAI gives the share to containers[0]; the other containers would see every GPU of the node
+    through their images' NVIDIA_VISIBLE_DEVICES=all if the guard left them alone."""
+    pod = share_pod()
+    pod["spec"]["initContainers"] = [{"name": "fetch", "image": "busybox"}]
+    mutated, model = after_kai(pod)
+    containers = mutated["spec"]["containers"]
+    blind = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
+    assert blind in containers[1]["env"] and blind in mutated["spec"]["initContainers"][0]["env"]
+    assert blind not in (containers[0].get("env") or [])
+    assert violations(mutated, model) == []

@@ -31,7 +31,7 @@ TIME_SLICING = decision(SharingMode.TIME_SLICING, Trust.TRUSTED, PodRules(
     time_slicing=TimeSlicingPool(replicas=4))
 HAMI = decision(SharingMode.HAMI, Trust.INTERNAL, PodRules(
     gpu_resources=("nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores"),
-    max_per_pod={"nvidia.com/gpu": 2}, default_limits={"nvidia.com/gpumem": "20480", "nvidia.com/gpucores": "25"}),
+    max_per_pod={"nvidia.com/gpu": 2}),
     hami=HamiPool())
 MIG = decision(SharingMode.MIG, Trust.UNTRUSTED, PodRules(
     gpu_resources=("nvidia.com/mig-1g.10gb",), max_per_pod={"nvidia.com/mig-1g.10gb": 2}),
@@ -99,21 +99,6 @@ def test_non_gpu_pods_are_not_steered_to_the_gpu_pool_and_see_no_gpu():
     patched = apply_patch(pod(), mutate_pod(pod(), "team-a", MIG))
     assert patched == pod(container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]))
     assert validate_pod(patched, "team-a", Trust.UNTRUSTED, MIG) == []
-
-
-def test_hami_default_limits_fill_only_missing_keys():
-    original = pod(container("a", gpus={"nvidia.com/gpu": "1"}),
-                   container("b", gpus={"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50"}),
-                   container("c", gpus={"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "30"}),
-                   container("d"))
-    patched = apply_patch(original, mutate_pod(original, "team-a", HAMI))
-    limits = [c.get("resources", {}).get("limits") for c in patched["spec"]["containers"]]
-    assert limits == [
-        {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20480", "nvidia.com/gpucores": "25"},
-        {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50", "nvidia.com/gpumem": "20480"},
-        {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "30", "nvidia.com/gpucores": "25"},
-        None,
-    ]
 
 
 def test_update_only_restores_the_queue_label():

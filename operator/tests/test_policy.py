@@ -443,7 +443,7 @@ def test_hami_is_kai_fractions_of_one_share_counted_by_the_queue():
     rules = decision.pod_rules
     assert decision.quota == {"requests.nvidia.com/gpu": "0"}
     assert (decision.queue.quota, decision.queue.limit) == (1, 2)
-    assert rules.gpu_resources == () and rules.default_limits == {} and rules.max_per_pod == {}
+    assert rules.gpu_resources == () and rules.max_per_pod == {}
     assert (rules.fraction_share, rules.max_fraction) == (Fraction(1, 4), Fraction(3, 4))
     assert (rules.allow_fraction_annotations, rules.forbid_isolation_overrides) == (True, True)
     assert "8 KAI GPU fractions of 0.25 (5758 MiB each)" in decision.message

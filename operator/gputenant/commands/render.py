@@ -103,7 +103,7 @@ def decision_document(tenant, decision) -> dict:
         rules = decision.pod_rules
         document["podRules"] = {
             "gpuResources": list(rules.gpu_resources), "maxPerPod": dict(rules.max_per_pod),
-            "maxPerContainer": dict(rules.max_per_container), "defaultLimits": dict(rules.default_limits),
+            "maxPerContainer": dict(rules.max_per_container),
             "allowFractionAnnotations": rules.allow_fraction_annotations,
             "forbidIsolationOverrides": rules.forbid_isolation_overrides,
         }

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gputenant import naming
-from gputenant.api.v1alpha1 import SharingMode
 from gputenant.config.models import CpuPool
 from gputenant.guard.gangs import POD_GROUP_ANNOTATION, GangError, asks_for_gang, gang_name, gang_size
+from gputenant.guard.kai_sharing import FRACTION_CONTAINER
 from gputenant.guard.pods import asks_for_fraction, container_gpu_amounts, requests_gpus
-from gputenant.policy.decision import Decision, PodRules
+from gputenant.policy.decision import Decision
 
 DEFAULT_SCHEDULER = "default-scheduler"
 """What the apiserver defaults an unset schedulerName to, before any webhook sees the pod."""
@@ -26,9 +26,6 @@ NO_DEVICES = "void"
 """NVIDIA's container runtime shows a container the GPUs this variable names; CUDA images set it to
 ``all``. A container that asked for no GPU gets ``void`` (as KAI's deviceaccess plugin does), so
 landing on a GPU node shows it none."""
-HAMI_MEMORY_PERCENTAGE = "nvidia.com/gpumem-percentage"
-HAMI_MEMORY = "nvidia.com/gpumem"
-HAMI_GPU_COUNT = "nvidia.com/gpu"
 
 
 def tenant_queue(tenant_name: str, decision: Decision) -> str:
@@ -80,11 +77,7 @@ def mutate_pod(pod: dict, tenant_name: str, decision: Decision, *, operation: st
         patch.extend(_scheduler(pod, decision))
         patch.extend(_gang(pod, tenant_name))
     patch.extend(_placement(pod, *placement(pod, decision, cpu_pool or CpuPool())))
-    if not asks_for_fraction(pod):
-        patch.extend(_blind_gpu_view(pod))
-    rules = decision.pod_rules
-    if gpu_pod and decision.mode == SharingMode.HAMI and rules is not None and rules.default_limits:
-        patch.extend(_hami_default_limits(pod.get("spec") or {}, rules))
+    patch.extend(_blind_gpu_view(pod, fraction=asks_for_fraction(pod)))
     return patch
 
 
@@ -137,10 +130,14 @@ def _placement(pod: dict, selector: dict[str, str], wanted: list[dict]) -> Itera
             yield from ({"op": "add", "path": "/spec/tolerations/-", "value": t} for t in missing)
 
 
-def _blind_gpu_view(pod: dict) -> Iterator[dict]:
+def _blind_gpu_view(pod: dict, *, fraction: bool) -> Iterator[dict]:
+    """Every container without GPU resources sees no GPU; in a KAI fraction pod, all but the one
+    KAI gives the share (its sidecars and init containers would otherwise see the node's GPUs)."""
     spec = pod.get("spec") or {}
     for key in ("containers", "initContainers"):
         for index, container in enumerate(spec.get(key) or []):
+            if fraction and key == "containers" and index == FRACTION_CONTAINER:
+                continue
             if not container_gpu_amounts(container):
                 yield from _blind(key, index, container)
 
@@ -160,29 +157,3 @@ def _blind(key: str, index: int, container: dict) -> Iterator[dict]:
         yield {"op": "add", "path": f"/spec/{key}/{index}/env", "value": [variable]}
     elif not any(v.get("name") == VISIBLE_DEVICES for v in env):
         yield {"op": "add", "path": f"/spec/{key}/{index}/env/-", "value": variable}
-
-
-def _hami_default_limits(spec: dict, rules: PodRules) -> Iterator[dict]:
-    """Fill HAMi memory/core limits into containers that ask for vGPUs without them, so every share
-    is capped (HAMi would otherwise hand out a whole GPU's memory) and counted by the quota."""
-    for key in ("containers", "initContainers"):
-        for index, container in enumerate(spec.get(key) or []):
-            if HAMI_GPU_COUNT not in container_gpu_amounts(container):
-                continue
-            resources = container.get("resources")
-            limits = (resources or {}).get("limits")
-            missing = {
-                name: value for name, value in rules.default_limits.items()
-                if name not in (limits or {})
-                and not (name == HAMI_MEMORY and HAMI_MEMORY_PERCENTAGE in (limits or {}))
-            }
-            if not missing:
-                continue
-            base = f"/spec/{key}/{index}/resources"
-            if resources is None:
-                yield {"op": "add", "path": base, "value": {"limits": missing}}
-            elif limits is None:
-                yield {"op": "add", "path": f"{base}/limits", "value": missing}
-            else:
-                for name, value in missing.items():
-                    yield {"op": "add", "path": f"{base}/limits/{pointer(name)}", "value": value}

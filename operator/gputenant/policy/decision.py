@@ -36,8 +36,6 @@ class PodRules:
     """Largest amount of each resource one pod may request (the tenant's limit)."""
     max_per_container: dict[str, int] = field(default_factory=dict)
     """Largest amount per container, e.g. 1 time-sliced replica when the pool fails larger requests."""
-    default_limits: dict[str, str] = field(default_factory=dict)
-    """Limits filled into containers that ask for GPUs without them (HAMi gpumem/gpucores)."""
     allow_fraction_annotations: bool = False
     """Whether KAI gpu-fraction / gpu-memory annotations are allowed."""
     fraction_share: Fraction | None = None
