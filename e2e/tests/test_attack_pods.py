@@ -59,16 +59,31 @@ SYNCED_CONFIGMAP = f"evil-x-default-x-{INTERNAL}"
 """How vCluster names, in the host namespace, a ConfigMap `evil` the tenant makes in its namespace `default`."""
 
 
-def after_kai(manifest: dict, name: str, prefix: str | None = None,
+def named(manifest: dict, name: str) -> dict:
+    return {**manifest, "metadata": {**{k: v for k, v in manifest["metadata"].items() if k != "generateName"},
+                                     "name": name}}
+
+
+def guard_prefix(name: str, tenant: str) -> str:
+    prefix = kai_sharing.guard_prefix({"metadata": {"name": name, "namespace": namespace(tenant)}})
+    assert prefix is not None
+    return prefix
+
+
+def after_kai(manifest: dict, name: str, tenant: str, prefix: str | None = None,
               change: Callable[[dict], Any] | None = None) -> dict:
-    """The pod named `name` as KAI v0.12.0's admission webhook leaves it (the plane runs none; KAI's own
-    prefix for it unless `prefix` says otherwise), then bent by the tenant."""
-    named = {**manifest, "metadata": {**{k: v for k, v in manifest["metadata"].items() if k != "generateName"},
-                                      "name": name}}
-    shaped = kai_sharing.with_kai_shape(named, prefix or f"{name}-b2x9kzq-shared-gpu")
+    """The pod named `name` as KAI v0.12.0's admission webhook leaves it after the guard's mutation (the
+    plane runs none): the guard's prefix and KAI's references to it. With `prefix`, the tenant instead
+    pre-sets its own prefix and KAI's references to it (the guard's mutation replaces the annotation, the
+    references stay the tenant's); then bent by the tenant."""
+    shaped = kai_sharing.with_kai_shape(named(manifest, name), prefix or guard_prefix(name, tenant))
     if change:
         change(shaped["spec"]["containers"][0])
     return shaped
+
+
+def stored_prefix(stored: dict) -> str:
+    return stored["metadata"]["annotations"][kai_sharing.CONFIGMAP_ANNOTATION]
 
 
 def literal_device_list(first: dict) -> None:
@@ -275,21 +290,29 @@ ATTACKS = [
            refused=("fraction-annotation",)),
     Attack("share-grows-on-update", 3, INTERNAL, gpu_pod(INTERNAL),
            update=lambda _: {"metadata": {"annotations": {"gpu-fraction": "0.75"}}}, refused=("fraction-annotation",)),
+    # The guard replaces a prefix the tenant pre-set; the KAI-shaped references it hung on its own prefix
+    # then name ConfigMaps that are not the pod's.
     Attack("kai-configmap-named-after-a-synced-configmap", 4, INTERNAL,
-           after_kai(gpu_pod(INTERNAL), "kai-synced", prefix=SYNCED_CONFIGMAP),
-           refused=("kai-sharing", "device-env", "isolation-env", "env-from")),
+           after_kai(gpu_pod(INTERNAL), "kai-synced", INTERNAL, prefix=SYNCED_CONFIGMAP),
+           refused=("device-env", "isolation-env", "env-from")),
     Attack("kai-configmap-of-another-pod", 4, TRUSTED,
-           after_kai(gpu_pod(TRUSTED, annotations={"gpu-fraction": "0.5"}), "kai-thief", prefix="victim-x-default-x-atk-ts-"
-                     "b2x9kzq-shared-gpu"), refused=("kai-sharing", "device-env", "env-from")),
+           after_kai(gpu_pod(TRUSTED, annotations={"gpu-fraction": "0.5"}), "kai-thief", TRUSTED,
+                     prefix=guard_prefix("victim", TRUSTED)), refused=("device-env", "env-from")),
+    Attack("kai-prefix-pre-set-in-kais-form", 4, INTERNAL,
+           named(gpu_pod(INTERNAL, annotations={kai_sharing.CONFIGMAP_ANNOTATION: "kai-preset-b2x9kzq-shared-gpu"}),
+                 "kai-preset"),
+           stored=stored_prefix, expect=guard_prefix("kai-preset", INTERNAL)),
     Attack("kai-shape-with-a-literal-device-list", 4, INTERNAL,
-           after_kai(gpu_pod(INTERNAL), "kai-literal", change=literal_device_list), refused=("device-env",)),
+           after_kai(gpu_pod(INTERNAL), "kai-literal", INTERNAL, change=literal_device_list), refused=("device-env",)),
     Attack("kai-shape-with-devices-from-a-synced-configmap", 4, INTERNAL,
-           after_kai(gpu_pod(INTERNAL), "kai-devices", change=device_list_from_a_synced_configmap), refused=("device-env",)),
+           after_kai(gpu_pod(INTERNAL), "kai-devices", INTERNAL, change=device_list_from_a_synced_configmap),
+           refused=("device-env",)),
     Attack("kai-shape-plus-env-from-a-synced-configmap", 4, INTERNAL,
-           after_kai(gpu_pod(INTERNAL), "kai-env-from", change=env_from_a_synced_configmap), refused=("env-from",)),
+           after_kai(gpu_pod(INTERNAL), "kai-env-from", INTERNAL, change=env_from_a_synced_configmap),
+           refused=("env-from",)),
     Attack("kai-configmap-annotation-without-a-share", 4, INTERNAL,
            pod(annotations={kai_sharing.CONFIGMAP_ANNOTATION: "attack-b2x9kzq-shared-gpu"}), refused=("kai-sharing",)),
-    Attack("update-repoints-kais-configmaps", 3, INTERNAL, after_kai(gpu_pod(INTERNAL), "kai-repointed"),
+    Attack("update-repoints-kais-configmaps", 3, INTERNAL, after_kai(gpu_pod(INTERNAL), "kai-repointed", INTERNAL),
            update=lambda _: {"metadata": {"annotations": {kai_sharing.CONFIGMAP_ANNOTATION:
                                                           "kai-repointed-ccccccc-shared-gpu"}}},
            refused=("kai-sharing", "device-env", "isolation-env", "env-from")),
@@ -482,6 +505,21 @@ def test_a_tenant_recreated_under_the_same_name_is_judged_by_its_new_trust(attac
         finally:
             custom.delete_cluster_custom_object("gputenant.io", "v1alpha1", "gputenants", TRUSTED)
             custom.create_cluster_custom_object("gputenant.io", "v1alpha1", "gputenants", tenant_object(TRUSTED))
+
+
+def test_two_pods_pre_set_one_prefix(attacked):
+    """Two fraction pods whose host names share their first 33 characters (all KAI keeps of them) and one
+    pre-set prefix in KAI's form: KAI's binder would write both GPUs into one ConfigMap. The guard gives
+    each stored pod its own prefix."""
+    names = [f"{'twin' * 9}-{n}" for n in range(2)]
+    preset = f"{names[0][:33]}-b2x9kzq-shared-gpu"
+    with attacked.as_syncer(INTERNAL) as client:
+        core = kubernetes.client.CoreV1Api(client)
+        stored = [client.sanitize_for_serialization(core.create_namespaced_pod(namespace(INTERNAL), named(
+            gpu_pod(INTERNAL, annotations={kai_sharing.CONFIGMAP_ANNOTATION: preset}), name))) for name in names]
+    prefixes = [stored_prefix(p) for p in stored]
+    assert prefixes == [guard_prefix(name, INTERNAL) for name in names]
+    assert len(set(prefixes)) == 2 and preset not in prefixes
 
 
 def test_kai_may_still_group_a_pod_the_tenant_may_not(attacked):

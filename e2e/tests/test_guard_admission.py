@@ -75,12 +75,15 @@ HAMI = Mode("hami-team", "Internal", "hami", "", 'no GPU resource but annotation
 SHARE = {"gpu-fraction": "0.25"}
 
 
-def after_kai(manifest: dict, name: str) -> dict:
-    """The pod named `name` as KAI v0.12.0's admission webhook leaves it (`kai_sharing.with_kai_shape`;
-    the plane runs no KAI webhook), which is what the guard's validation sees after every mutation."""
+def after_kai(manifest: dict, name: str, mode: Mode) -> dict:
+    """The pod named `name` as KAI v0.12.0's admission webhook leaves it after the guard's mutation
+    (`kai_sharing.with_kai_shape` for the guard's prefix, which KAI keeps; the plane runs no KAI webhook),
+    which is what the guard's validation sees after every mutation."""
     named = {**manifest, "metadata": {**{k: v for k, v in manifest["metadata"].items() if k != "generateName"},
                                       "name": name}}
-    return kai_sharing.with_kai_shape(named, f"{name}-b2x9kzq-shared-gpu")
+    prefix = kai_sharing.guard_prefix({"metadata": {"name": name, "namespace": mode.namespace}})
+    assert prefix is not None
+    return kai_sharing.with_kai_shape(named, prefix)
 MIG = Mode("mig-team", "Untrusted", "mig", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-1g.10gb", "nvidia.com/gpu", 7,
            extra_spec={"sharing": {"mig": {"profile": "1g.10gb"}}})
 EXCLUSIVE = Mode("excl-team", "Untrusted", "whole", "nvidia.com/gpu", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", 2,
@@ -247,7 +250,7 @@ def cases(mode: Mode) -> list[Case]:
             manifest = pod(annotations={annotation: value})
             if mode is TIME_SLICING:
                 allowed(f"kai-{annotation}-annotation", manifest, steered(mode, manifest))
-                shaped = after_kai(manifest, f"kai-shaped-{annotation}")
+                shaped = after_kai(manifest, f"kai-shaped-{annotation}", mode)
                 allowed(f"kai-{annotation}-as-kais-admission-leaves-it", shaped, steered(mode, shaped))
             else:
                 rejected(f"kai-{annotation}-annotation", manifest,
@@ -290,7 +293,7 @@ def hami_cases(mode: Mode, allowed, rejected) -> None:
     for fraction in ("0.5", "0.75"):
         manifest = pod(annotations={"gpu-fraction": fraction})
         allowed(f"kai-gpu-fraction-{fraction}", manifest, steered(mode, manifest))
-        shaped = after_kai(manifest, f"kai-shaped-share-{fraction.replace('.', '-')}")
+        shaped = after_kai(manifest, f"kai-shaped-share-{fraction.replace('.', '-')}", mode)
         allowed(f"kai-gpu-fraction-{fraction}-as-kais-admission-leaves-it", shaped, steered(mode, shaped))
     rejected("kai-gpu-memory-annotation", pod(annotations={"gpu-memory": "4096"}),
              "[fraction-annotation] annotation gpu-memory is not granted; ask for a share with annotation "

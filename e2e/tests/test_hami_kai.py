@@ -18,7 +18,7 @@ What is SIMULATED, and why:
   (`runai/shared-gpu-configmap`, the name of the ConfigMaps the binder writes the GPU into, and the
   env and `envFrom` that read them; v0.12.0 pkg/admission/webhook/v1alpha2/gpusharing) is added by
   `guard.kai_sharing.with_kai_shape` after the guard's mutation and before its validation, the order
-  the apiserver calls them in.
+  the apiserver calls them in; as KAI does, it keeps the prefix the guard's mutation wrote.
 
 Memory caps are not shown here: at the pinned KAI v0.12.0 nothing enforces a fraction's memory
 (KAI's docs: it "does not enforce memory allocation limits"), and on a real cluster that is HAMi-core
@@ -109,7 +109,8 @@ def tenant_pod(model: GpuTenant, decision: Decision, namespace: str, name: str) 
         },
     }
     pod = jsonpatch.apply_patch(pod, mutate_pod(pod, model.metadata.name, decision))
-    pod = kai_sharing.with_kai_shape(pod, f"{name}-b2x9kzq-shared-gpu")
+    pod = kai_sharing.with_kai_shape(pod, f"{name}-b2x9kzq-shared-gpu")  # KAI keeps the prefix the guard set
+    assert pod["metadata"]["annotations"][kai_sharing.CONFIGMAP_ANNOTATION] == kai_sharing.guard_prefix(pod)
     assert validate_pod(pod, model.metadata.name, model.spec.trust, decision) == []
     return pod
 
@@ -162,6 +163,7 @@ def test_eight_quarter_shares_run_within_the_queue_and_a_ninth_waits(kai_cluster
             # What the container is given (ConfigMaps the binder writes, read through the env KAI's admission
             # adds): that GPU, and the portion KAI's isolator turns into the memory cap.
             maps = pod.metadata.annotations[kai_sharing.CONFIGMAP_ANNOTATION]
+            assert maps == kai_sharing.guard_prefix({"metadata": {"name": pod.metadata.name, "namespace": namespace}})
             capabilities = core.read_namespaced_config_map(kai_sharing.capabilities_configmap(maps), namespace).data
             assert float(capabilities["GPU_PORTION"]) == float(SHARE)
             assert capabilities["NVIDIA_VISIBLE_DEVICES"] == uuid

@@ -1,8 +1,8 @@
 """KAI's own admission (v0.12.0) against the guard: a fraction pod as it leaves KAI's mutating webhook is
 admitted, and every piece of that shape a tenant could set or bend to see more of a GPU is refused
 (docs/threat-model.md, "KAI's GPU-sharing ConfigMaps"). Decisions come from `decide` on examples/config.yaml;
-the pod is mutated by the guard, then by KAI (`kai_sharing.with_kai_shape`), then validated, as the
-apiserver orders them."""
+the pod is mutated by the guard, then by KAI (`kai_sharing.with_kai_shape`, which keeps the prefix the
+guard wrote, as KAI does), then validated, as the apiserver orders them."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from gputenant.policy.choose import decide
 EXAMPLE = OperatorConfig.load(Path(__file__).parents[2] / "examples" / "config.yaml")
 HOST_NAME = "infer-x-default-x-shares"
 """How vCluster names the tenant's pod `infer` of namespace `default` in the host namespace."""
-PREFIX = f"{HOST_NAME}-b2x9kzq-shared-gpu"
+KAI_OWN_PREFIX = f"{HOST_NAME}-b2x9kzq-shared-gpu"
+"""What KAI's webhook would write on a pod that reached it without a prefix."""
 INTERNAL = {"trust": "Internal", "gpu": {"quota": 2}, "sharing": {"mode": "HAMi", "hami": {"corePercent": 25}}}
 TRUSTED = {"trust": "Trusted", "gpu": {"quota": 2}, "sharing": {"mode": "TimeSlicing"}}
 UNTRUSTED = {"trust": "Untrusted", "gpu": {"quota": 1}}
@@ -39,12 +40,28 @@ def share_pod(name: str = HOST_NAME, fraction: str | None = "0.25", **metadata) 
             "spec": {"containers": [{"name": "infer", "image": "busybox"}, {"name": "log", "image": "busybox"}]}}
 
 
-def after_kai(pod: dict, spec: dict = INTERNAL, prefix: str = PREFIX) -> tuple[dict, GpuTenant]:
+def after_kai(pod: dict, spec: dict = INTERNAL) -> tuple[dict, GpuTenant]:
     """The pod after the guard's mutation and then KAI's."""
     model = tenant(spec)
+    mutated = jsonpatch.apply_patch(pod, mutate_pod(pod, "shares", decision_of(model)))
+    return kai_sharing.with_kai_shape(mutated, KAI_OWN_PREFIX), model
+
+
+def decision_of(model: GpuTenant):
     decision = decide("shares", model.spec, EXAMPLE)
     assert decision.possible, decision.message
-    mutated = jsonpatch.apply_patch(pod, mutate_pod(pod, "shares", decision))
+    return decision
+
+
+PREFIX = kai_sharing.guard_prefix(share_pod())
+
+
+def shaped_for(prefix: str, pod: dict, spec: dict = INTERNAL) -> tuple[dict, GpuTenant]:
+    """What validation would see of a pod with KAI's shape for a prefix other than the guard's, after
+    the guard's other mutations."""
+    model = tenant(spec)
+    mutated = jsonpatch.apply_patch(pod, mutate_pod(pod, "shares", decision_of(model)))
+    del mutated["metadata"]["annotations"][kai_sharing.CONFIGMAP_ANNOTATION]
     return kai_sharing.with_kai_shape(mutated, prefix), model
 
 
@@ -65,33 +82,104 @@ def test_the_shape_kais_admission_gives_a_fraction_pod_is_admitted(spec):
     assert violations(pod, model) == []
 
 
-def test_the_prefix_may_be_cut_from_a_long_name_or_taken_from_the_first_owner():
-    long_name = "a-very-long-inference-server-name-x-default-x-shares"
-    pod, model = after_kai(share_pod(long_name), prefix=f"{long_name[:33]}-ccccccc-shared-gpu")
-    assert violations(pod, model) == []
+def test_the_guard_writes_a_prefix_of_the_pods_name_and_a_digest_that_fits_kais_volume_name():
+    assert PREFIX.startswith(f"{HOST_NAME[:kai_sharing.MAX_GUARD_BASE_LENGTH]}-") and PREFIX.endswith("-shared-gpu")
+    long_name = "a-very-long-inference-server-name-" + "x" * 200
+    for pod in (share_pod(), share_pod(long_name)):
+        prefix = kai_sharing.guard_prefix(pod)
+        assert len(prefix) <= kai_sharing.MAX_GUARD_PREFIX_LENGTH
+        assert len(f"{kai_sharing.capabilities_configmap(prefix)}-vol") <= 63
+        digest = prefix.removesuffix("-shared-gpu").rsplit("-", 1)[1]
+        assert len(digest) == kai_sharing.DIGEST_LENGTH and set(digest) <= set(kai_sharing.RANDOM_ALPHABET)
     owned = share_pod(ownerReferences=[{"apiVersion": "v1", "kind": "Pod", "name": "job-a", "uid": "1"}])
-    pod, model = after_kai(owned, prefix="job-a-ddddddd-shared-gpu")
+    assert kai_sharing.guard_prefix(owned).startswith("job-a-")
+    pod, model = after_kai(share_pod(long_name))
     assert violations(pod, model) == []
+
+
+def test_each_pod_gets_its_own_prefix_even_with_the_first_characters_in_common():
+    """The residual risk this closes: two pods of one tenant whose names share their first characters
+    (KAI cuts the base to 33) and one pre-set prefix would make KAI's binder write both GPUs into one
+    ConfigMap."""
+    names = [f"{'s' * 40}-{n}" for n in range(2)]
+    prefixes = {kai_sharing.guard_prefix(share_pod(name)) for name in names}
+    assert len(prefixes) == 2
+    other_namespace = share_pod()
+    other_namespace["metadata"]["namespace"] = "tenant-other"
+    assert kai_sharing.guard_prefix(other_namespace) != PREFIX
+    assert kai_sharing.guard_prefix(share_pod()) == PREFIX
 
 
 @pytest.mark.parametrize("prefix", [
     "other-pod-x-default-x-shares-b2x9kzq-shared-gpu",  # another pod's ConfigMaps: its GPU, not ours
     "evil-x-default-x-shares",  # a ConfigMap the tenant syncs in through vCluster
-    f"{HOST_NAME}-b2x9kz-shared-gpu",  # not KAI's 7 random characters
-    f"{HOST_NAME}-aeiou11-shared-gpu",  # characters KAI's random never uses
-    f"{HOST_NAME}-b2x9kzq-shared-gpu-0-evar",
+    KAI_OWN_PREFIX,  # KAI's form: a second pod of the tenant could carry the same
     "",
-], ids=["other-pod", "synced-configmap", "short-random", "foreign-alphabet", "suffixed", "empty"])
-def test_a_prefix_kai_would_not_generate_for_this_pod_is_refused_with_everything_hung_on_it(prefix):
-    pod, model = after_kai(share_pod(), prefix=prefix)
+], ids=["other-pod", "synced-configmap", "kai-form", "empty"])
+def test_a_prefix_the_tenant_sets_is_replaced_by_the_guards(prefix):
+    pod = share_pod()
+    pod["metadata"]["annotations"][kai_sharing.CONFIGMAP_ANNOTATION] = prefix
+    shaped, model = after_kai(pod)
+    assert shaped["metadata"]["annotations"][kai_sharing.CONFIGMAP_ANNOTATION] == PREFIX
+    assert violations(shaped, model) == []
+
+
+def test_kais_shape_the_tenant_hangs_on_its_own_prefix_is_refused():
+    """The tenant shapes its pod as KAI would for a prefix it chose; the guard replaces the annotation and
+    KAI adds its references for the guard's prefix, so the tenant's envFrom names a foreign ConfigMap."""
+    pod = kai_sharing.with_kai_shape(share_pod(), "evil-x-default-x-shares")
+    shaped, model = after_kai(pod)
+    assert shaped["metadata"]["annotations"][kai_sharing.CONFIGMAP_ANNOTATION] == PREFIX
+    assert rules_of(shaped, model) == {"env-from"}
+
+
+def test_if_kais_webhook_ran_before_the_guards_its_references_are_refused():
+    """Fail closed: KAI would write its own prefix and references, the guard then replaces the prefix."""
+    model = tenant(INTERNAL)
+    pod = kai_sharing.with_kai_shape(share_pod(), KAI_OWN_PREFIX)
+    pod = jsonpatch.apply_patch(pod, mutate_pod(pod, "shares", decision_of(model)))
+    assert pod["metadata"]["annotations"][kai_sharing.CONFIGMAP_ANNOTATION] == PREFIX
+    assert rules_of(pod, model) == {"device-env", "env-from", "isolation-env"}
+
+
+@pytest.mark.parametrize("prefix", [KAI_OWN_PREFIX, "evil-x-default-x-shares", f"{PREFIX}-0-evar", ""],
+                         ids=["kai-form", "synced-configmap", "suffixed", "empty"])
+def test_a_prefix_other_than_the_guards_is_refused_with_everything_hung_on_it(prefix):
+    pod, model = shaped_for(prefix, share_pod())
     found = violations(pod, model)
     assert {rule for rule, _ in found} == {"kai-sharing", "device-env", "env-from", "isolation-env"}
     [message] = [m for rule, m in found if rule == "kai-sharing"]
-    assert f"'{HOST_NAME}-<7 random>-shared-gpu'" in message and "tenants may not" in message
+    assert f"is not the prefix the guard's mutation gives this pod ({PREFIX!r})" in message
+    assert "tenants may not" in message
+
+
+def test_reinvoking_the_guard_after_kai_changes_nothing():
+    pod, model = after_kai(share_pod())
+    assert mutate_pod(pod, "shares", decision_of(model)) == []
+
+
+def test_a_fraction_pod_without_a_name_is_refused():
+    pod = share_pod()
+    del pod["metadata"]["name"]
+    pod["metadata"]["generateName"] = "infer-"
+    model = tenant(INTERNAL)
+    assert kai_sharing.guard_prefix(pod) is None
+    assert not [op for op in mutate_pod(pod, "shares", decision_of(model)) if "shared-gpu" in str(op)]
+    assert ("kai-sharing", "a pod asking for a GPU fraction needs metadata.name: the guard's mutation derives its "
+                           "KAI ConfigMap prefix from it (set metadata.name)") in violations(pod, model)
+
+
+def test_a_generated_name_gets_kais_prefix_which_is_refused():
+    """The apiserver names a generateName pod after mutation: KAI's webhook writes its own prefix."""
+    pod = share_pod()
+    pod["metadata"]["generateName"] = "infer-"
+    found = violations(kai_sharing.with_kai_shape(pod, KAI_OWN_PREFIX), tenant(INTERNAL))
+    [message] = [m for rule, m in found if rule == "kai-sharing"]
+    assert "generateName is resolved after mutation: set metadata.name" in message
 
 
 def test_a_trusted_tenant_is_refused_the_device_variable_and_envfrom_of_a_foreign_prefix():
-    pod, model = after_kai(share_pod(fraction="0.5"), TRUSTED, prefix="evil-x-default-x-shares")
+    pod, model = shaped_for("evil-x-default-x-shares", share_pod(fraction="0.5"), TRUSTED)
     assert rules_of(pod, model) == {"kai-sharing", "device-env", "env-from"}
 
 
@@ -165,7 +253,7 @@ def test_kais_envfrom_in_another_container_is_refused():
 def test_the_annotation_may_not_change_after_creation_whoever_writes():
     old, model = after_kai(share_pod())
     new = copy.deepcopy(old)
-    new["metadata"]["annotations"][kai_sharing.CONFIGMAP_ANNOTATION] = f"{HOST_NAME}-ccccccc-shared-gpu"
+    new["metadata"]["annotations"][kai_sharing.CONFIGMAP_ANNOTATION] = KAI_OWN_PREFIX
     assert "kai-sharing" in rules_of(new, model, old=old)
     del new["metadata"]["annotations"][kai_sharing.CONFIGMAP_ANNOTATION]
     assert "kai-sharing" in rules_of(new, model, old=old)

@@ -22,11 +22,17 @@ GPU's index and the portion into them (``pkg/binder/plugins/gpusharing``,
 ``<name>-x-<namespace>-x-<vcluster>`` or, past 63 characters, ``<52 characters>-<10 hex>``: neither ends
 in ``-shared-gpu-0`` or ``-evar`` (the tenant's vCluster name would have to be ``<7 chars>-shared-gpu-0``
 or end in ``evar``), so a well-formed prefix never names a ConfigMap the tenant writes.
+
+The guard does not leave the prefix to KAI: its mutation writes ``guard_prefix(pod)`` (replacing any value
+the tenant set) and its validation admits no other value. The apiserver calls mutating webhook
+configurations in name order, so ``gputenant-guard`` runs before KAI's ``mutating-kai-admission``, which
+keeps the value; were the order ever reversed, KAI's references would name its own random prefix, not the
+guard's, and validation would refuse the pod (fail closed).
 """
 
 from __future__ import annotations
 
-import re
+import hashlib
 
 CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
 FRACTION_CONTAINER = 0
@@ -36,6 +42,13 @@ RANDOM_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 """``k8s.io/apimachinery/pkg/util/rand`` alphanums: KAI's 7 random characters come from these."""
 MAX_BASE_LENGTH = 33
 """63 (volume name) - 13 (random, hyphens, ``-vol``) - 10 (``shared-gpu``) - 2 (``-0``) - 5 (``-evar``)."""
+DIGEST_LENGTH = 30
+"""Characters of the guard's digest: 27**30 is about 2**142, so even two names the tenant picks together
+(a birthday search, about 2**71 hashes) do not collide."""
+MAX_GUARD_PREFIX_LENGTH = 57
+"""63 (volume name) - 6 (``-0-vol``)."""
+MAX_GUARD_BASE_LENGTH = MAX_GUARD_PREFIX_LENGTH - len("--shared-gpu") - DIGEST_LENGTH
+"""57 - 12 (two hyphens, ``shared-gpu``) - 30 (digest) = 15 characters of the name, for people reading it."""
 
 
 def base_name(pod: dict) -> str:
@@ -48,12 +61,24 @@ def base_name(pod: dict) -> str:
     return name[:MAX_BASE_LENGTH]
 
 
-def prefix_problem(pod: dict, prefix: str) -> str | None:
-    """Why ``prefix`` is not a value KAI's admission generates for this pod; None when it is."""
-    base = base_name(pod)
-    if re.fullmatch(re.escape(base) + f"-[{RANDOM_ALPHABET}]{{7}}-shared-gpu", prefix):
+def guard_prefix(pod: dict) -> str | None:
+    """The prefix the guard gives a fraction pod: ``<base, 15 characters>-<digest>-shared-gpu``, the digest
+    SHA-256 of ``<namespace>/<name>`` in KAI's random alphabet; None for a pod without a name yet
+    (``generateName``: the apiserver names it after mutation).
+
+    No secret is needed: names are unique in a namespace, so two pods of the tenant never get the same
+    prefix, and pointing a pod at another pod's ConfigMaps would take a SHA-256 collision. Only the
+    guard's own value can then carry KAI's references (rule ``kai-sharing``)."""
+    metadata = pod.get("metadata") or {}
+    name = metadata.get("name")
+    if not name:
         return None
-    return f"{prefix!r} is not a name KAI's admission generates for this pod ('{base}-<7 random>-shared-gpu')"
+    number = int.from_bytes(hashlib.sha256(f"{metadata.get('namespace') or ''}/{name}".encode()).digest(), "big")
+    digest = []
+    for _ in range(DIGEST_LENGTH):
+        number, index = divmod(number, len(RANDOM_ALPHABET))
+        digest.append(RANDOM_ALPHABET[index])
+    return f"{base_name(pod)[:MAX_GUARD_BASE_LENGTH]}-{''.join(digest)}-shared-gpu"
 
 
 def capabilities_configmap(prefix: str) -> str:
@@ -89,9 +114,11 @@ def kai_shape(prefix: str) -> dict:
 
 
 def with_kai_shape(pod: dict, prefix: str) -> dict:
-    """The pod as it leaves KAI's admission (KAI's env replaces same-named variables, as KAI's does)."""
-    shape = kai_shape(prefix)
+    """The pod as it leaves KAI's admission: a prefix already on the pod is kept (KAI's
+    ``SetGpuCapabilitiesConfigMapName``), ``prefix`` is KAI's own otherwise; KAI's env replaces same-named
+    variables, as KAI's does."""
     metadata = dict(pod.get("metadata") or {})
+    shape = kai_shape((metadata.get("annotations") or {}).get(CONFIGMAP_ANNOTATION, prefix))
     metadata["annotations"] = {**(metadata.get("annotations") or {}), **shape["annotations"]}
     spec = dict(pod.get("spec") or {})
     containers = [dict(c) for c in spec.get("containers") or []]

@@ -1,11 +1,14 @@
-"""What the guard fills in on a tenant pod: queue, scheduler, placement, HAMi caps, a blind GPU view.
+"""What the guard fills in on a tenant pod: queue, scheduler, placement, KAI's ConfigMap prefix, a blind
+GPU view.
 
 Placement is the guard's alone: a GPU pod goes to its tenant's pool, every other pod (the vCluster
 control plane, CoreDNS, CPU-only work) to the configured CPU pool. vCluster cannot tell them apart:
 its one node selector (``sync.fromHost.nodes.selector.labels``) is forced onto every synced pod.
 
 Values the tenant set are never overwritten: a foreign queue or scheduler is left in place so that
-validation refuses it with a message instead of silently rewriting it.
+validation refuses it with a message instead of silently rewriting it. The one exception is KAI's
+ConfigMap prefix of a fraction pod (``kai_sharing.guard_prefix``): the guard's value replaces the tenant's,
+before KAI's webhook (called after ``gputenant-guard`` in name order) keeps it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Iterator
 from gputenant import naming
 from gputenant.config.models import CpuPool
 from gputenant.guard.gangs import POD_GROUP_ANNOTATION, GangError, asks_for_gang, gang_name, gang_size
-from gputenant.guard.kai_sharing import FRACTION_CONTAINER
+from gputenant.guard.kai_sharing import CONFIGMAP_ANNOTATION, FRACTION_CONTAINER, guard_prefix
 from gputenant.guard.pods import asks_for_fraction, container_gpu_amounts, requests_gpus
 from gputenant.policy.decision import Decision
 
@@ -54,6 +57,12 @@ def placement(pod: dict, decision: Decision, cpu_pool: CpuPool) -> tuple[dict[st
     return dict(nodes.node_selector), [t.model_dump(exclude_none=True, by_alias=True) for t in nodes.tolerations]
 
 
+def allows_fractions(decision: Decision) -> bool:
+    """Whether the tenant's pods may ask KAI for a GPU fraction."""
+    rules = decision.pod_rules if decision.possible else None
+    return rules is not None and (rules.fraction_share is not None or rules.allow_fraction_annotations)
+
+
 def mutate_pod(pod: dict, tenant_name: str, decision: Decision, *, operation: str = "CREATE",
                subresource: str | None = None, old: dict | None = None,
                cpu_pool: CpuPool | None = None) -> list[dict]:
@@ -62,8 +71,8 @@ def mutate_pod(pod: dict, tenant_name: str, decision: Decision, *, operation: st
     GPU pods are put on the tenant's queue, scheduler and pool; any pod the pool's scheduler places
     gets the queue label (KAI charges a pod without it to a default queue). Pods without GPUs (the
     vCluster control plane, CoreDNS) go to the CPU pool and get a blind GPU view, and so does
-    every ephemeral container added later (it has no GPU resources). On UPDATE only labels may
-    change, so only the queue label is filled.
+    every ephemeral container added later (it has no GPU resources). A fraction pod gets the guard's
+    KAI ConfigMap prefix. On UPDATE only labels may change, so only the queue label is filled.
     """
     if subresource == "ephemeralcontainers":
         return list(_blind_new_ephemeral_containers(pod, old))
@@ -77,6 +86,8 @@ def mutate_pod(pod: dict, tenant_name: str, decision: Decision, *, operation: st
         patch.extend(_scheduler(pod, decision))
         patch.extend(_gang(pod, tenant_name))
     patch.extend(_placement(pod, *placement(pod, decision, cpu_pool or CpuPool())))
+    if asks_for_fraction(pod) and allows_fractions(decision):
+        patch.extend(_kai_prefix(pod))
     patch.extend(_blind_gpu_view(pod, fraction=asks_for_fraction(pod)))
     return patch
 
@@ -108,6 +119,19 @@ def _gang(pod: dict, tenant_name: str) -> Iterator[dict]:
     except GangError:
         return
     yield {"op": "add", "path": f"/metadata/annotations/{pointer(POD_GROUP_ANNOTATION)}", "value": name}
+
+
+def _kai_prefix(pod: dict) -> Iterator[dict]:
+    """Set, or replace the tenant's, KAI ConfigMap prefix with the guard's; the same on every
+    reinvocation. A pod without a name gets none, and validation refuses it."""
+    prefix = guard_prefix(pod)
+    annotations = (pod.get("metadata") or {}).get("annotations")
+    if prefix is None or (annotations or {}).get(CONFIGMAP_ANNOTATION) == prefix:
+        return
+    if annotations is None:
+        yield {"op": "add", "path": "/metadata/annotations", "value": {CONFIGMAP_ANNOTATION: prefix}}
+    else:
+        yield {"op": "add", "path": f"/metadata/annotations/{pointer(CONFIGMAP_ANNOTATION)}", "value": prefix}
 
 
 def _placement(pod: dict, selector: dict[str, str], wanted: list[dict]) -> Iterator[dict]:

@@ -19,7 +19,7 @@ from gputenant.api.v1alpha1 import SharingMode, Trust
 from gputenant.config.models import CpuPool, GuardConfig, OperatorConfig
 from gputenant.guard import kai_sharing, keys
 from gputenant.guard.gangs import POD_GROUP_ANNOTATION, GangError, asks_for_gang, gang_name, gang_size, guard_gang
-from gputenant.guard.mutation import DEFAULT_SCHEDULER, NO_DEVICES, VISIBLE_DEVICES
+from gputenant.guard.mutation import DEFAULT_SCHEDULER, NO_DEVICES, VISIBLE_DEVICES, allows_fractions
 from gputenant.guard.pods import asks_for_fraction, container_gpu_amounts, containers, number, pod_gpu_amounts, resource_names
 from gputenant.guard.registry import ALL_TRUST, RULES, STRICT, Review, Violation, rule
 from gputenant.policy.decision import Decision
@@ -146,14 +146,12 @@ def _gang(review: Review) -> Iterator[str]:
 
 
 def _kai_prefix(review: Review) -> str | None:
-    """The pod's KAI GPU-sharing ConfigMap prefix when KAI's admission may have set it: a fraction pod of a
-    mode that allows fractions, with a value of the form KAI generates for this pod; None otherwise."""
+    """The pod's KAI GPU-sharing ConfigMap prefix when KAI's references may hang on it: a fraction pod of a
+    mode that allows fractions, carrying the prefix the guard's mutation gives it; None otherwise."""
     prefix = review.annotations.get(kai_sharing.CONFIGMAP_ANNOTATION)
-    rules = review.rules
-    fractions = rules is not None and (rules.fraction_share is not None or rules.allow_fraction_annotations)
-    if prefix is None or not fractions or not asks_for_fraction(review.pod):
+    if prefix is None or not allows_fractions(review.decision) or not asks_for_fraction(review.pod):
         return None
-    return prefix if kai_sharing.prefix_problem(review.pod, prefix) is None else None
+    return prefix if prefix == kai_sharing.guard_prefix(review.pod) else None
 
 
 def _kai_container(key: str, index: int) -> bool:
@@ -161,8 +159,9 @@ def _kai_container(key: str, index: int) -> bool:
 
 
 @rule("kai-sharing", f"a `{kai_sharing.CONFIGMAP_ANNOTATION}` annotation on a pod that asks for no KAI fraction, "
-      "or not of the form KAI's admission generates for the pod (`<pod or owner name>-<7 random>-shared-gpu`), "
-      "or changed after creation; KAI's env, `envFrom` and volume are admitted only for that value")
+      "or other than the prefix the guard's mutation writes (`<15 characters of the pod or owner name>-<SHA-256 "
+      "of namespace/name>-shared-gpu`, replacing the tenant's), or changed after creation; a fraction pod without "
+      "a `metadata.name`; KAI's env, `envFrom` and volume are admitted only for the guard's prefix")
 def _kai_sharing(review: Review) -> Iterator[str]:
     key = kai_sharing.CONFIGMAP_ANNOTATION
     prefix = review.annotations.get(key)
@@ -171,14 +170,22 @@ def _kai_sharing(review: Review) -> Iterator[str]:
         if prefix != before:
             yield (f"annotation {key} changed on a created pod; KAI's binder writes the pod's GPU into the "
                    "ConfigMaps it names (create a new pod instead)")
+    fraction = asks_for_fraction(review.pod)
+    expected = kai_sharing.guard_prefix(review.pod)
+    if fraction and expected is None:
+        yield ("a pod asking for a GPU fraction needs metadata.name: the guard's mutation derives its KAI ConfigMap "
+               "prefix from it (set metadata.name)")
+        return
     if prefix is None:
         return
-    if not asks_for_fraction(review.pod):
+    if not fraction:
         yield f"annotation {key} names KAI GPU-sharing ConfigMaps, but the pod asks for no GPU fraction (remove it)"
         return
-    problem = kai_sharing.prefix_problem(review.pod, prefix)
-    if problem:
-        yield (f"annotation {key}={problem}; KAI's admission sets it, tenants may not (remove the annotation)")
+    if prefix != expected:
+        unnamed = (" (a generateName is resolved after mutation: set metadata.name)"
+                   if (review.pod.get("metadata") or {}).get("generateName") else "")
+        yield (f"annotation {key}={prefix!r} is not the prefix the guard's mutation gives this pod ({expected!r})"
+               f"{unnamed}; the guard sets it, tenants may not (remove the annotation)")
 
 
 @rule("scheduler-name", "a pod on a scheduler other than the pool's (GPU pods) or `default-scheduler` "
