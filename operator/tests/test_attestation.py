@@ -19,7 +19,9 @@ from gputenant.attestation.promise import canary_pod, fingerprint, promise_of
 from gputenant.attestation.run import Attestation, Attestor, tenant_condition
 from gputenant.attestation.verdict import Outcome, judge, parse_report
 from gputenant.config.models import OperatorConfig
+from gputenant.guard import kai_sharing
 from gputenant.guard.mutation import mutate_pod
+from gputenant.guard.pods import asks_for_fraction
 from gputenant.guard.rules import validate_pod
 from gputenant.policy.choose import decide
 
@@ -54,8 +56,9 @@ def test_promises_follow_the_pool_mechanism():
 @pytest.mark.parametrize("pool_name", sorted(POOLS))
 def test_the_canary_pod_is_what_the_guard_admits_for_a_tenant_on_the_pool(pool_name):
     """The canary's spec, sent from a tenant namespace, passes the guard of the strongest trust the
-    pool serves, and the guard's mutation adds nothing but the tenant's queue label: its shape is a
-    tenant's. (Its metadata is the operator's bookkeeping, gputenant.io keys no tenant may set.)"""
+    pool serves, and the guard's mutation adds nothing but the tenant's queue label (and, for a share, the
+    guard's KAI ConfigMap prefix): its shape is a tenant's. (Its metadata is the operator's bookkeeping,
+    gputenant.io keys no tenant may set.)"""
     pool = POOLS[pool_name]
     trust = next(t for t in STRONGEST_FIRST if pool.trust_levels is None or t in pool.trust_levels)
     mode = {"TimeSlicing": "TimeSlicing", "HAMi": "HAMi", "MIG": "MIG", "Exclusive": "Exclusive"}[pool.mode.value]
@@ -72,7 +75,10 @@ def test_the_canary_pod_is_what_the_guard_admits_for_a_tenant_on_the_pool(pool_n
     pod = {"metadata": {"name": canary["metadata"]["name"], "namespace": "tenant-team-a", "annotations": requests},
            "spec": canary["spec"]}
     patch = mutate_pod(pod, "team-a", decision)
-    assert patch == [{"op": "add", "path": "/metadata/labels", "value": {"kai.scheduler/queue": "team-a"}}]
+    queue = {"op": "add", "path": "/metadata/labels", "value": {"kai.scheduler/queue": "team-a"}}
+    kai_prefix = {"op": "add", "path": "/metadata/annotations/runai~1shared-gpu-configmap",
+                  "value": kai_sharing.guard_prefix(pod)}
+    assert patch == ([queue, kai_prefix] if asks_for_fraction(pod) else [queue])
     assert validate_pod(apply_patch(pod, patch), "team-a", trust, decision, config=CONFIG) == []
 
 

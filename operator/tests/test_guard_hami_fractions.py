@@ -91,9 +91,11 @@ def test_update_that_changes_the_fraction_is_refused(changed):
     decision = decide("shares", model.spec, EXAMPLE)
     created = share_pod({"gpu-fraction": "0.25"})
     old = jsonpatch.apply_patch(created, mutate_pod(created, "shares", decision))
-    annotations = {"gpu-fraction": changed} if changed else {}
+    kept = {key: value for key, value in old["metadata"]["annotations"].items() if key != "gpu-fraction"}
+    annotations = {**kept, "gpu-fraction": changed} if changed else kept
     new = {**old, "metadata": {**old["metadata"], "annotations": annotations}}
     found = validate_pod(new, "shares", model.spec.trust, decision, operation="UPDATE", old=old)
-    # without its fraction the pod is a CPU pod still placed on the GPU pool: node-selector too
-    assert {v.rule for v in found} - {"node-selector"} == {"fraction-annotation"}
+    # without its fraction the pod is a CPU pod still placed on the GPU pool (node-selector too), and it
+    # keeps the guard's KAI ConfigMap prefix, which only a fraction pod may carry (kai-sharing)
+    assert {v.rule for v in found} - {"node-selector"} == {"fraction-annotation", *(["kai-sharing"] if not changed else [])}
     assert any("changed on a created pod" in v.message for v in found)
