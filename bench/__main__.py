@@ -39,6 +39,7 @@ from bench.scenarios import (
 )
 from bench.source import Source, snapshot
 from bench.tenants import REPO_ROOT, tenant_name
+from bench.vcluster_shared import LIGHTWEIGHT_VCLUSTER_NOTICE
 
 SCENARIOS = ("onboarding", "steady", "memory", "webhook")
 SECONDS_PER_TENANT_LIMIT = 10.0
@@ -214,7 +215,9 @@ class Bench:
     def print_report(self) -> None:
         print(f"# gpu-tenant-operator benchmark ({time.strftime('%Y-%m-%d %H:%M')})\n")
         print(machine_line())
-        print(f"Measured source: {self.source.commit} (operator, renderer, vcluster-local chart, CRD)\n")
+        print(f"Measured source: {self.source.commit} (operator, renderer, CRD); the real vCluster chart "
+              f"{self.source.local_chart}\n")
+        print(LIGHTWEIGHT_VCLUSTER_NOTICE + "\n")
         if self.onboarding:
             self.print_onboarding()
         if self.steady:

@@ -1,6 +1,6 @@
 """`python -m bench.churn_memory`: does the operator's memory come back after tenants come and go?
 
-One operator (fresh audited plane, the benchmark's shared simulated vCluster, helm through the
+One operator (fresh audited plane, the benchmark's LIGHTWEIGHT shared vCluster stand-in, helm through the
 counting shim) onboards and offboards tenants, `--batch` at a time, each with a name of its own,
 until `--cycles` tenants have been created and deleted; no tenant is left at the end. It prints
 the operator's RSS before the first tenant, after the first `--baseline` cycles and after all of

@@ -1,6 +1,6 @@
 """`python -m bench.memory_profile`: what holds the operator's memory after onboarding N tenants.
 
-The same run as the benchmark's operator onboarding (fresh audited plane, shared simulated
+The same run as the benchmark's operator onboarding (fresh audited plane, LIGHTWEIGHT shared
 vCluster, helm through the counting shim), with the operator started under tracemalloc. A
 ``sitecustomize`` module on the operator's import path dumps a snapshot, after a full garbage
 collection, when the operator receives SIGUSR1; this process reads it and prints the top

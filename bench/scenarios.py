@@ -3,7 +3,7 @@ state and a quota change, and its memory with nothing to do.
 
 Each onboarding run gets a fresh control plane, so no run sees another's objects, and every
 variant is measured with the same instruments: the apiserver's audit log (by user), the Helm
-shim's log, /proc for the operator process, and the shared vCluster simulator's Secret times.
+shim's log, /proc for the operator process, and the LIGHTWEIGHT vCluster stand-in's Secret times (bench/vcluster_shared.py).
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ def onboard_with_operator(plane: ControlPlane, workdir: Path, source: Source, co
                 except TimeoutError:
                     ready = sum(map(is_ready, tenant_bodies(plane)))
                     if not partial_ok:
-                        raise TimeoutError(f"{ready}/{count} tenants Ready after {timeout}s; simulator errors "
+                        raise TimeoutError(f"{ready}/{count} tenants Ready after {timeout}s; lightweight vCluster stand-in errors "
                                            f"{sim.errors[-3:]}; operator log:\n{operator.log_tail()}") from None
                     seconds_to_ready = None
                 cpu = cpu_seconds(operator.pid) - cpu_start
@@ -262,7 +262,7 @@ def onboard_with_operator(plane: ControlPlane, workdir: Path, source: Source, co
                 result.rss_peak_mib = sampler.peak
                 result.rss_steady_mib = sampler.steady(settle_until - 5)
                 if sim.errors:
-                    result.notes.append(f"simulator errors: {sim.errors[-3:]}")
+                    result.notes.append(f"lightweight vCluster stand-in errors: {sim.errors[-3:]}")
                 if then is not None:
                     then(plane, operator, shim, sampler, result)
                 return result
@@ -282,7 +282,7 @@ helm upgrade --install "$4" {chart} --namespace "$3" --values "$2"
 def onboard_with_script(plane: ControlPlane, workdir: Path, source: Source, count: int, parallelism: int,
                         timeout: float) -> OnboardingResult:
     """The baseline: the per-tenant script run for every tenant serially (parallelism 1) or through
-    `xargs -P parallelism`; done when every ``vc-<release>`` Secret exists (the simulator writes
+    `xargs -P parallelism`; done when every ``vc-<release>`` Secret exists (the lightweight stand-in writes
     it as soon as the release's Pod is admitted, exactly as for the operator)."""
     shim = HelmShim(workdir / "helm-shim", plane.bin_dir / "helm")
     tenants = generate_tenants(count, TENANT_PREFIX, source.root / "examples" / "tenants")
@@ -318,7 +318,7 @@ def onboard_with_script(plane: ControlPlane, workdir: Path, source: Source, coun
                                   shim.tally(helm_start), CpuSeconds(0.0, _children_cpu() - children_before),
                                   apiserver_cpu(plane) - apiserver_start)
         if sim.errors:
-            result.notes.append(f"simulator errors: {sim.errors[-3:]}")
+            result.notes.append(f"lightweight vCluster stand-in errors: {sim.errors[-3:]}")
         return result
 
 

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.tenants import REPO_ROOT
+from kubeplane.fixtures import REAL_VCLUSTER_CHART
 
 
 @dataclass(frozen=True)
 class Source:
-    """Where the measured operator, renderer and local vcluster chart are read from."""
+    """Where the measured operator and renderer are read from (the vCluster chart is always the
+    real upstream one in ../shared/third_party, never part of a snapshot)."""
 
     root: Path
     commit: str
@@ -22,7 +24,7 @@ class Source:
 
     @property
     def local_chart(self) -> Path:
-        return self.root / "charts" / "vcluster-local"
+        return REAL_VCLUSTER_CHART
 
     def gputenant(self, *args: str) -> list[str]:
         """The `gputenant` command line running this source's package."""

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import yaml
 
+from kubeplane.fixtures import REAL_VCLUSTER_CHART
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR = REPO_ROOT / "examples" / "tenants"
 TRUST_ORDER = ("Trusted", "Internal", "Untrusted")
@@ -53,11 +55,11 @@ def generate_tenants(count: int, prefix: str = "bench-", examples_dir: Path = EX
 
 
 def operator_config(directory: Path, source_root: Path = REPO_ROOT) -> Path:
-    """examples/config.yaml pointing at the local vcluster chart (no network), as the e2e tests do."""
+    """examples/config.yaml pointing at the real vcluster chart in ../shared/third_party (no
+    network), as the e2e tests do. Its pods never run in the benchmark: see bench/vcluster_shared.py."""
     config = yaml.safe_load((source_root / "examples" / "config.yaml").read_text())
-    local_chart = source_root / "charts" / "vcluster-local"
-    chart_version = yaml.safe_load((local_chart / "Chart.yaml").read_text())["version"]
-    config["vcluster"].update(localPath=str(local_chart), version=chart_version)
+    chart_version = yaml.safe_load((REAL_VCLUSTER_CHART / "Chart.yaml").read_text())["version"]
+    config["vcluster"].update(localPath=str(REAL_VCLUSTER_CHART), version=chart_version)
     path = directory / "operator-config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path

@@ -1,18 +1,19 @@
-"""A SIMULATION of every tenant's vCluster pod that stays cheap at hundreds of tenants.
+"""LIGHTWEIGHT vCluster mode, for benchmarks only (hundreds of tenants); never used by the tests
+or the demo, which run the REAL vCluster on the plane's node.
 
-No container can run here, and the tests' simulator (kubeplane.vcluster_sim) starts one real
-kube-apiserver per tenant, which 200 or 500 tenants would not fit in on a 2-core machine.
+A real vCluster takes about 300 MiB and 25-60 s of a 2-core machine (docs/performance.md), so 200
+or 500 of them do not fit. What is real here: the real upstream chart's Helm release, the
+StatefulSet it renders and that StatefulSet's Pod, created by the real statefulset controller once
+the namespace's admission (quota, LimitRange, Pod Security) lets it in; the plane has no node, so
+the Pod stays Pending. What stands in: the vCluster process. When a Pod labelled ``app=vcluster``
+appears, this writes ``vc-<release>`` the way vCluster's syncer does, with a kubeconfig for ONE
+virtual kube-apiserver shared by all tenants (a real kube-apiserver on the plane's etcd),
+authenticating as a per-tenant identity (``vcluster-<release>.<namespace>`` in system:masters).
+Objects the operator creates inside "its" virtual cluster (ServiceAccounts, bindings,
+TokenRequests) therefore land in the one shared apiserver; they are never on the host, so host
+request counts are exact.
 
-What is real: the Helm release, the StatefulSet it renders and that StatefulSet's Pod, created by
-the real statefulset controller once the namespace's admission (quota, LimitRange, Pod Security)
-lets it in. What is simulated: the vCluster process. When a Pod labelled ``app=vcluster`` appears,
-this writes ``vc-<release>`` the way vCluster's syncer does, with a kubeconfig for ONE virtual
-kube-apiserver shared by all tenants (a real kube-apiserver on the plane's etcd), authenticating
-as a per-tenant identity (``vcluster-<release>.<namespace>`` in system:masters). Objects the
-operator creates inside "its" virtual cluster (ServiceAccounts, bindings, TokenRequests) therefore
-land in the one shared apiserver; they are never on the host, so host request counts are exact.
-
-Both the operator and the baseline scripts are measured against this same simulator, so its lag
+Both the operator and the baseline scripts are measured against this same stand-in, so its lag
 (one watch event and one Secret create) weighs on both alike.
 """
 
@@ -29,6 +30,11 @@ from kubernetes.client.rest import ApiException
 from kubeplane import ControlPlane, VirtualAPIServer
 from kubeplane.kubeconfig import kubeconfig
 
+LIGHTWEIGHT_VCLUSTER_NOTICE = (
+    "vCluster mode: LIGHTWEIGHT (bench/vcluster_shared.py). Each tenant's release is the real chart and its "
+    "Pod is real but Pending (no node); one shared kube-apiserver stands in for every tenant's vCluster, "
+    "because hundreds of real vClusters (about 300 MiB each) do not fit here. Real vCluster start time and "
+    "memory: docs/performance.md.")
 POD_SELECTOR = "app=vcluster"
 SHARED_VIRTUAL_NAME = "bench-shared"
 

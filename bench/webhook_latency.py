@@ -11,7 +11,7 @@ tenant is the baseline without webhooks. The apiserver's own histogram gives the
 spent waiting on each webhook. Prints one table (the figures in docs/admission-guard.md).
 
 With ``--onboard N`` the guard is measured while the operator onboards N tenants at once (its
-reconciliation at full load, vCluster pods played by the shared simulator): a first tenant is made
+reconciliation at full load, vCluster pods played by the LIGHTWEIGHT shared stand-in, bench/vcluster_shared.py): a first tenant is made
 Ready, then the N are applied and ``--repeats`` bursts of dry-run GPU pods (every webhook runs, no
 pod is stored, so the quota never fills) are sent at ``--rate`` into the first tenant's namespace.
 The guard is the one ``gputenant run --webhook-host`` serves, as deployed. Each guarded burst is

@@ -598,8 +598,10 @@ class ControlPlane:
     def start_virtual_apiserver(self, name: str) -> VirtualAPIServer:
         """Start another kube-apiserver on this plane's etcd under `/vcluster-<name>`.
 
-        It stands in for a vCluster's control plane (no containers can run here): a separate API
-        with its own objects, CRDs and service-account signing key. It has no controller-manager,
+        The benchmark's LIGHTWEIGHT vCluster mode (bench/vcluster_shared.py) shares one among
+        hundreds of tenants, where real vClusters would not fit; tests and the demo run the real
+        vCluster on the node. A separate API with its own objects, CRDs and service-account
+        signing key. It has no controller-manager,
         so namespaces never finish deleting and no `default` ServiceAccount appears by itself;
         TokenRequest for an existing ServiceAccount works. Its data survives stop(), like a
         vCluster's, so starting the same name again sees the same objects.

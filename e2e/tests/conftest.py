@@ -1,104 +1,43 @@
-"""Runs the real operator (`gputenant run`, a subprocess) against the session's control plane.
-
-No containers run here, so nothing would start the vCluster pod the Helm release asks for.
-`kubeplane.vcluster_sim.VClusterSimulator` plays that pod's part, and only that: once the real
-statefulset controller has created the chart's Pod, it starts a second real kube-apiserver for
-the release and writes the admin kubeconfig to ``vc-<release>`` as vCluster's syncer does.
-Everything else (Helm, the API server, RBAC, quotas, garbage collection) is real.
+"""Runs the real operator (`gputenant run`, a subprocess on the host) against the session's
+plane with a node (`vcluster_node`), where every tenant's vCluster is the REAL upstream chart
+v0.36.1 from ../shared/third_party: its pod runs on the node, keeps its data on a claim the real
+local-path-provisioner fills, and is reached from the host by NodePort at the node's address.
+Nothing of the vCluster is simulated; only GPU hardware is (kwok nodes, `vcluster_kai`).
 
 The operator serves its admission guard (`--webhook-host 127.0.0.1`, a free loopback port,
 generated certificates), so every tenant pod, the vCluster control-plane pod included, is admitted
 through it as in production; the webhook configurations are removed when the operator stops, so
 later modules do not meet a guard that no longer answers (it fails closed).
 
-The operator authenticates as its own user, ``gpu-tenant-operator`` (in system:masters here; the
-chart's RBAC is exercised by test_chart_install.py), so the audit log tells its requests apart
-from the tests', the simulator's and the controllers'.
+The operator is `kubeplane.operator_process.OperatorProcess`, as its own user (in
+system:masters here; the chart's RBAC is exercised by test_chart_install.py and
+test_chart_real_vcluster.py).
+
+Test modules whose tests use the operator and the `plane` fixture together override `plane` with
+`vcluster_node` (the plane the operator runs on); host-only tests keep the node-less `plane`.
 """
 
 from __future__ import annotations
 
-import signal
-import socket
-import subprocess
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
-import kubernetes
 import pytest
 import yaml
 
 from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
-from kubeplane.fixtures import ARGOCD_NAMESPACE, REAL_VCLUSTER_CHART, install_crds, install_kai_queue_crd
+from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd
 from kubeplane.gpu_nodes import create_nodes, pool_nodes
 from kubeplane.kai import KaiScheduler
 from kubeplane.kai_fixtures import KaiCluster
 from kubeplane.kwok import Kwok
+from kubeplane.operator_process import OperatorProcess, guard_flags, real_vcluster_config, remove_guard_configurations
 from kubeplane.pytest_plugin import kwok  # noqa: F401 (fixture: kwok on the session plane, for simulated GPU nodes)
 from kubeplane.storage import LocalPathProvisioner
+from kubeplane.tools import pinned_versions
 from kubeplane.vcluster_images import vcluster_images
-from kubeplane.vcluster_sim import VClusterSimulator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-GPUTENANT = Path(sys.executable).parent / "gputenant"
-LOCAL_CHART = REPO_ROOT / "charts" / "vcluster-local"
-OPERATOR_USER = "gpu-tenant-operator"
-GUARD_CONFIGURATION = "gputenant-guard"
-RESYNC_SECONDS = 5
-
-
-class OperatorProcess:
-    """`gputenant run` as a subprocess, so tests can SIGKILL and restart it."""
-
-    def __init__(self, plane: ControlPlane, config_path: Path, log_path: Path, extra_args: Sequence[str] = ()):
-        self.plane = plane
-        self.config_path = config_path
-        self.log_path = log_path
-        self.extra_args = list(extra_args)
-        """More `gputenant run` flags, e.g. the admission guard's --webhook-*."""
-        self.user = OPERATOR_USER
-        self.resync_seconds = RESYNC_SECONDS
-        self.kubeconfig_path = plane.user(OPERATOR_USER, groups=["system:masters"])
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> OperatorProcess:
-        env = {**self.plane.env(self.kubeconfig_path), "GPUTENANT_RESYNC_SECONDS": str(RESYNC_SECONDS),
-               "GPUTENANT_DELETION_RETRY_SECONDS": "3"}
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [str(GPUTENANT), "run", "--config", str(self.config_path),
-                 "--kubeconfig", str(self.kubeconfig_path), *self.extra_args],
-                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-        return self
-
-    def kill(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def log_tail(self, lines: int = 60) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-
-@pytest.fixture(scope="session")
-def operator_config(plane: ControlPlane, tmp_path_factory) -> Path:
-    """examples/config.yaml with the local vcluster chart (no network in tests)."""
-    config = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
-    chart_version = yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"]
-    config["vcluster"].update(localPath=str(LOCAL_CHART), version=chart_version)
-    path = tmp_path_factory.mktemp("operator") / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 @pytest.fixture(scope="session")
@@ -107,51 +46,13 @@ def crds(plane: ControlPlane) -> None:
     install_kai_queue_crd(plane)
 
 
-@pytest.fixture(scope="module")
-def vcluster_simulator(plane: ControlPlane):
-    """The simulated vCluster pod of every tenant release (see the module docstring). Per module,
-    like the operator: other test modules run their own simulator on the same plane, and two
-    simulating one StatefulSet would each start an apiserver for it."""
-    with VClusterSimulator(plane) as simulator:
-        yield simulator
-
-
-def guard_flags(cert_dir: Path) -> list[str]:
-    """`gputenant run` flags that serve the admission guard on a free loopback port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return ["--webhook-host", "127.0.0.1", "--webhook-port", str(port), "--webhook-cert-dir", str(cert_dir)]
-
-
-def remove_guard_configurations(plane: ControlPlane) -> None:
-    with plane.api_client() as client:
-        admission = kubernetes.client.AdmissionregistrationV1Api(client)
-        for delete in (admission.delete_mutating_webhook_configuration,
-                       admission.delete_validating_webhook_configuration):
-            try:
-                delete(GUARD_CONFIGURATION)
-            except kubernetes.client.ApiException as error:
-                if error.status != 404:
-                    raise
-
-
-@pytest.fixture(scope="module")
-def operator(plane: ControlPlane, crds, operator_config: Path, vcluster_simulator: VClusterSimulator,
-             tmp_path_factory):
-    """The operator running against the plane with its admission guard, its tenants' vCluster pods
-    simulated."""
-    running = OperatorProcess(plane, operator_config, plane.log_dir / "operator.log",
-                              extra_args=guard_flags(tmp_path_factory.mktemp("guard-certs"))).start()
-    yield running
-    running.stop()
-    remove_guard_configurations(plane)
-
-
 def tenant_manifest(name: str, trust: str, owner: str, gpus: float = 1, **spec) -> dict:
+    """A GpuTenant whose vCluster runs the distro image built here (the pinned Kubernetes version;
+    the chart's default, a newer one, is not on the node) unless `vcluster` names another."""
+    vcluster = {"kubernetesVersion": pinned_versions()["kube"], **spec.pop("vcluster", {})}
     return {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
             "spec": {"trust": trust, "owners": [{"kind": "User", "name": owner}],
-                     "gpu": {"quota": gpus}, **spec}}
+                     "gpu": {"quota": gpus}, "vcluster": vcluster, **spec}}
 
 
 def apply(plane: ControlPlane, *objects: dict) -> None:
@@ -170,7 +71,7 @@ def condition(body: dict | None, condition_type: str) -> dict:
     return {}
 
 
-def wait_ready(plane: ControlPlane, operator: OperatorProcess, name: str, timeout: float = 120) -> dict:
+def wait_ready(plane: ControlPlane, operator: OperatorProcess, name: str, timeout: float = 300) -> dict:
     def ready():
         body = tenant(plane, name)
         ok = condition(body, "Ready").get("status") == "True" and \
@@ -200,8 +101,12 @@ class Tenants:
 
     def delete_all(self, timeout: float = 300) -> None:
         """Delete every tenant this module applied and wait until the operator has offboarded
-        them, so no vCluster StatefulSet outlives the module's simulator."""
-        remaining = sorted(name for name in self.applied if self.get(name) is not None)
+        them, so no vCluster of this module outlives its operator (or holds the node's memory)."""
+        self.delete(*self.applied, timeout=timeout)
+
+    def delete(self, *names: str, timeout: float = 300) -> None:
+        """Delete `names` (preventDeletion lifted) and wait until the operator has offboarded them."""
+        remaining = sorted(name for name in names if self.get(name) is not None)
         for name in remaining:
             self.plane.kubectl("patch", "gputenant", name, "--type=merge", "-p", '{"spec":{"preventDeletion":false}}')
         if remaining:
@@ -216,7 +121,8 @@ class Tenants:
     def get(self, name: str) -> dict | None:
         return tenant(self.plane, name)
 
-    def wait_ready(self, name: str, timeout: float = 120) -> dict:
+    def wait_ready(self, name: str, timeout: float = 300) -> dict:
+        """Up to 5 minutes: a real vCluster takes 25-60 s alone, more on 2 busy cores."""
         return wait_ready(self.plane, self.operator, name, timeout)
 
 
@@ -257,24 +163,13 @@ def vcluster_kai(vcluster_node: ControlPlane):
         node_kwok.stop()
 
 
-def real_vcluster_config(plane: ControlPlane, path: Path) -> Path:
-    """examples/config.yaml with the upstream chart from ../shared/third_party, exposed by
-    NodePort at the node's address: the operator runs on the host, outside the node's network
-    namespace, so that address is the one it (and the kubeconfigs it issues) can reach."""
-    document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
-    document["vcluster"].update(localPath=str(REAL_VCLUSTER_CHART),
-                                exposure={"type": "NodePort", "address": plane.node.network.node_ip})
-    OperatorConfig.model_validate(document)
-    path.write_text(yaml.safe_dump(document))
-    return path
-
-
 @pytest.fixture(scope="module")
-def real_operator(vcluster_node: ControlPlane, tmp_path_factory):
-    """The operator (on the host, its guard on loopback) driving REAL vClusters on the node plane."""
-    directory = tmp_path_factory.mktemp("real-operator")
+def operator(vcluster_node: ControlPlane, tmp_path_factory):
+    """The operator (on the host, its guard on loopback) driving REAL vClusters on the node plane.
+    Per module: a module may override it to start it with its own environment (test_metrics.py)."""
+    directory = tmp_path_factory.mktemp("operator")
     running = OperatorProcess(vcluster_node, real_vcluster_config(vcluster_node, directory / "config.yaml"),
-                              vcluster_node.log_dir / "operator-real-vcluster.log",
+                              vcluster_node.log_dir / "operator.log",
                               extra_args=guard_flags(directory / "guard-certs")).start()
     yield running
     running.stop()
@@ -282,16 +177,20 @@ def real_operator(vcluster_node: ControlPlane, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def real_tenants(vcluster_node: ControlPlane, real_operator: OperatorProcess):
-    """Tenant helpers on the node plane; the module's tenants are offboarded when it ends."""
-    tenants = Tenants(vcluster_node, real_operator)
+def real_operator(operator: OperatorProcess) -> OperatorProcess:
+    """`operator`, by the name the real-vCluster tests use."""
+    return operator
+
+
+@pytest.fixture(scope="module")
+def tenants_api(operator: OperatorProcess):
+    """Tenant helpers on the operator's plane; the module's tenants are offboarded when it ends."""
+    tenants = Tenants(operator.plane, operator)
     yield tenants
     tenants.delete_all()
 
 
 @pytest.fixture(scope="module")
-def tenants_api(plane: ControlPlane, operator: OperatorProcess):
-    """Tenant helpers; the module's tenants are deleted (and offboarded) when it ends."""
-    tenants = Tenants(plane, operator)
-    yield tenants
-    tenants.delete_all()
+def real_tenants(tenants_api: Tenants) -> Tenants:
+    """`tenants_api`, by the name the real-vCluster tests use."""
+    return tenants_api

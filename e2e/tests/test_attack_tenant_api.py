@@ -383,14 +383,20 @@ def test_no_host_side_reader_of_the_tenant_namespace_gets_a_service_account_toke
 
 
 # -- class 7: parentQueue, refused by the operator's own GpuTenant webhook --------------------------
-# Last in the module: once the operator runs, its pod guard judges pods in tenant-labelled
-# namespaces, which the tests above create without it.
+# On the plane the operator runs on (the one with a node, where its tenants' vClusters run); last
+# in the module, so the operator starts only when the host-side classes above are done.
 
 VICTIM = "pq-victim"
 
 
 @pytest.fixture(scope="module")
-def victim_tenant(plane, operator, tenants_api):
+def operator_custom(operator):
+    with operator.plane.api_client() as api:
+        yield kubernetes.client.CustomObjectsApi(api)
+
+
+@pytest.fixture(scope="module")
+def victim_tenant(operator, tenants_api):
     tenants_api.apply(tenants_api.manifest(VICTIM, "Internal", "victim-owner", gpus=1))
     return VICTIM
 
@@ -398,12 +404,12 @@ def victim_tenant(plane, operator, tenants_api):
 @pytest.mark.parametrize("parent,why", [(VICTIM, f"is the queue of tenant {VICTIM}"),
                                         ("pq-attacker", "is the tenant's own queue"),
                                         ("sales", "is not one of the platform's parent queues")])
-def test_a_parent_queue_must_be_a_platform_queue(operator, custom, victim_tenant, parent, why):
+def test_a_parent_queue_must_be_a_platform_queue(operator, operator_custom, victim_tenant, parent, why):
     body = tenant_body("pq-attacker", "Internal", gpu={"quota": 1, "parentQueue": parent})
 
     def refused() -> ApiException | None:
         try:
-            custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body, dry_run="All")
+            operator_custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body, dry_run="All")
         except ApiException as error:
             return error
         return None

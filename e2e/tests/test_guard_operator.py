@@ -2,11 +2,10 @@
 (generated certificates, a loopback port) registers its webhook configurations with the real
 apiserver and answers for the tenants it reconciles.
 
-The tenant's pods are created by a client-certificate user bound to `edit` in the host namespace,
-standing in for the vCluster syncer that creates them there in production. As in the other
-operator tests, no container runs: `vcluster_simulator` plays the vCluster pod's part only after
-the real statefulset controller has created that pod, so a tenant reaching Ready proves the pod
-was admitted with the guard on. Helm, RBAC, quotas, Pod Security and admission are real.
+The tenant's pods are created here by a client-certificate user bound to `edit` in the host
+namespace, as the vCluster syncer creates them there, so each case is one API call. The tenant's
+vCluster is the REAL chart on the plane's node, applied once the guard is registered, so the
+tenant reaching Ready proves its pod was admitted with the guard on.
 """
 
 from __future__ import annotations
@@ -31,6 +30,12 @@ GPU_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "trai
 POLICY = f"tenant {TENANT}: trust Trusted, sharing TimeSlicing on pool a100-timeslice"
 
 
+@pytest.fixture(scope="module")
+def plane(vcluster_node):
+    """The plane the operator drives real vClusters on (it has a node)."""
+    return vcluster_node
+
+
 def webhook_configurations(plane) -> tuple[dict, dict] | None:
     with plane.api_client() as client:
         admission = kubernetes.client.AdmissionregistrationV1Api(client)
@@ -53,7 +58,7 @@ def guarded_tenant(plane, operator, tenants_api):
     except TimeoutError:
         raise AssertionError(f"no webhook configurations; operator log:\n{operator.log_tail()}") from None
     tenants_api.apply(tenants_api.manifest(TENANT, "Trusted", f"{TENANT}-owner", gpus=1))
-    tenants_api.wait_ready(TENANT, timeout=180)
+    tenants_api.wait_ready(TENANT)
     user_kubeconfig = plane.user(TENANT_USER)
     with plane.api_client() as client:
         kubernetes.client.RbacAuthorizationV1Api(client).create_namespaced_role_binding(NAMESPACE, {

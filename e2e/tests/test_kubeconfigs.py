@@ -1,8 +1,8 @@
-"""Kubeconfigs issued inside a virtual cluster, checked by using them against its real apiserver.
+"""Kubeconfigs issued inside a virtual cluster, checked by using them against it.
 
-The virtual cluster is the simulated vCluster (see kubeplane.vcluster_sim): a real kube-apiserver
-brought up for a StatefulSet the local chart rendered through Helm; only the vCluster process is
-played by the harness.
+The virtual cluster is a REAL vCluster: a tenant the operator drives to Ready on the plane's node
+(see conftest.py); its admin kubeconfig is the one vCluster wrote to ``vc-<release>``, dialled at
+the tenant's NodePort endpoint as the operator dials it (`with_server`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import asyncio
 import base64
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import kubernetes
 import pytest
@@ -19,33 +18,29 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 from gputenant import naming
-from gputenant.helm import ChartRef, VClusterReleases
 from gputenant.kubeconfigs import KubeconfigIssueError, issue_kubeconfigs, kubeconfig_secret
-from kubeplane.vcluster_sim import VClusterSimulator
+from gputenant.kubeconfigs.tokens import admin_kubeconfig, with_server
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-LOCAL_CHART = REPO_ROOT / "charts" / "vcluster-local"
+TENANT = "kc-team"
 TOKEN_SECONDS = 3600
-
-pytestmark = pytest.mark.skipif(not (LOCAL_CHART / "Chart.yaml").is_file(),
-                                reason=f"the local vcluster chart is missing at {LOCAL_CHART}")
 
 
 @pytest.fixture(scope="module")
-def vcluster(plane):
-    """(host namespace, admin kubeconfig from vc-<release>) of one simulated vCluster."""
-    namespace = plane.create_namespace(f"kc-{uuid.uuid4().hex[:6]}").metadata.name
-    version = str(yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"])
-    with pytest.MonkeyPatch.context() as patch, VClusterSimulator(plane) as simulator:
-        for key in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
-            patch.setenv(key, plane.env()[key])
-        releases = VClusterReleases(plane.kubeconfig_path, helm_path=plane.bin_dir / "helm")
-        asyncio.run(releases.ensure("team", namespace, ChartRef(local_path=LOCAL_CHART), version, {}))
-        simulator.wait_for_control_plane("team", namespace)
-        yield namespace, simulator.admin_kubeconfig("team", namespace)
-        asyncio.run(releases.uninstall("team", namespace))
+def plane(vcluster_node):
+    """The plane the operator drives real vClusters on (it has a node)."""
+    return vcluster_node
+
+
+@pytest.fixture(scope="module")
+def vcluster(plane, tenants_api):
+    """(host namespace, admin kubeconfig from vc-<release>) of one real vCluster."""
+    tenants_api.apply(tenants_api.manifest(TENANT, "Trusted", owner=f"{TENANT}-owner"))
+    body = tenants_api.wait_ready(TENANT)
+    namespace = f"tenant-{TENANT}"
     with plane.api_client() as api:
-        kubernetes.client.CoreV1Api(api).delete_namespace(namespace)
+        secret = api.sanitize_for_serialization(kubernetes.client.CoreV1Api(api).read_namespaced_secret(
+            f"vc-{naming.release_name(TENANT)}", namespace))
+    return namespace, with_server(admin_kubeconfig(secret), body["status"]["vcluster"]["endpoint"])
 
 
 @pytest.fixture(scope="module")
@@ -104,11 +99,15 @@ def test_server_url_is_what_tenants_get(vcluster):
     assert yaml.safe_load(view.kubeconfig_yaml)["clusters"][0]["cluster"]["server"] == "https://team.gpu.example.com"
 
 
-def test_kubeconfig_secret_is_accepted_by_the_host(plane, vcluster, issued):
-    namespace, _ = vcluster
+def test_kubeconfig_secret_is_accepted_by_the_host(plane, issued):
+    """In a namespace of its own: the tenant's namespace already holds the operator's Secrets."""
+    namespace = plane.create_namespace(f"kc-{uuid.uuid4().hex[:6]}").metadata.name
     body = kubeconfig_secret("team", "view", namespace, issued["view"])
     with plane.api_client() as api:
-        created = kubernetes.client.CoreV1Api(api).create_namespaced_secret(namespace, body)
+        try:
+            created = kubernetes.client.CoreV1Api(api).create_namespaced_secret(namespace, body)
+        finally:
+            kubernetes.client.CoreV1Api(api).delete_namespace(namespace)
     assert created.metadata.name == naming.kubeconfig_secret_name("team", "view")
     assert created.metadata.labels[naming.TENANT_LABEL] == "team"
     expires = created.metadata.annotations[naming.KUBECONFIG_EXPIRES_ANNOTATION]

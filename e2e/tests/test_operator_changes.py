@@ -1,12 +1,27 @@
-"""Spec changes, crash recovery and offboarding against the real control plane."""
+"""Spec changes, crash recovery and offboarding against the real control plane, each tenant's
+vCluster the REAL chart running on the plane's node."""
 
 from __future__ import annotations
 
 import kubernetes
+import pytest
 
 from kubeplane import wait_for
 
 LABEL = "gputenant.io/tenant"
+
+
+@pytest.fixture(scope="module")
+def plane(vcluster_node):
+    """The plane the operator drives real vClusters on (it has a node)."""
+    return vcluster_node
+
+
+@pytest.fixture(autouse=True)
+def offboard_after_each(tenants_api):
+    """Each test's tenant goes when the test ends: one real vCluster at a time on the node."""
+    yield
+    tenants_api.delete_all()
 
 
 def helm_revisions(plane, name: str) -> int:
@@ -76,8 +91,8 @@ def test_sigkill_mid_pipeline_and_restart_converges_without_duplicates(plane, te
 
 
 def test_prevent_deletion_blocks_then_delete_cleans_up(plane, tenants_api):
-    """The vCluster StatefulSet's PVC carries kubernetes.io/pvc-protection; the namespace is gone
-    only because the plane runs the PVC protection controller, as every real cluster does."""
+    """The vCluster StatefulSet's data claim carries kubernetes.io/pvc-protection; the namespace is
+    gone only because the plane runs the PVC protection controller, as every real cluster does."""
     tenants_api.apply(tenants_api.manifest("gone-t", "Untrusted", owner="g-owner", preventDeletion=True))
     tenants_api.wait_ready("gone-t")
     assert labelled_objects(plane, "gone-t") and "gone-t" in helm_releases(plane)
@@ -87,7 +102,7 @@ def test_prevent_deletion_blocks_then_delete_cleans_up(plane, tenants_api):
     assert blocked["status"] == "True"
     assert namespace_exists(plane, "tenant-gone-t") and queue(plane, "gone-t") is not None
     plane.kubectl("patch", "gputenant", "gone-t", "--type=merge", "-p", '{"spec":{"preventDeletion":false}}')
-    wait_for(lambda: tenants_api.get("gone-t") is None, timeout=120, what="the tenant to be deleted")
+    wait_for(lambda: tenants_api.get("gone-t") is None, timeout=300, what="the tenant to be deleted")
     assert labelled_objects(plane, "gone-t") == []
     assert queue(plane, "gone-t") is None
     assert "gone-t" not in helm_releases(plane)
@@ -114,7 +129,7 @@ def test_impossible_policy_withholds_parts_with_the_policy_reason(plane, tenants
 def test_retain_keeps_the_namespace_unlabelled(plane, tenants_api):
     tenants_api.apply(tenants_api.manifest("keep-t", "Trusted", owner="k-owner", deletionPolicy="Retain"))
     tenants_api.wait_ready("keep-t")
-    plane.kubectl("delete", "gputenant", "keep-t", "--timeout=90s")
+    plane.kubectl("delete", "gputenant", "keep-t", "--timeout=300s")
     namespace = plane.kubectl("get", "namespace", "tenant-keep-t", "-o", "json").stdout
     assert LABEL not in namespace and "GpuTenant" not in namespace
     assert labelled_objects(plane, "keep-t") == []

@@ -15,6 +15,12 @@ from kubeplane import wait_for
 STEADY = "steady-t"
 
 
+@pytest.fixture(scope="module")
+def plane(vcluster_node):
+    """The plane the operator drives real vClusters on (it has a node)."""
+    return vcluster_node
+
+
 def settled(tenants_api, name: str, condition_type: str = "Ready", timeout: float = 60) -> dict:
     """The tenant once `condition_type` is False at its current generation."""
     def false_now():
@@ -35,7 +41,7 @@ def namespace_exists(plane, name: str) -> bool:
 
 def delete_tenant(plane, tenants_api, name: str) -> None:
     plane.kubectl("delete", "gputenant", name, "--wait=false")
-    wait_for(lambda: tenants_api.get(name) is None, timeout=120, interval=0.5, what=f"{name} deleted")
+    wait_for(lambda: tenants_api.get(name) is None, timeout=300, interval=0.5, what=f"{name} deleted")
 
 
 @pytest.fixture(scope="module")

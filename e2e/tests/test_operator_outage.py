@@ -13,11 +13,19 @@ import contextlib
 import time
 from pathlib import Path
 
+import pytest
+
 from kubeplane import wait_for
 from kubeplane.process import Process
 
 OUTAGE_SECONDS = 30
 APISERVER = "kube-apiserver"
+
+
+@pytest.fixture(scope="module")
+def plane(vcluster_node):
+    """The plane the operator drives real vClusters on (it has a node)."""
+    return vcluster_node
 
 
 def _apiserver_process(plane) -> Process:

@@ -1,6 +1,6 @@
 """Kubeconfig rotation and the Argo CD cluster Secret, by the running operator against the real
-control plane. Tokens are real TokenRequest tokens of the tenant's virtual apiserver (the vCluster
-pod is simulated, see conftest), and every check uses them against that apiserver."""
+control plane. Tokens are real TokenRequest tokens of the tenant's real vCluster, and every check
+uses them against it (by NodePort at the node's address, see conftest)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,12 @@ from kubeplane import wait_for
 EXPIRES = "gputenant.io/expires-at"
 ROTATE = "gputenant.io/rotate-kubeconfigs"
 TEN_MINUTES = timedelta(minutes=10)
+
+
+@pytest.fixture(scope="module")
+def plane(vcluster_node):
+    """The plane the operator drives real vClusters on (it has a node)."""
+    return vcluster_node
 
 
 def read_secret(plane, name: str, namespace: str):

@@ -3,9 +3,10 @@
 1. Every object `render_tenant` produces for the examples is accepted by server-side dry-run
    apply with strict field validation, the KAI Queue against the real upstream CRD when
    ../shared/third_party is present (else the project's minimal one).
-2. Admission proof for the vCluster control plane. No container runs here, so the test plays
-   the StatefulSet controller's part: it renders charts/vcluster-local with `helm template` and the
-   rendered values, takes the StatefulSet's pod template and creates it as a Pod (with the `data`
+2. Admission proof for the vCluster control plane, host-side only (no vCluster needs to start,
+   so this runs on the node-less plane): the test plays the StatefulSet controller's part. It
+   renders the real upstream chart (../shared/third_party) with `helm template` and the rendered
+   values, takes the StatefulSet's pod template and creates it as a Pod (with the `data`
    claim volume the controller would add) in a namespace carrying the rendered Namespace,
    ResourceQuota and LimitRange. The real API server's PodSecurity, LimitRanger and ResourceQuota
    admission decide. The chart's default values (root, no CPU limit) must be rejected.
@@ -27,12 +28,11 @@ from gputenant.config.models import OperatorConfig
 from gputenant.policy.choose import decide
 from gputenant.render import render_parent_queues, render_tenant
 from kubeplane import CommandError, wait_for
-from kubeplane.fixtures import install_kai_queue_crd
+from kubeplane.fixtures import REAL_VCLUSTER_CHART, install_kai_queue_crd
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO_ROOT / "examples" / "tenants").glob("*.yaml"))
 CONFIG = OperatorConfig.load(REPO_ROOT / "examples" / "config.yaml")
-LOCAL_CHART = REPO_ROOT / "charts" / "vcluster-local"
 
 
 @pytest.fixture(scope="module")
@@ -104,15 +104,17 @@ def test_parent_queues_pass_server_side_dry_run_and_every_tenant_queue_names_one
 def chart_pod(plane, release: str, namespace: str, values: dict | None) -> tuple[dict, dict]:
     """The chart's ServiceAccount and its StatefulSet's pod template as a Pod named like the
     StatefulSet controller names it, with the `data` claim volume the controller adds."""
-    arguments = ["template", release, str(LOCAL_CHART), "-n", namespace]
+    arguments = ["template", release, str(REAL_VCLUSTER_CHART), "-n", namespace]
     if values is not None:
         arguments += ["-f", "-"]
     documents = [doc for doc in yaml.safe_load_all(
         plane.helm(*arguments, input=yaml.safe_dump(values) if values is not None else None).stdout) if doc]
-    [service_account] = [doc for doc in documents if doc["kind"] == "ServiceAccount"]
     [statefulset] = [doc for doc in documents if doc["kind"] == "StatefulSet"]
     template = statefulset["spec"]["template"]
     spec = template["spec"]
+    # the chart also renders the virtual cluster's workload ServiceAccount; the pod runs as this one
+    [service_account] = [doc for doc in documents if doc["kind"] == "ServiceAccount"
+                         and doc["metadata"]["name"] == spec["serviceAccountName"]]
     pod_name = f"{release}-0"
     for claim in statefulset["spec"].get("volumeClaimTemplates", []):
         claim_name = claim["metadata"]["name"]

@@ -1,14 +1,13 @@
-"""The vCluster release through real Helm (pyhelm3) on the real plane, and the simulated vCluster.
+"""The vCluster release through real Helm (pyhelm3) on the real plane: the real upstream chart
+(../shared/third_party; copies of it declaring other versions for the upgrade path).
 
-Helm, the chart rendering, the StatefulSet controller and admission are real. The vCluster pod is
-not: `VClusterSimulator` plays it (starting a real second kube-apiserver and writing
-``vc-<release>``), because no container can run here.
+Host-side only: these tests judge the releases Helm keeps, so they run on the node-less plane,
+where the vCluster pod stays Pending. The pod itself running is test_vcluster_real.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import shutil
 import uuid
 from pathlib import Path
@@ -16,7 +15,6 @@ from pathlib import Path
 import kubernetes
 import pytest
 import yaml
-from kubernetes.client.rest import ApiException
 
 from gputenant.helm import (
     ChartRef,
@@ -26,15 +24,12 @@ from gputenant.helm import (
     UpgradePathError,
     VClusterReleases,
 )
-from kubeplane import wait_for
-from kubeplane.process import pid_alive
-from kubeplane.vcluster_sim import VClusterSimulator
+from kubeplane.fixtures import REAL_VCLUSTER_CHART
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-LOCAL_CHART = REPO_ROOT / "charts" / "vcluster-local"
+CHART_VERSION = str(yaml.safe_load((REAL_VCLUSTER_CHART / "Chart.yaml").read_text())["version"])
 
-pytestmark = pytest.mark.skipif(not (LOCAL_CHART / "Chart.yaml").is_file(),
-                                reason=f"the local vcluster chart is missing at {LOCAL_CHART}")
+pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(),
+                                reason=f"the vcluster chart is missing at {REAL_VCLUSTER_CHART}")
 
 
 def unique(prefix: str) -> str:
@@ -70,16 +65,11 @@ def namespace(plane):
         kubernetes.client.CoreV1Api(api).delete_namespace(name)
 
 
-@pytest.fixture(scope="module")
-def simulator(plane):
-    with VClusterSimulator(plane) as running:
-        yield running
-
-
 def chart_at_version(tmp_path: Path, version: str) -> ChartRef:
-    """A copy of the local chart that declares another version, to exercise the upgrade path."""
+    """A copy of the chart (in the test's temporary folder) that declares another version, to
+    exercise the upgrade path."""
     directory = tmp_path / f"vcluster-{version}"
-    shutil.copytree(LOCAL_CHART, directory, dirs_exist_ok=True)
+    shutil.copytree(REAL_VCLUSTER_CHART, directory, dirs_exist_ok=True)
     chart_yaml = directory / "Chart.yaml"
     metadata = yaml.safe_load(chart_yaml.read_text())
     metadata["version"] = version
@@ -98,8 +88,7 @@ def statefulset_label(plane, release: str, namespace: str) -> str:
 
 
 def test_same_values_install_once_and_changed_values_upgrade_once(plane, releases, namespace):
-    chart = ChartRef(local_path=LOCAL_CHART)
-    version = str(yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"])
+    chart, version = ChartRef(local_path=REAL_VCLUSTER_CHART), CHART_VERSION
 
     first = asyncio.run(releases.ensure("team", namespace, chart, version, values("one")))
     second = asyncio.run(releases.ensure("team", namespace, chart, version, values("one")))
@@ -122,10 +111,12 @@ def test_same_values_install_once_and_changed_values_upgrade_once(plane, release
     assert len(history(plane, "team", namespace)) == 2
     assert statefulset_label(plane, "team", namespace) == "two"
 
+    assert asyncio.run(releases.uninstall("team", namespace)) is True
+    assert asyncio.run(releases.uninstall("team", namespace)) is False
+
 
 def test_a_release_known_absent_installs_with_one_helm_process(plane, releases, namespace):
-    chart = ChartRef(local_path=LOCAL_CHART)
-    version = str(yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"])
+    chart, version = ChartRef(local_path=REAL_VCLUSTER_CHART), CHART_VERSION
 
     installed = asyncio.run(releases.ensure("team", namespace, chart, version, values("one"), known_absent=True))
 
@@ -154,10 +145,10 @@ def test_skipping_a_minor_is_refused_without_touching_the_release(plane, release
 
 def test_values_the_chart_refuses_fail_permanently_without_retry(plane, releases, namespace):
     bad = {"controlPlane": {"statefulSet": {"highAvailability": {"replicas": "three"}}}}
-    version = str(yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"])
+    version = CHART_VERSION
 
     with pytest.raises(InvalidValuesError) as refused:
-        asyncio.run(releases.ensure("team", namespace, ChartRef(local_path=LOCAL_CHART), version, bad))
+        asyncio.run(releases.ensure("team", namespace, ChartRef(local_path=REAL_VCLUSTER_CHART), version, bad))
 
     assert "replicas" in refused.value.message
     # helm version (at construction), then one attempt: status query + the refused install
@@ -175,7 +166,7 @@ def test_unreachable_cluster_is_transient_and_retried(plane, helm_home, tmp_path
     calls_at_start = releases.counters.invocations
 
     with pytest.raises(TransientHelmError, match="connection refused"):
-        asyncio.run(releases.ensure("team", "nowhere", ChartRef(local_path=LOCAL_CHART), "0.36.1", values()))
+        asyncio.run(releases.ensure("team", "nowhere", ChartRef(local_path=REAL_VCLUSTER_CHART), "0.36.1", values()))
 
     assert releases.counters.invocations - calls_at_start == 3
 
@@ -187,57 +178,3 @@ def test_unreachable_chart_repository_is_transient(releases, namespace):
         asyncio.run(releases.ensure("team", namespace, chart, "0.36.1", values()))
 
     assert releases.counters.installs == 0
-
-
-def test_simulated_vcluster_comes_up_for_the_rendered_statefulset_and_goes_away_with_it(
-        plane, releases, namespace, simulator):
-    """Simulation: the StatefulSet and its Pod are real (Helm + statefulset controller); the
-    vCluster process is played by VClusterSimulator with a real second kube-apiserver."""
-    version = str(yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"])
-    asyncio.run(releases.ensure("team", namespace, ChartRef(local_path=LOCAL_CHART), version, values()))
-
-    virtual = simulator.wait_for_control_plane("team", namespace)
-
-    with plane.api_client() as api:
-        core = kubernetes.client.CoreV1Api(api)
-        secret = core.read_namespaced_secret("vc-team", namespace)
-        service = core.read_namespaced_service("team", namespace)
-    assert secret.metadata.labels == {"app": "vcluster", "vcluster-name": "team"}
-    assert set(secret.data) == {"config", "certificate-authority", "client-certificate", "client-key"}
-    assert [(o.kind, o.name, o.uid) for o in secret.metadata.owner_references] == [
-        ("Service", "team", service.metadata.uid)]
-    assert base64.b64decode(secret.data["certificate-authority"]) == virtual.ca_pem
-
-    admin = simulator.admin_kubeconfig("team", namespace)
-    # exportKubeConfig.server names an unreachable host here, so the real loopback URL is used
-    assert admin["clusters"][0]["cluster"]["server"] == virtual.url
-    with kubernetes.config.new_client_from_config_dict(admin) as api:
-        core = kubernetes.client.CoreV1Api(api)
-        core.create_namespace(kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(
-            name="only-in-the-vcluster")))
-        virtual_namespaces = {n.metadata.name for n in core.list_namespace().items}
-    assert {"default", "kube-system", "only-in-the-vcluster"} <= virtual_namespaces
-    with plane.api_client() as api, pytest.raises(ApiException) as absent:
-        kubernetes.client.CoreV1Api(api).read_namespace("only-in-the-vcluster")
-    assert absent.value.status == 404
-
-    pid = virtual.pid
-    assert asyncio.run(releases.uninstall("team", namespace)) is True
-    simulator.wait_for_shutdown("team", namespace)
-    wait_for(lambda: not pid_alive(pid), timeout=30, what="the virtual apiserver process to exit")
-    assert asyncio.run(releases.uninstall("team", namespace)) is False
-
-
-def test_reachable_exported_server_goes_into_the_admin_kubeconfig(plane, releases, namespace, simulator):
-    """Simulation as above. Something answers at the host apiserver's URL, so the simulator uses
-    exportKubeConfig.server as vCluster does (it is only written, not dialled, here)."""
-    version = str(yaml.safe_load((LOCAL_CHART / "Chart.yaml").read_text())["version"])
-    asyncio.run(releases.ensure("exported", namespace, ChartRef(local_path=LOCAL_CHART), version,
-                                values(server=plane.api_url)))
-    simulator.wait_for_control_plane("exported", namespace)
-
-    admin = simulator.admin_kubeconfig("exported", namespace)
-
-    assert admin["clusters"][0]["cluster"]["server"] == plane.api_url
-    asyncio.run(releases.uninstall("exported", namespace))
-    simulator.wait_for_shutdown("exported", namespace)

@@ -10,15 +10,13 @@ claim is provisioned by the real local-path-provisioner (kubeplane.storage). The
 admission guard is not running in this test (the operator process is not started: it dials the
 virtual cluster by its in-cluster Service name, which a process outside the node cannot reach).
 
-Opt-in while the rest of the suite still uses the simulator: GPUTENANT_REAL_VCLUSTER=1. It prints
-the vCluster pod's start time and memory (figures, not assertions).
+It prints the vCluster pod's start time and memory (figures, not assertions).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -46,8 +44,6 @@ START_TIMEOUT_SECONDS = 420
 pod on a 2-core machine shared with other work."""
 
 pytestmark = [
-    pytest.mark.skipif(os.environ.get("GPUTENANT_REAL_VCLUSTER") != "1",
-                       reason="opt-in: GPUTENANT_REAL_VCLUSTER=1 runs the real vCluster (minutes)"),
     pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(), reason=f"{REAL_VCLUSTER_CHART} is missing"),
 ]
 

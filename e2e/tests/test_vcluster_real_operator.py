@@ -5,7 +5,6 @@ address, the upstream chart from ../shared/third_party. The operator runs as a p
 can only reach the virtual cluster at https://<node address>:<node port>, which is what the
 kubeconfigs it issues must name.
 
-Opt-in like test_vcluster_real.py: GPUTENANT_REAL_VCLUSTER=1 (minutes: one real control plane).
 The plane has no NetworkPolicy enforcer, so the rendered policies are checked by the unit tests
 (operator/tests/test_render_exposure.py), not here.
 """
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -33,8 +31,6 @@ READY_TIMEOUT_SECONDS = 480
 """A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real.py)."""
 
 pytestmark = [
-    pytest.mark.skipif(os.environ.get("GPUTENANT_REAL_VCLUSTER") != "1",
-                       reason="opt-in: GPUTENANT_REAL_VCLUSTER=1 runs the real vCluster (minutes)"),
     pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(), reason=f"{REAL_VCLUSTER_CHART} is missing"),
 ]
 
@@ -140,10 +136,41 @@ def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vclu
         refused = plane.kubectl("get", "secret", secret_name, "-n", namespace,
                                 kubeconfig_path=other_owner, check=False)
         assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
+        data_volumes = _volumes_claimed_in(plane, namespace)
+        assert data_volumes, f"the vCluster's data claim in {namespace} is bound to a provisioned volume"
     finally:
         plane.kubectl("delete", "gputenant", name, "--wait=false", check=False)
         wait_for(lambda: plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) is None,
                  timeout=300, interval=2, what=f"tenant {name} offboarded")
+    _assert_nothing_left(plane, name, namespace, data_volumes)
+
+
+def _volumes_claimed_in(plane: ControlPlane, namespace: str | None = None) -> set[str]:
+    """PersistentVolumes (released ones too) claimed from `namespace`; every one when None."""
+    volumes = json.loads(plane.kubectl("get", "persistentvolumes", "-o", "json").stdout)["items"]
+    return {volume["metadata"]["name"] for volume in volumes
+            if namespace is None or (volume["spec"].get("claimRef") or {}).get("namespace") == namespace}
+
+
+def _assert_nothing_left(plane: ControlPlane, name: str, namespace: str, data_volumes: set[str]) -> None:
+    """Nothing of the deleted tenant on the host: its namespace (and with it the Helm release, the
+    StatefulSet's data claim, Secrets), the volumes the provisioner made for it (reclaim policy
+    Delete), and every object labelled with the tenant, Argo CD's cluster Secret and the Queue included."""
+    assert plane.kubectl("get", "namespace", namespace, check=False).returncode != 0
+    try:
+        wait_for(lambda: not (_volumes_claimed_in(plane, namespace) or data_volumes & _volumes_claimed_in(plane)),
+                 timeout=120, interval=2, what=f"the volumes of {namespace} deleted by the provisioner")
+    except TimeoutError:
+        raise AssertionError(plane.kubectl("get", "persistentvolumes", "-o", "wide").stdout) from None
+    labelled = f"{naming.TENANT_LABEL}={name}"
+    namespaced = plane.kubectl("get", "secrets,configmaps,persistentvolumeclaims,serviceaccounts,roles,rolebindings,"
+                               "networkpolicies,resourcequotas,limitranges,statefulsets,services,pods",
+                               "--all-namespaces", "-l", labelled, "-o", "name").stdout.split()
+    cluster_wide = plane.kubectl("get", "namespaces,clusterroles,clusterrolebindings,queues.scheduling.run.ai",
+                                 "-l", labelled, "-o", "name").stdout.split()
+    helm_release = plane.kubectl("get", "secrets", "--all-namespaces", "-o", "name",
+                                 "-l", f"owner=helm,name={naming.release_name(name)}").stdout.split()
+    assert not (namespaced or cluster_wide or helm_release), (namespaced, cluster_wide, helm_release)
 
 
 def _from_argocd_pod(plane: ControlPlane, pod: str, server: str, token: str, ca: bytes, directory: Path) -> str:

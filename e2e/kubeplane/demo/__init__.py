@@ -3,6 +3,6 @@ GPU nodes for the pools SIMULATED by kwok (kubeplane.gpu_nodes, kubeplane.kwok),
 subprocess, the example tenants, and a status table until they are Ready. It lives beside the
 harness it drives, never in the shipped package.
 
-The vCluster pod cannot run here (no containers), so `kubeplane.vcluster_sim` plays it: a second
-real kube-apiserver per tenant. `status` is pure; `session` does the IO.
+Each tenant's vCluster is the REAL upstream chart (../shared/third_party), its pod running on the
+plane's node and reached by NodePort at the node's address. `status` is pure; `session` does the IO.
 """

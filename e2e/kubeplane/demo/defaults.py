@@ -1,5 +1,5 @@
-"""Where the demo finds the project's files, and what it says about the simulation. Kept free of
-heavy imports: the CLI builds its parser from these."""
+"""Where the demo finds the project's files, and what it says is simulated (the GPU nodes, only).
+Kept free of heavy imports: the CLI builds its parser from these."""
 
 from __future__ import annotations
 
@@ -10,16 +10,17 @@ import gputenant
 
 SOURCE_ROOT = Path(gputenant.__file__).resolve().parents[2]
 TENANT_CRD = SOURCE_ROOT / "crds" / "tenant.yaml"
-LOCAL_CHART = SOURCE_ROOT / "charts" / "vcluster-local"
+LOCAL_CHART = SOURCE_ROOT.parent / "shared" / "third_party" / "vcluster-0.36.1" / "chart"
+"""The vCluster chart the demo installs from a local path (config vcluster.localPath): the REAL
+upstream chart in ../shared/third_party (kubeplane.fixtures.REAL_VCLUSTER_CHART), as no chart
+repository is reachable here."""
 DEFAULT_CONFIG = SOURCE_ROOT / "examples" / "config.yaml"
 DEFAULT_TENANTS = SOURCE_ROOT / "examples" / "tenants"
 SIMULATION_NOTICE = (
-    "NOTE: the vCluster control planes are SIMULATED. Containers cannot run here, so no vCluster pod\n"
-    "starts; when a tenant's vCluster StatefulSet gets its Pod, a stand-in starts a second real\n"
-    "kube-apiserver for that tenant and writes vc-<release> as vCluster would. Helm, the chart's\n"
-    "objects, RBAC, quotas, the KAI Queue and the kubeconfigs are real.\n"
-    "The GPU nodes are SIMULATED too: kwok keeps Node objects labelled and sized as the GPU Operator\n"
-    "leaves them Ready; there are no GPUs here.")
+    "NOTE: each tenant's vCluster is the REAL vCluster 0.36.1 (the upstream chart, its pod running on\n"
+    "this plane's node, its data on a claim the real local-path-provisioner fills), reached from here\n"
+    "by NodePort at the node's address. The GPU nodes are SIMULATED: kwok keeps Node objects labelled\n"
+    "and sized as the GPU Operator leaves them Ready; there are no GPUs here.")
 
 
 def default_directory() -> Path:

@@ -1,9 +1,10 @@
 """One run of the local demo: start everything, watch the tenants, print how to use one, stop.
 
-Everything is real except the vCluster pod and the GPU nodes.
-`kubeplane.vcluster_sim.VClusterSimulator` plays the pod (a second real kube-apiserver per tenant
-and the ``vc-<release>`` Secret), because no container can run here; kwok keeps the pools' GPU
-nodes (kubeplane.gpu_nodes) Ready, as no GPU is here. The operator serves its admission guard on
+Everything is real except the GPU nodes: the plane has a real node (containerd, kubelet) running
+each tenant's REAL vCluster from the upstream chart, with the project's images imported and the
+real local-path-provisioner as default StorageClass for its data; the operator, on the host,
+reaches each vCluster by NodePort at the node's address. kwok keeps the pools' GPU nodes
+(kubeplane.gpu_nodes) Ready, as no GPU is here. The operator serves its admission guard on
 loopback, registered before the tenants are applied, so their pods (the vCluster pod included) are
 admitted through it.
 """
@@ -98,8 +99,8 @@ def load_tenant_manifests(path: Path) -> list[dict]:
 
 
 def local_operator_config(config_path: Path) -> dict:
-    """The operator config with the project's local vcluster chart: no chart repository is
-    reachable here, and the real chart's pod could not run anyway."""
+    """The operator config with the real vCluster chart from ../shared/third_party (no chart
+    repository is reachable here); `expose_at_node` adds where its vClusters are reached."""
     try:
         OperatorConfig.load(config_path)
     except ValidationError as error:
@@ -112,6 +113,22 @@ def local_operator_config(config_path: Path) -> dict:
     return document
 
 
+def expose_at_node(config_document: dict, node_address: str) -> dict:
+    """NodePort exposure at the node's address: the operator and the kubeconfigs it issues run on
+    the host, outside the node's network namespace, and reach each vCluster there."""
+    document = {**config_document, "vcluster": {**config_document["vcluster"],
+                                                "exposure": {"type": "NodePort", "address": node_address}}}
+    OperatorConfig.model_validate(document)
+    return document
+
+
+def with_local_kubernetes(manifests: list[dict], version: str) -> list[dict]:
+    """Tenants that leave spec.vcluster.kubernetesVersion unset get `version`, the distro image
+    built here: the chart's default is a newer Kubernetes, whose image is not on the node."""
+    return [{**m, "spec": {**m["spec"], "vcluster": {"kubernetesVersion": version, **(m["spec"].get("vcluster") or {})}}}
+            for m in manifests]
+
+
 class Session:
     """Starts the pieces in order and stops whatever was started, in reverse, on any exit."""
 
@@ -121,7 +138,7 @@ class Session:
         self.started_at = time.monotonic()
         self.plane = None
         self.kwok = None
-        self.simulator = None
+        self.provisioner = None
         self.operator = None
         self._table_lines = 0
 
@@ -164,7 +181,7 @@ class Session:
         for required in (TENANT_CRD, LOCAL_CHART / "Chart.yaml"):
             if not required.is_file():
                 raise DevError(f"{required} is missing: the local demo runs from a source checkout of "
-                               "gpu-tenant-operator (git clone, then `make dev`)")
+                               "gpu-tenant-operator (git clone, then `make dev`) beside ../shared/third_party")
         options = self.options
         manifests = load_tenant_manifests(options.tenants_path)
         config_document = local_operator_config(options.config_path)
@@ -173,10 +190,11 @@ class Session:
 
         print(SIMULATION_NOTICE, file=self.out, flush=True)
         self.start_plane()
+        self.prepare_node()
         self.install_crds()
         self.create_gpu_nodes(config, nodes)
-        self.start_operator(config_document)
-        self.apply_tenants()
+        self.start_operator(expose_at_node(config_document, self.plane.node.network.node_ip))
+        self.apply_tenants(manifests)
 
         names = [m["metadata"]["name"] for m in manifests]
         if not self.watch(names):
@@ -193,13 +211,26 @@ class Session:
         from kubeplane import ControlPlane
 
         directory = self.options.directory
-        self.say(f"starting the local control plane in {directory} "
-                 "(etcd, kube-apiserver, kube-controller-manager; tools built by tools/build.sh if missing)")
+        self.say(f"starting the local control plane in {directory} (etcd, kube-apiserver, "
+                 "kube-controller-manager, kube-scheduler and a node: containerd and kubelet; tools built by "
+                 "tools/build.sh if missing)")
         directory.mkdir(parents=True, exist_ok=True)
-        self.plane = ControlPlane(directory).start()
+        self.plane = ControlPlane(directory, node=True).start()
         # The operator and its helm calls inherit the plane's kubeconfig, pinned tools and helm homes.
         os.environ.update(self.plane.env())
-        self.say(f"control plane up at {self.plane.api_url} in {self.plane.start_seconds:.1f}s")
+        self.say(f"control plane up at {self.plane.api_url}, node at {self.plane.node.network.node_ip}, "
+                 f"in {self.plane.start_seconds:.1f}s")
+
+    def prepare_node(self) -> None:
+        """The vCluster images (written by the project from binaries built from Go modules) in the
+        node's containerd, and a default StorageClass for the vCluster's data claim."""
+        from kubeplane.storage import LocalPathProvisioner
+        from kubeplane.vcluster_images import vcluster_images
+
+        images = vcluster_images(self.plane.bin_dir)
+        self.plane.node.containerd.import_images(list(images.values()))
+        self.provisioner = LocalPathProvisioner().start(self.plane)
+        self.say(f"imported {', '.join(images)} into the node; local-path-provisioner is the default StorageClass")
 
     def install_crds(self) -> None:
         from kubeplane.fixtures import UPSTREAM_QUEUE_CRD, install_crds, install_kai_queue_crd
@@ -233,9 +264,7 @@ class Session:
 
     def start_operator(self, config_document: dict) -> None:
         from kubeplane.process import Process
-        from kubeplane.vcluster_sim import VClusterSimulator
 
-        self.simulator = VClusterSimulator(self.plane).start()
         config_path = self.options.directory / "operator-config.yaml"
         config_path.write_text(yaml.safe_dump(config_document, sort_keys=False))
         log_path = self.plane.log_dir / "operator.log"
@@ -245,7 +274,8 @@ class Session:
             "--kubeconfig", str(self.plane.kubeconfig_path), "--webhook-host", "127.0.0.1",
             "--webhook-port", str(guard_port), "--webhook-cert-dir", str(self.options.directory / "guard-certs")],
             log_path)
-        self.say(f"started the operator (pid {self.operator.pid}, log {log_path}) and the simulated vCluster pod")
+        self.say(f"started the operator (pid {self.operator.pid}, log {log_path}); vClusters exposed by NodePort "
+                 f"at {config_document['vcluster']['exposure']['address']}")
         self.wait_for_guard()
         self.say(f"admission guard serving at https://127.0.0.1:{guard_port} (webhook configurations "
                  f"{GUARD_CONFIGURATION})")
@@ -271,10 +301,14 @@ class Session:
                 raise DevError(f"the operator did not register its admission guard within {timeout:g}s; "
                                f"see {self.plane.log_dir / 'operator.log'}") from None
 
-    def apply_tenants(self) -> None:
-        result = self.plane.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}",
-                                    "-f", str(self.options.tenants_path))
-        self.say(f"kubectl apply -f {self.options.tenants_path}:\n" + result.stdout.rstrip())
+    def apply_tenants(self, manifests: list[dict]) -> None:
+        from kubeplane.tools import pinned_versions
+
+        version = pinned_versions()["kube"]
+        result = self.plane.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", "-",
+                                    input=yaml.safe_dump_all(with_local_kubernetes(manifests, version)))
+        self.say(f"kubectl apply -f {self.options.tenants_path} (spec.vcluster.kubernetesVersion {version}, "
+                 "the distro image built here, where unset):\n" + result.stdout.rstrip())
 
     def watch(self, names: list[str]) -> bool:
         """Refresh the table until every tenant is Ready (True); False when it cannot get there."""
@@ -334,7 +368,8 @@ class Session:
             "",
             "KUBECONFIG above is the host plane's admin. The kubeconfig Secret is readable only by the",
             f"tenant's owners; {self.owner_hint(tenant)}",
-            "The namespaces listed are the virtual cluster's (its simulated control plane), not the host's.",
+            "The namespaces listed are the virtual cluster's (its real vCluster, reached by NodePort at the",
+            f"node's address {self.plane.node.network.node_ip}), not the host's.",
             "",
         ]), file=self.out, flush=True)
 
@@ -362,17 +397,17 @@ class Session:
             return 0
 
     def stop(self) -> None:
-        """Operator first (so it acts on nothing while the rest goes), then the simulated vCluster
-        apiservers and kwok, then the plane. A second Ctrl-C must not cut this short and leave
+        """Operator first (so it acts on nothing while the rest goes), then the provisioner and kwok,
+        then the plane (with its node and the vCluster pods on it). A second Ctrl-C must not cut this short and leave
         processes."""
         previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             if self.operator is not None:
                 self.operator.stop()
                 self.operator = None
-            if self.simulator is not None:
-                self.simulator.stop()
-                self.simulator = None
+            if self.provisioner is not None:
+                self.provisioner.stop()
+                self.provisioner = None
             if self.kwok is not None:
                 self.kwok.stop()
                 self.kwok = None

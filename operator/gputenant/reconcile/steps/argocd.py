@@ -70,14 +70,16 @@ async def ensure(run: Pass) -> bool:
 def argocd_namespaces(body: dict) -> list[str]:
     """Where the tenant's Argo CD cluster Secret may be: spec.argocd.namespace while registration is
     enabled, and the same for the last spec kopf handled, so a moved or disabled registration is
-    found and removed. The operator may list Secrets only in namespaces it is granted, so it never
-    lists them cluster-wide."""
+    found and removed; and always Argo CD's default namespace, because a registration disabled
+    before kopf recorded the spec that enabled it is in neither (seen with a real vCluster: the
+    Secret written, then the disabling spec applied within the same second). The operator may list
+    Secrets only in namespaces it is granted, so it never lists them cluster-wide."""
     annotation = ((body.get("metadata") or {}).get("annotations") or {}).get(naming.LAST_HANDLED_ANNOTATION)
     try:
         last_handled = (json.loads(annotation) or {}).get("spec") or {} if annotation else {}
     except (ValueError, AttributeError):
         last_handled = {}
-    found = set()
+    found = {ArgoCDSpec().namespace}
     for spec in (body.get("spec") or {}, last_handled):
         try:
             argocd = ArgoCDSpec.model_validate(spec.get("argocd") or {})

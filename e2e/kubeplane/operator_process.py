@@ -1,0 +1,108 @@
+"""`gputenant run` as a subprocess against a plane: the ONE launcher of the operator process the
+e2e tests share, so they can SIGKILL and restart it and read its log.
+
+The operator authenticates as its own user, ``gpu-tenant-operator`` (in system:masters; the
+chart's RBAC is exercised by the tests that install the chart), by a client certificate inline in
+its kubeconfig, so the audit log tells its requests apart from the tests' and the controllers'.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import kubernetes
+import yaml
+
+from gputenant.config.models import OperatorConfig
+
+from .fixtures import REAL_VCLUSTER_CHART
+from .plane import ControlPlane
+from .tools import REPO_ROOT
+
+GPUTENANT = Path(sys.executable).parent / "gputenant"
+OPERATOR_USER = "gpu-tenant-operator"
+GUARD_CONFIGURATION = "gputenant-guard"
+RESYNC_SECONDS = 5
+DELETION_RETRY_SECONDS = 3
+
+
+class OperatorProcess:
+    """`gputenant run --config CONFIG` with a resync period of RESYNC_SECONDS (tests wait for
+    timer runs) and `extra_args` (e.g. `guard_flags`); `env` adds to its environment."""
+
+    def __init__(self, plane: ControlPlane, config_path: Path, log_path: Path, extra_args: Sequence[str] = (),
+                 env: Mapping[str, str] | None = None):
+        self.plane = plane
+        self.config_path = config_path
+        self.log_path = log_path
+        self.extra_args = list(extra_args)
+        self.env = dict(env or {})
+        self.user = OPERATOR_USER
+        self.resync_seconds = RESYNC_SECONDS
+        self.kubeconfig_path = plane.user(OPERATOR_USER, groups=["system:masters"])
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> OperatorProcess:
+        env = {**self.plane.env(self.kubeconfig_path), "GPUTENANT_RESYNC_SECONDS": str(RESYNC_SECONDS),
+               "GPUTENANT_DELETION_RETRY_SECONDS": str(DELETION_RETRY_SECONDS), **self.env}
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [str(GPUTENANT), "run", "--config", str(self.config_path),
+                 "--kubeconfig", str(self.kubeconfig_path), *self.extra_args],
+                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        return self
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def guard_flags(cert_dir: Path) -> list[str]:
+    """`gputenant run` flags that serve the admission guard on a free loopback port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return ["--webhook-host", "127.0.0.1", "--webhook-port", str(port), "--webhook-cert-dir", str(cert_dir)]
+
+
+def remove_guard_configurations(plane: ControlPlane) -> None:
+    """The guard's webhook configurations, removed once its operator stopped: it fails closed, so
+    a configuration left behind would refuse every tenant pod of later tests."""
+    with plane.api_client() as client:
+        admission = kubernetes.client.AdmissionregistrationV1Api(client)
+        for delete in (admission.delete_mutating_webhook_configuration,
+                       admission.delete_validating_webhook_configuration):
+            try:
+                delete(GUARD_CONFIGURATION)
+            except kubernetes.client.ApiException as error:
+                if error.status != 404:
+                    raise
+
+
+def real_vcluster_config(plane: ControlPlane, path: Path) -> Path:
+    """examples/config.yaml with the upstream chart from ../shared/third_party, exposed by
+    NodePort at the node's address: the operator runs on the host, outside the node's network
+    namespace, so that address is the one it (and the kubeconfigs it issues) can reach."""
+    document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
+    document["vcluster"].update(localPath=str(REAL_VCLUSTER_CHART),
+                                exposure={"type": "NodePort", "address": plane.node.network.node_ip})
+    OperatorConfig.model_validate(document)
+    path.write_text(yaml.safe_dump(document))
+    return path
