@@ -8,14 +8,11 @@ everything else is real: the operator, the upstream chart, the syncer, the guard
 vCluster forces `sync.fromHost.nodes.selector.labels` onto every synced pod (pods/syncer.go,
 v0.36.1), so before the guard placed pods CoreDNS and CPU pods landed on GPU nodes; and with
 `setOwner: false` KAI's pod-grouper made every synced pod its own PodGroup of one.
-
-Opt-in like test_vcluster_real_operator.py: GPUTENANT_REAL_VCLUSTER=1 (minutes).
 """
 
 from __future__ import annotations
 
 import base64
-import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,11 +38,8 @@ HELD_SECONDS = 20
 VIRTUAL_NAME = "vcluster.loft.sh/name"
 VIRTUAL_NAMESPACE = "vcluster.loft.sh/namespace"
 
-pytestmark = [
-    pytest.mark.skipif(os.environ.get("GPUTENANT_REAL_VCLUSTER") != "1",
-                       reason="opt-in: GPUTENANT_REAL_VCLUSTER=1 runs the real vCluster (minutes)"),
-    pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(), reason=f"{REAL_VCLUSTER_CHART} is missing"),
-]
+pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(),
+                                reason=f"{REAL_VCLUSTER_CHART} is missing")
 
 
 @pytest.fixture(scope="module")
