@@ -4,7 +4,7 @@
     .venv/bin/python bench/webhook_latency.py --onboard 200 [--rate 50] [--repeats 3]
 
 Starts a local control plane (or attaches to KUBEPLANE_DIR), one HAMi tenant (the heaviest
-mutation: queue, scheduler, pool selector, toleration and per-container HAMi limits), and the guard
+mutation: queue, scheduler, pool selector, toleration and the KAI ConfigMap prefix of a GPU share), and the guard
 on loopback with TLS. For each rate it creates `rate x seconds` GPU pods as the tenant's user,
 paced at that rate, and measures each creation end to end; the same burst into a namespace of no
 tenant is the baseline without webhooks. The apiserver's own histogram gives the mean time it
@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -64,9 +65,11 @@ WEBHOOK_METRIC = re.compile(
 
 
 def gpu_pod() -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "burst-"},
-            "spec": {"containers": [{"name": "main", "image": "registry.example/train:1",
-                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    """One quarter-GPU share of the HAMi tier (a KAI GPU fraction, docs/units.md), named: the guard
+    writes a share's KAI ConfigMap prefix from its name."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"burst-{uuid.uuid4().hex[:12]}", "annotations": {"gpu-fraction": "0.25"}},
+            "spec": {"containers": [{"name": "main", "image": "registry.example/train:1"}]}}
 
 
 def setup(plane: ControlPlane) -> Path:
