@@ -43,7 +43,8 @@ def test_simulated_nodes_advertise_each_pools_mechanism():
     assert timeslice["metadata"]["labels"]["nvidia.com/gpu.replicas"] == "4"
     assert timeslice["metadata"]["labels"]["nvidia.com/device-plugin.config"] == "a100-timeslice-4"
     for hami in by_pool["l4-hami"]:
-        assert hami["metadata"]["labels"]["gpu"] == "on"
+        # no `gpu=on`: that label starts HAMi's device plugin, which must not run beside NVIDIA's
+        assert "gpu" not in hami["metadata"]["labels"]
         assert hami["metadata"]["labels"]["nvidia.com/mig.capable"] == "false"
         # KAI fractions on NVIDIA's device plugin: whole GPUs, their memory in a label, no HAMi resources.
         assert hami["status"]["capacity"]["nvidia.com/gpu"] == "8"
