@@ -27,7 +27,7 @@ import yaml
 from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd
-from kubeplane.gpu_nodes import create_nodes, pool_nodes
+from kubeplane.gpu_nodes import SimulatedGpuReservations, create_nodes, pool_nodes
 from kubeplane.kai import KaiScheduler
 from kubeplane.kai_fixtures import KaiCluster
 from kubeplane.kwok import Kwok
@@ -149,17 +149,23 @@ def vcluster_node(node_plane: ControlPlane):
 def vcluster_kai(vcluster_node: ControlPlane):
     """The node plane with the real KAI-Scheduler and SIMULATED GPU nodes (kwok) for every pool of
     examples/config.yaml, for tests whose tenants' GPU pods travel from a real vCluster through the
-    guard into KAI. The real node stays the plane's CPU node."""
+    guard into KAI. The real node stays the plane's CPU node. KAI's reservation pods on those nodes
+    get the GPU report a real node would write (SimulatedGpuReservations), so fractions bind."""
     config = OperatorConfig.model_validate(yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text()))
     node_kwok, kai = Kwok().start(vcluster_node), KaiScheduler()
+    reservations_client = vcluster_node.api_client()
+    reservations = SimulatedGpuReservations(reservations_client)
     try:
         nodes = pool_nodes(config)
         with vcluster_node.api_client() as client:
             create_nodes(client, nodes)
+        reservations.start()
         kai.start(vcluster_node)
         yield KaiCluster(plane=vcluster_node, config=config, nodes=nodes)
     finally:
         kai.stop()
+        reservations.stop()
+        reservations_client.close()
         node_kwok.stop()
 
 

@@ -19,9 +19,7 @@ from gputenant.attestation.promise import canary_pod, fingerprint, promise_of
 from gputenant.attestation.run import Attestation, Attestor, tenant_condition
 from gputenant.attestation.verdict import Outcome, judge, parse_report
 from gputenant.config.models import OperatorConfig
-from gputenant.guard import kai_sharing
 from gputenant.guard.mutation import mutate_pod
-from gputenant.guard.pods import asks_for_fraction
 from gputenant.guard.rules import validate_pod
 from gputenant.policy.choose import decide
 
@@ -75,10 +73,8 @@ def test_the_canary_pod_is_what_the_guard_admits_for_a_tenant_on_the_pool(pool_n
     pod = {"metadata": {"name": canary["metadata"]["name"], "namespace": "tenant-team-a", "annotations": requests},
            "spec": canary["spec"]}
     patch = mutate_pod(pod, "team-a", decision)
-    queue = {"op": "add", "path": "/metadata/labels", "value": {"kai.scheduler/queue": "team-a"}}
-    kai_prefix = {"op": "add", "path": "/metadata/annotations/runai~1shared-gpu-configmap",
-                  "value": kai_sharing.guard_prefix(pod)}
-    assert patch == ([queue, kai_prefix] if asks_for_fraction(pod) else [queue])
+    # a fraction canary already carries the KAI prefix the guard would give it
+    assert patch == [{"op": "add", "path": "/metadata/labels", "value": {"kai.scheduler/queue": "team-a"}}]
     assert validate_pod(apply_patch(pod, patch), "team-a", trust, decision, config=CONFIG) == []
 
 

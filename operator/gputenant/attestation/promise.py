@@ -17,7 +17,9 @@ from gputenant import naming
 from gputenant.api.gpus import mig_profile
 from gputenant.api.v1alpha1 import HamiSpec
 from gputenant.config.models import MigStrategy, Pool, PoolMode
+from gputenant.guard import kai_sharing
 from gputenant.guard.keys import FRACTION_ANNOTATIONS
+from gputenant.guard.pods import asks_for_fraction
 
 MIB_PER_GB = 1024
 FINGERPRINT_ANNOTATION = "gputenant.io/attestation-fingerprint"
@@ -119,9 +121,14 @@ def canary_pod(pool: Pool, namespace: str, image: str, queue: str | None = None)
         spec["nodeSelector"] = dict(pool.node_selector)
     if pool.tolerations:
         spec["tolerations"] = [t.model_dump(exclude_none=True, by_alias=True) for t in pool.tolerations]
-    return {
+    pod = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": canary_pod_name(pool), "namespace": namespace, "labels": labels,
                      "annotations": {FINGERPRINT_ANNOTATION: fingerprint(pool, image), **promise.annotations}},
         "spec": spec,
     }
+    if asks_for_fraction(pod):
+        # KAI's binder writes a fraction's GPU into the ConfigMaps this names; KAI's admission keeps
+        # a value already set, and it is the one the guard gives a tenant's share of that name.
+        pod["metadata"]["annotations"][kai_sharing.CONFIGMAP_ANNOTATION] = kai_sharing.guard_prefix(pod)
+    return pod
