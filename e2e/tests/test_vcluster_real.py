@@ -81,13 +81,17 @@ def pod_working_set_bytes(plane: ControlPlane, namespace: str, name: str) -> int
 
 @pytest.mark.parametrize("trust_file", ["untrusted", "internal", "trusted"])
 def test_the_real_vcluster_runs_in_the_tenant_namespace_and_its_kubeconfig_works(vcluster_node, trust_file: str,
-                                                                                 tmp_path: Path):
+                                                                                 tmp_path: Path, request):
     plane, config, tenant = vcluster_node, operator_config(), example_tenant(trust_file)
     decision = decide(tenant.name, tenant.spec, config)
     rendered = render_tenant(tenant, decision, config)
     namespace, release = naming.host_namespace(tenant.name, config), naming.release_name(tenant.name)
     plane.kubectl("apply", "--server-side", "--field-manager=gpu-tenant-operator", "-f", "-",
                   input=yaml.safe_dump_all(rendered.objects))
+    # No operator owns these: remove them all (the cluster-scoped Queue too), or a later module's
+    # operator meets a Queue of this tenant's name that it did not make (ObjectNotOwned).
+    request.addfinalizer(lambda: plane.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-",
+                                               input=yaml.safe_dump_all(rendered.objects), check=False))
     releases = VClusterReleases(plane.kubeconfig_path, helm_path=plane.bin_dir / "helm")
     chart = ChartRef.from_config(config.vcluster)
 
