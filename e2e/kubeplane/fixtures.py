@@ -62,3 +62,10 @@ def install_kai_queue_crd(target: Target, prefer_upstream: bool = True) -> Path:
     path = UPSTREAM_QUEUE_CRD if prefer_upstream and UPSTREAM_QUEUE_CRD.is_file() else MINIMAL_QUEUE_CRD
     install_crds(target, path)
     return path
+
+
+def label_cpu_node(plane: ControlPlane, node_selector: dict[str, str]) -> None:
+    """Give the plane's real node the configuration's `cpuPool.nodeSelector` labels: it is the CPU
+    node the guard sends every tenant pod without GPUs to (the vCluster control plane, CoreDNS)."""
+    plane.kubectl("label", "node", plane.node.name, "--overwrite",
+                  *(f"{key}={value}" for key, value in node_selector.items()))

@@ -26,7 +26,7 @@ import yaml
 
 from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
-from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd
+from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd, label_cpu_node
 from kubeplane.gpu_nodes import SimulatedGpuReservations, create_nodes, pool_nodes
 from kubeplane.kai import KaiScheduler
 from kubeplane.kai_fixtures import KaiCluster
@@ -134,9 +134,7 @@ def vcluster_node(node_plane: ControlPlane):
     The real node carries examples/config.yaml's cpuPool labels: it is the CPU node that tenant
     pods without GPUs are pinned to."""
     node_plane.node.containerd.import_images(list(vcluster_images(node_plane.bin_dir).values()))
-    cpu_pool = OperatorConfig.load(REPO_ROOT / "examples" / "config.yaml").cpu_pool
-    node_plane.kubectl("label", "node", node_plane.node.name, "--overwrite",
-                       *(f"{key}={value}" for key, value in cpu_pool.node_selector.items()))
+    label_cpu_node(node_plane, OperatorConfig.load(REPO_ROOT / "examples" / "config.yaml").cpu_pool.node_selector)
     install_crds(node_plane, REPO_ROOT / "crds" / "tenant.yaml")
     install_kai_queue_crd(node_plane)
     node_plane.kubectl("create", "namespace", ARGOCD_NAMESPACE)

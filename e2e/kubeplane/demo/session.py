@@ -190,7 +190,7 @@ class Session:
 
         print(SIMULATION_NOTICE, file=self.out, flush=True)
         self.start_plane()
-        self.prepare_node()
+        self.prepare_node(config)
         self.install_crds()
         self.create_gpu_nodes(config, nodes)
         self.start_operator(expose_at_node(config_document, self.plane.node.network.node_ip))
@@ -221,14 +221,17 @@ class Session:
         self.say(f"control plane up at {self.plane.api_url}, node at {self.plane.node.network.node_ip}, "
                  f"in {self.plane.start_seconds:.1f}s")
 
-    def prepare_node(self) -> None:
+    def prepare_node(self, config: OperatorConfig) -> None:
         """The vCluster images (written by the project from binaries built from Go modules) in the
-        node's containerd, and a default StorageClass for the vCluster's data claim."""
+        node's containerd, the configuration's CPU-pool labels on the node (the guard sends tenant
+        pods without GPUs there) and a default StorageClass for the vCluster's data claim."""
+        from kubeplane.fixtures import label_cpu_node
         from kubeplane.storage import LocalPathProvisioner
         from kubeplane.vcluster_images import vcluster_images
 
         images = vcluster_images(self.plane.bin_dir)
         self.plane.node.containerd.import_images(list(images.values()))
+        label_cpu_node(self.plane, config.cpu_pool.node_selector)
         self.provisioner = LocalPathProvisioner().start(self.plane)
         self.say(f"imported {', '.join(images)} into the node; local-path-provisioner is the default StorageClass")
 
