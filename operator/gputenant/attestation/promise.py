@@ -121,14 +121,16 @@ def canary_pod(pool: Pool, namespace: str, image: str, queue: str | None = None)
         spec["nodeSelector"] = dict(pool.node_selector)
     if pool.tolerations:
         spec["tolerations"] = [t.model_dump(exclude_none=True, by_alias=True) for t in pool.tolerations]
+    annotations = {FINGERPRINT_ANNOTATION: fingerprint(pool, image), **promise.annotations}
     pod = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": canary_pod_name(pool), "namespace": namespace, "labels": labels,
-                     "annotations": {FINGERPRINT_ANNOTATION: fingerprint(pool, image), **promise.annotations}},
+                     "annotations": annotations},
         "spec": spec,
     }
-    if asks_for_fraction(pod):
+    prefix = kai_sharing.guard_prefix(pod) if asks_for_fraction(pod) else None
+    if prefix:
         # KAI's binder writes a fraction's GPU into the ConfigMaps this names; KAI's admission keeps
         # a value already set, and it is the one the guard gives a tenant's share of that name.
-        pod["metadata"]["annotations"][kai_sharing.CONFIGMAP_ANNOTATION] = kai_sharing.guard_prefix(pod)
+        annotations[kai_sharing.CONFIGMAP_ANNOTATION] = prefix
     return pod
