@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -121,8 +123,23 @@ def usage_commands(output: str) -> list[str]:
     return commands
 
 
-def test_exit_when_ready_shows_the_three_tenants_ready_and_leaves_no_process(tmp_path):
-    dev = DevUp(tmp_path / "dev", "--exit-when-ready")
+@pytest.fixture
+def dev_dir():
+    """A short directory of its own: the node's kubelet sockets live under it (pytest's tmp_path is
+    too long for a Unix socket path)."""
+    directory = Path(tempfile.mkdtemp(prefix="gtdev-", dir="/tmp"))
+    yield directory / "dev"
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_a_directory_too_long_for_the_nodes_sockets_is_refused_naming_the_flag(tmp_path):
+    answer = subprocess.run([*DEV_UP, "--dir", str(tmp_path / ("x" * 60)), "--exit-when-ready"],
+                            capture_output=True, text=True, timeout=120)
+    assert answer.returncode == 2 and "--dir" in answer.stderr and "shorter directory" in answer.stderr
+
+
+def test_exit_when_ready_shows_the_three_tenants_ready_and_leaves_no_process(dev_dir):
+    dev = DevUp(dev_dir, "--exit-when-ready")
     code = dev.wait(START_TIMEOUT_SECONDS + 120)
     assert code == 0, dev.output
     assert "the REAL vCluster 0.36.1" in dev.output and "GPU nodes are SIMULATED" in dev.output
@@ -137,8 +154,8 @@ def test_exit_when_ready_shows_the_three_tenants_ready_and_leaves_no_process(tmp
     dev.assert_nothing_left()
 
 
-def test_printed_commands_work_while_it_runs_and_sigterm_stops_everything(tmp_path):
-    dev = DevUp(tmp_path / "dev")
+def test_printed_commands_work_while_it_runs_and_sigterm_stops_everything(tmp_path, dev_dir):
+    dev = DevUp(dev_dir)
     try:
         dev.wait_for_line(r"^Running until Ctrl-C", START_TIMEOUT_SECONDS + 60)
         commands = usage_commands(dev.output)
@@ -166,12 +183,12 @@ def test_printed_commands_work_while_it_runs_and_sigterm_stops_everything(tmp_pa
     dev.assert_nothing_left()
 
 
-def test_a_tenant_that_cannot_be_granted_is_shown_and_ends_the_run_with_an_error(tmp_path):
+def test_a_tenant_that_cannot_be_granted_is_shown_and_ends_the_run_with_an_error(tmp_path, dev_dir):
     tenant = tmp_path / "too-big.yaml"
     tenant.write_text("apiVersion: gputenant.io/v1alpha1\nkind: GpuTenant\nmetadata: {name: too-big}\n"
                       "spec:\n  trust: Untrusted\n  owners: [{kind: User, name: someone@example.com}]\n"
                       "  gpu: {quota: 40}\n")
-    dev = DevUp(tmp_path / "dev", "--exit-when-ready", "--tenants", str(tenant))
+    dev = DevUp(dev_dir, "--exit-when-ready", "--tenants", str(tenant))
     code = dev.wait(START_TIMEOUT_SECONDS)
     assert code == 1, dev.output
     assert re.search(r"tenant too-big: Ready=False, reason QuotaAbovePoolCapacity: .*lower gpu.limit", dev.output), \

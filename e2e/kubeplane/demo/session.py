@@ -46,6 +46,9 @@ from kubeplane.gpu_nodes import GpuNode, GpuNodeError, pool_nodes
 FIELD_MANAGER = "platform-engineer"
 """Who applies the example tenants: the demo's stand-in for the person running kubectl."""
 POLL_SECONDS = 1.0
+MAX_DIRECTORY_LENGTH = 56
+"""The kubelet's longest socket path is the directory plus ~50 characters
+(`/node/kubelet/root/device-plugins/kubelet.sock`), and a Unix socket path has at most 107 bytes."""
 GUARD_CONFIGURATION = "gputenant-guard"
 
 
@@ -183,6 +186,10 @@ class Session:
                 raise DevError(f"{required} is missing: the local demo runs from a source checkout of "
                                "gpu-tenant-operator (git clone, then `make dev`) beside ../shared/third_party")
         options = self.options
+        if len(str(options.directory.absolute())) > MAX_DIRECTORY_LENGTH:
+            raise DevError(f"--dir {options.directory}: at most {MAX_DIRECTORY_LENGTH} characters as an absolute "
+                           "path (the node's kubelet sockets live under it, and a Unix socket path has at most 107 "
+                           "bytes); pass a shorter directory, e.g. --dir /tmp/gputenant-dev")
         manifests = load_tenant_manifests(options.tenants_path)
         config_document = local_operator_config(options.config_path)
         config = OperatorConfig.model_validate(config_document)
