@@ -12,13 +12,13 @@ import kubernetes
 import yaml
 
 from .operator_image import CHART, operator_image
+from .operator_process import GUARD_CONFIGURATION, remove_guard_configurations
 from .plane import ControlPlane
 from .process import wait_for
 from .service_routes import remove_service_route, route_service_to_node
 
 RELEASE = "gpu-tenant-operator"
 """The chart's full name is then the release name, as in docs/install.md."""
-GUARD_CONFIGURATION = "gputenant-guard"
 
 
 @dataclass
@@ -91,15 +91,7 @@ class InClusterOperator:
 
     def uninstall(self) -> None:
         self.plane.helm("uninstall", RELEASE, "--namespace", self.namespace, "--wait", check=False)
-        with self.plane.api_client() as client:
-            admission = kubernetes.client.AdmissionregistrationV1Api(client)
-            for delete in (admission.delete_mutating_webhook_configuration,
-                           admission.delete_validating_webhook_configuration):
-                try:
-                    delete(GUARD_CONFIGURATION)
-                except kubernetes.client.ApiException as error:
-                    if error.status != 404:
-                        raise
+        remove_guard_configurations(self.plane)
         self.plane.kubectl("delete", "namespace", self.namespace, "--wait=false", check=False)
         if self.guard_ip:
             remove_service_route(self.plane.node, self.guard_ip)
