@@ -11,6 +11,7 @@ fixture into a test module: `from kubeplane.kai_fixtures import kai_cluster`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -47,13 +48,10 @@ class KaiCluster:
         return {node.name for node in self.nodes if node.pool == pool}
 
 
-@pytest.fixture(scope="session")
-def kai_cluster(request: pytest.FixtureRequest) -> Iterator[KaiCluster]:
-    # A cold tools build takes minutes: show its progress instead of capturing it.
-    with request.config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
-        ensure_tools()
-    config = scheduling_config()
-    plane = ControlPlane().start()
+@contextmanager
+def gpu_scheduling(plane: ControlPlane, config: OperatorConfig) -> Iterator[KaiCluster]:
+    """On `plane`: kwok's SIMULATED GPU nodes for every pool of `config`, the SIMULATED report of
+    KAI's reservation pods, and the real KAI-Scheduler; stopped again when the block ends."""
     kwok, kai = Kwok(), KaiScheduler()
     reservations_client = plane.api_client()
     reservations = SimulatedGpuReservations(reservations_client)
@@ -65,14 +63,26 @@ def kai_cluster(request: pytest.FixtureRequest) -> Iterator[KaiCluster]:
         reservations.start()
         kai.start(plane)
         yield KaiCluster(plane=plane, config=config, nodes=nodes)
-    except BaseException:
-        plane.keep = True
-        raise
     finally:
         kai.stop()
         reservations.stop()
         reservations_client.close()
         kwok.stop()
+
+
+@pytest.fixture(scope="session")
+def kai_cluster(request: pytest.FixtureRequest) -> Iterator[KaiCluster]:
+    # A cold tools build takes minutes: show its progress instead of capturing it.
+    with request.config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+        ensure_tools()
+    plane = ControlPlane().start()
+    try:
+        with gpu_scheduling(plane, scheduling_config()) as cluster:
+            yield cluster
+    except BaseException:
+        plane.keep = True
+        raise
+    finally:
         if request.session.testsfailed:
             plane.keep = True
         plane.stop()

@@ -27,10 +27,7 @@ import yaml
 from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd, label_cpu_node
-from kubeplane.gpu_nodes import SimulatedGpuReservations, create_nodes, pool_nodes
-from kubeplane.kai import KaiScheduler
-from kubeplane.kai_fixtures import KaiCluster
-from kubeplane.kwok import Kwok
+from kubeplane.kai_fixtures import gpu_scheduling
 from kubeplane.operator_process import OperatorProcess, guard_flags, real_vcluster_config, remove_guard_configurations
 from kubeplane.pytest_plugin import kwok  # noqa: F401 (fixture: kwok on the session plane, for simulated GPU nodes)
 from kubeplane.storage import LocalPathProvisioner
@@ -149,22 +146,8 @@ def vcluster_kai(vcluster_node: ControlPlane):
     examples/config.yaml, for tests whose tenants' GPU pods travel from a real vCluster through the
     guard into KAI. The real node stays the plane's CPU node. KAI's reservation pods on those nodes
     get the GPU report a real node would write (SimulatedGpuReservations), so fractions bind."""
-    config = OperatorConfig.model_validate(yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text()))
-    node_kwok, kai = Kwok().start(vcluster_node), KaiScheduler()
-    reservations_client = vcluster_node.api_client()
-    reservations = SimulatedGpuReservations(reservations_client)
-    try:
-        nodes = pool_nodes(config)
-        with vcluster_node.api_client() as client:
-            create_nodes(client, nodes)
-        reservations.start()
-        kai.start(vcluster_node)
-        yield KaiCluster(plane=vcluster_node, config=config, nodes=nodes)
-    finally:
-        kai.stop()
-        reservations.stop()
-        reservations_client.close()
-        node_kwok.stop()
+    with gpu_scheduling(vcluster_node, OperatorConfig.load(REPO_ROOT / "examples" / "config.yaml")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
