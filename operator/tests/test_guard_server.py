@@ -79,6 +79,6 @@ def test_decisions_are_cached_per_uid_and_dropped_with_their_tenant():
     guard = Guard(OperatorConfig(), client=None)
     old = TenantView("team", "uid-1", 1, spec, "tenant-team")
     lowered = TenantView("team", "uid-2", 1, {**spec, "trust": "Untrusted"}, "tenant-team")
-    assert guard.decision(old, {"uid-1"})[0].trust.value == "Trusted"
-    assert guard.decision(lowered, {"uid-2"})[0].trust.value == "Untrusted"
+    assert guard.decision(old, lambda: {"uid-1"})[0].trust.value == "Trusted"
+    assert guard.decision(lowered, lambda: {"uid-2"})[0].trust.value == "Untrusted"
     assert set(guard.decisions) == {"uid-2"}

@@ -69,16 +69,19 @@ class Guard:
     client: KubeClient
     decisions: dict[str, tuple[int, GpuTenantSpec, Decision]] = field(default_factory=dict)
 
-    def decision(self, tenant: TenantView, live_uids: set[str] | None = None) -> tuple[GpuTenantSpec, Decision]:
+    def decision(self, tenant: TenantView,
+                 live_uids: Callable[[], set[str]] | None = None) -> tuple[GpuTenantSpec, Decision]:
         """The tenant's validated spec and policy decision, computed once per uid and generation: a
         tenant deleted and re-created under the same name is a new uid, judged by its own spec.
-        `live_uids` (the index's tenants) lets a new entry drop those of deleted tenants."""
+        `live_uids` (the index's tenants, asked only when an entry is computed, not on every review)
+        lets a new entry drop those of deleted tenants."""
         cached = self.decisions.get(tenant.uid)
         if cached is None or cached[0] != tenant.generation:
             spec = GpuTenantSpec.model_validate(tenant.spec)
             cached = (tenant.generation, spec, decide(tenant.name, spec, self.config))
             if live_uids is not None:
-                for uid in [uid for uid in self.decisions if uid not in live_uids]:
+                live = live_uids()
+                for uid in [uid for uid in self.decisions if uid not in live]:
                     del self.decisions[uid]
             self.decisions[tenant.uid] = cached
         return cached[1], cached[2]
@@ -165,7 +168,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
                                       spec=dict(body.get("spec") or {}), namespace=namespace)}
 
     def tenant_decision(tenant: TenantView, indices: dict) -> tuple[GpuTenantSpec, Decision]:
-        return guard.decision(tenant, {view.uid for view in _values(indices[TENANTS_INDEX])})
+        return guard.decision(tenant, lambda: {view.uid for view in _values(indices[TENANTS_INDEX])})
 
     @kopf.on.mutate("", "v1", "pods", id=MUTATE_POD, registry=registry, subresource="*",
                     operations=["CREATE", "UPDATE"])
