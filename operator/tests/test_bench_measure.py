@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -70,8 +71,10 @@ def test_helm_shim_logs_each_call_and_passes_arguments_and_status(tmp_path: Path
 
 def test_proc_readings_of_this_process():
     before = cpu_seconds(os.getpid())
-    sum(i * i for i in range(300_000))
-    after = cpu_seconds(os.getpid())
+    # /proc counts CPU time in clock ticks (10 ms): spin until one passes, or 5 s of CPU time
+    deadline = time.process_time() + 5
+    while (after := cpu_seconds(os.getpid())).own <= before.own and time.process_time() < deadline:
+        sum(i * i for i in range(100_000))
     assert after.own > before.own
     current, peak = rss_mib(os.getpid())
     assert 5 < current <= peak
