@@ -193,7 +193,20 @@ def start_guard(rt: Runtime) -> None:
     if rt.guard is not None and not rt.guard_started:
         rt.guard.start()
         rt.guard_started = True
-        os.nice(RECONCILE_NICENESS)
+        lower_priority(RECONCILE_NICENESS)
+
+
+def lower_priority(increment: int) -> None:
+    """Raise the niceness of every thread of this process by `increment`. Linux keeps a niceness per
+    thread (``os.nice`` changes only the caller's, and this runs in a worker thread while kopf's
+    event loop runs in another); threads and processes started afterwards inherit it from their
+    parent thread, so the helm processes reconciliation starts run at it too."""
+    for thread in os.listdir("/proc/self/task"):
+        tid = int(thread)
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + increment)
+        except ProcessLookupError:
+            continue  # the thread ended meanwhile
 
 
 def lost_lease(rt: Runtime) -> None:
