@@ -10,7 +10,7 @@ from gputenant.api.v1alpha1 import GpuTenantSpec
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.certs import CertificatePaths, ensure_certificates, expires_at
 from gputenant.guard.configuration import webhook_configurations
-from gputenant.guard.tenant_checks import check_tenant_change
+from gputenant.guard.tenant_checks import check_tenant_change, judges_spec
 from gputenant.policy.choose import decide
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -124,6 +124,21 @@ def test_an_over_committed_pool_refuses_only_updates_that_ask_it_for_more():
     assert problems == ["[pool-capacity] gpu.quota 1.5 of tenant b does not fit pool ts: it has 4 GPUs and 4 are "
                         "guaranteed to other tenants (a: 2, c: 2); lower gpu.quota to at most 0 or choose another pool "
                         "with gpu.pool"]
+
+
+def test_metadata_updates_are_not_judged_again_only_creates_and_spec_changes():
+    """A spec admitted before another tenant took its parent queue's name is refused if judged now;
+    the operator's finalizer and annotation writes to it must still pass (or it could never be
+    deleted), and they need no judging: the spec is the one admitted."""
+    body = {"metadata": {"name": "b", "finalizers": ["gputenant.io/cleanup"]},
+            "spec": trusted(1).model_dump(by_alias=True, mode="json") | {"gpu": {"quota": 1, "limit": 4, "parentQueue": "a"}}}
+    old = {"metadata": {"name": "b"}, "spec": dict(body["spec"])}
+    others = [("a", trusted(2), decide("a", trusted(2), SHARED))]
+    problems, _ = check_tenant_change(SHARED, "b", GpuTenantSpec.model_validate(body["spec"]), old["spec"], others, [])
+    assert problems and problems[0].startswith("[parent-queue] spec.gpu.parentQueue a is the queue of tenant a")
+    assert not judges_spec(body, old)
+    assert judges_spec(body, None)
+    assert judges_spec({**body, "spec": {**body["spec"], "trust": "Internal"}}, old)
 
 
 def test_withdrawing_a_profile_is_refused_only_while_pods_use_it():

@@ -56,6 +56,14 @@ def resources_in_use_problem(name: str, before: Decision, after: Decision,
             "delete those pods first, then change the tenant")
 
 
+def judges_spec(body: dict, old: dict | None) -> bool:
+    """Whether a GpuTenant review is one to judge: a CREATE, or an UPDATE of the spec. An UPDATE of
+    metadata alone (the operator's finalizer and annotations, several per tenant while it onboards;
+    a platform engineer's label) re-judges nothing: the spec was admitted as it is, and a refusal
+    there would freeze the operator's own writes, its finalizer's removal included."""
+    return old is None or (old.get("spec") or {}) != (body.get("spec") or {})
+
+
 def check_tenant_change(config: OperatorConfig, name: str, spec: GpuTenantSpec, old_spec: dict | None,
                         other_tenants: Iterable[tuple[str, GpuTenantSpec, Decision]],
                         gpu_pods: Iterable[tuple[str, dict[str, str]]]) -> tuple[list[str], list[str]]:

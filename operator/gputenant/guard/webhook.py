@@ -31,7 +31,7 @@ from gputenant.guard.mutation import mutate_pod, tenant_queue
 from gputenant.guard.pods import pod_summary, requests_gpus
 from gputenant.guard.rules import rejection_message, validate_pod
 from gputenant.guard.tenant_admission import tenant_api_problems
-from gputenant.guard.tenant_checks import check_tenant_change
+from gputenant.guard.tenant_checks import check_tenant_change, judges_spec
 from gputenant.kube import KubeClient
 from gputenant.policy.choose import decide
 from gputenant.policy.decision import Decision
@@ -103,6 +103,22 @@ class Guard:
         if guard_gang(mutated, tenant.name):
             await self.client.apply(pod_group(mutated, tenant.name, tenant.namespace,
                                               tenant_queue(tenant.name, decision)))
+
+    async def judge_tenant(self, name: str, body: dict, old: dict | None,
+                           others: Callable[[], list[tuple[str, GpuTenantSpec, Decision]]]) -> tuple[list[str], list[str]]:
+        """(refusals, warnings) for a GpuTenant CREATE or UPDATE; `others` gives every indexed tenant
+        with its decision. Metadata-only updates are not judged (``tenant_checks.judges_spec``)."""
+        if not judges_spec(body, old):
+            return [], []
+        refusals = await tenant_api_problems(self.client, self.config, name, body, old)
+        try:
+            spec = GpuTenantSpec.model_validate(body.get("spec") or {})
+        except ValidationError:
+            return refusals, []  # the operator reports an invalid spec in status; nothing cluster-wide to check
+        old_spec = (old.get("spec") or {}) if old is not None else None
+        pods = await self.gpu_pods(naming.host_namespace(name, self.config)) if old_spec is not None else []
+        problems, advice = check_tenant_change(self.config, name, spec, old_spec, others(), pods)
+        return [*refusals, *problems], advice
 
     def by_tenant(self, userinfo: Mapping[str, Any] | None, namespace: str) -> bool:
         """Whether a request comes from the tenant's side: its users and any ServiceAccount of a tenant
@@ -211,19 +227,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
     @kopf.on.validate(GROUP, VERSION, PLURAL, id=VALIDATE_TENANT, registry=registry, operations=["CREATE", "UPDATE"])
     async def validate_tenant(name: str, body: kopf.Body, warnings: list[str], old: kopf.Body | None = None,
                         **kwargs: Any) -> None:
-        refusals = await tenant_api_problems(client, config, name, dict(body), dict(old) if old else None)
-        try:
-            spec = GpuTenantSpec.model_validate(dict(body.get("spec") or {}))
-        except ValidationError:
-            if refusals:
-                raise kopf.AdmissionError("; ".join(refusals), code=DENIED) from None
-            return  # the operator reports an invalid spec in status; nothing cluster-wide to check
-        others = _other_tenants(kwargs, tenant_decision)
-        namespace = naming.host_namespace(name, config)
-        old_spec = dict(old.get("spec") or {}) if old else None
-        pods = await guard.gpu_pods(namespace) if old_spec is not None else []
-        problems, advice = check_tenant_change(config, name, spec, old_spec, others, pods)
-        problems = [*refusals, *problems]
+        problems, advice = await guard.judge_tenant(name, dict(body), dict(old) if old else None,
+                                                    lambda: _other_tenants(kwargs, tenant_decision))
         warnings.extend(advice)
         if problems:
             raise kopf.AdmissionError("; ".join(problems), code=DENIED)
