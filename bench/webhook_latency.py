@@ -18,6 +18,13 @@ The guard is the one ``gputenant run --webhook-host`` serves, as deployed. Each 
 followed by the same burst into a namespace of no tenant (no webhook: the API server's own latency
 under that load). Prints p50/p99 per burst, the API server's mean wait on each pod webhook, and
 the medians.
+
+Each burst is also sent straight to the guard's HTTPS endpoint (``bench/guard_probe.py``: the two
+AdmissionReviews the API server would send, as the tenant's user), which gives the guard's own
+latency without the API server's. On this machine the API server, etcd and the load generator
+share the operator's two cores, where a cluster runs the control plane on other machines:
+``--operator-cpu N`` stands for that, running the operator (reconciler, guard and helm processes)
+on CPU N alone and everything else this script started on the other CPUs.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "operator"), str(REPO_ROOT / "e2e")]
 
+from bench.guard_probe import probe_at_priority  # noqa: E402
 from bench.measure import HelmShim  # noqa: E402
 from bench.tenants import generate_tenants, operator_config  # noqa: E402
 from bench.vcluster_shared import SharedVirtualCluster  # noqa: E402
@@ -131,6 +139,8 @@ def main() -> int:
     parser.add_argument("--onboard", type=int, help="measure while the operator onboards this many tenants")
     parser.add_argument("--rate", type=int, default=50, help="with --onboard: pods per second")
     parser.add_argument("--repeats", type=int, default=3, help="with --onboard: bursts during the onboarding")
+    parser.add_argument("--operator-cpu", type=int, help="with --onboard: the operator on this CPU alone, "
+                        "the control plane and the load generator on the others (as on separate machines)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.onboard:
@@ -208,38 +218,92 @@ def during_onboarding(args: argparse.Namespace) -> int:
             with kubernetes.client.ApiClient(configuration) as client:
                 core = kubernetes.client.CoreV1Api(client)
                 wait_for(lambda: _guarded(core), timeout=300, what="the guard to serve the first tenant")
+                if args.operator_cpu is not None:
+                    pin_operator(operator.pid, args.operator_cpu)
+                guard_url, guard_ca = f"https://127.0.0.1:{webhook}", str(workdir / "guard-certs" / "ca-bundle.crt")
                 tenants = generate_tenants(args.onboard, "onboard-", REPO_ROOT / "examples" / "tenants")
                 plane.kubectl("apply", "--server-side", "-f", "-",
                               input=yaml.safe_dump_all(tenants, sort_keys=False))
                 rows = []
+                probe_niceness = 0
                 count = int(args.rate * args.seconds)
                 for _ in range(args.repeats):
                     before = webhook_seconds(plane)
                     latencies, achieved = burst(core, GUARDED, args.rate, count, dry_run=True)
                     after = webhook_seconds(plane)
+                    direct, probe_niceness = probe_at_priority(guard_url, guard_ca, gpu_pod, GUARDED, USER,
+                                                               args.rate, count)
                     baseline, _ = burst(core, UNGUARDED, args.rate, count, dry_run=True)
                     waited = sum(after[name][0] - before.get(name, (0, 0))[0] for name in after
                                  if name.startswith("pods.")) / count
                     rows.append((percentile(latencies, 0.5), percentile(latencies, 0.99), achieved,
-                                 percentile(baseline, 0.5), percentile(baseline, 0.99), waited))
+                                 percentile(baseline, 0.5), percentile(baseline, 0.99), waited,
+                                 percentile(direct, 0.5), percentile(direct, 0.99)))
                 ready = sum(1 for t in kubernetes.client.CustomObjectsApi(client).list_cluster_custom_object(
                     "gputenant.io", "v1alpha1", "gputenants")["items"]
                     if any(c.get("type") == "Ready" and c.get("status") == "True"
                            for c in (t.get("status") or {}).get("conditions", [])))
-        for index, (p50, p99, achieved, base50, base99, waited) in enumerate(rows, 1):
+        for index, (p50, p99, achieved, base50, base99, waited, guard50, guard99) in enumerate(rows, 1):
             print(f"burst {index}: {args.rate}/s asked, {achieved:.0f}/s achieved; guarded p50 {p50 * 1000:.1f} ms "
                   f"p99 {p99 * 1000:.1f} ms; no guard p50 {base50 * 1000:.1f} ms p99 {base99 * 1000:.1f} ms; "
-                  f"webhooks {waited * 1000:.1f} ms per pod")
-        medians = [statistics.median(r[i] for r in rows) * 1000 for i in (0, 1, 3, 4, 5)]
-        print(f"onboarding {args.onboard} tenants ({ready} Ready after the bursts), medians of "
-              f"{len(rows)} bursts: guarded p50 {medians[0]:.1f} ms p99 {medians[1]:.1f} ms; no guard p50 "
-              f"{medians[2]:.1f} ms p99 {medians[3]:.1f} ms; webhooks {medians[4]:.1f} ms per pod")
+                  f"webhooks {waited * 1000:.1f} ms per pod; guard alone p50 {guard50 * 1000:.1f} ms "
+                  f"p99 {guard99 * 1000:.1f} ms")
+        medians = [statistics.median(r[i] for r in rows) * 1000 for i in (0, 1, 3, 4, 5, 6, 7)]
+        print(f"onboarding {args.onboard} tenants ({ready} Ready after the bursts), CPUs "
+              f"{'shared by all' if args.operator_cpu is None else f'{args.operator_cpu} for the operator alone'}, medians of {len(rows)} bursts: "
+              f"guarded p50 {medians[0]:.1f} ms p99 {medians[1]:.1f} ms; no guard p50 {medians[2]:.1f} ms "
+              f"p99 {medians[3]:.1f} ms; webhooks {medians[4]:.1f} ms per pod; guard alone p50 {medians[5]:.1f} ms "
+              f"p99 {medians[6]:.1f} ms (probe at niceness {probe_niceness})")
     finally:
         if operator is not None and operator.poll() is None:
             operator.terminate()
-            operator.wait(timeout=30)
+            try:
+                operator.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                operator.kill()  # as the kubelet does after the grace period
+                operator.wait()
         plane.stop()
     return 0
+
+
+def pin_operator(operator_pid: int, cpu: int) -> None:
+    """Every thread of the operator's processes on `cpu`, and of every other process this script
+    started (the plane, the load generator) on the remaining CPUs. Linux keeps the affinity per
+    thread; threads and processes started later inherit their parent thread's."""
+    others = os.sched_getaffinity(0) - {cpu}
+    if not others:
+        raise SystemExit(f"--operator-cpu {cpu} leaves no CPU for the rest of the benchmark")
+    operator = _descendants(operator_pid) | {operator_pid}
+    for pid in (_descendants(os.getpid()) | {os.getpid()}) - operator:
+        _set_affinity(pid, others)
+    for pid in operator:
+        _set_affinity(pid, {cpu})
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, pending = set(), [root]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            if child not in found:
+                found.add(child)
+                pending.append(child)
+    return found
+
+
+def _set_affinity(pid: int, cpus: set[int]) -> None:
+    try:
+        for thread in os.listdir(f"/proc/{pid}/task"):
+            os.sched_setaffinity(int(thread), cpus)
+    except (FileNotFoundError, ProcessLookupError):
+        pass  # ended meanwhile
 
 
 def print_table(rows) -> None:
