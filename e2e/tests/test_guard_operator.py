@@ -110,6 +110,16 @@ def test_a_tenant_gpu_pod_is_put_on_its_queue_scheduler_and_pool(plane, guarded_
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in stored["spec"]["tolerations"]
 
 
+def test_the_guard_logs_no_line_per_review(operator, plane, guarded_tenant):
+    """Per-review lines (kopf's handler outcome, aiohttp's access log) cost the guard's CPU on every
+    tenant pod; its decisions are counted in the metrics instead."""
+    _, user = guarded_tenant
+    create_pod(plane, NAMESPACE, GPU_POD, user)
+    log = operator.log_path.read_text(errors="replace")
+    assert "/mutate-pod" not in log and "/validate-pod" not in log
+    assert "Handler 'mutate-pod' succeeded" not in log
+
+
 def test_a_pod_on_another_queue_is_refused_with_the_guards_message(plane, guarded_tenant):
     _, user = guarded_tenant
     foreign = {**GPU_POD, "metadata": {**GPU_POD["metadata"], "labels": {QUEUE: "other-team"}}}

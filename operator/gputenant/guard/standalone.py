@@ -152,8 +152,10 @@ def _serve_in_child(kubeconfig: str | None, config_json: str, server_args: argpa
                    log_format=kopf.LogFormat.JSON if getattr(server_args, "json_logs", False) else kopf.LogFormat.FULL)
     if not verbose:
         # This process reconciles nothing: its per-object log is kopf's "Handler ... succeeded" line
-        # for every review of every tenant pod. The decisions are counted in the metrics instead.
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+        # and aiohttp's access line for every review of every tenant pod. The decisions are counted
+        # in the metrics instead.
+        for logger in ("kopf.objects", "aiohttp.access"):
+            logging.getLogger(logger).setLevel(logging.WARNING)
     config = OperatorConfig.model_validate_json(config_json)
 
     def make_server(client: KubeClient) -> GuardServer:
