@@ -9,6 +9,7 @@ pulled (no registry is reachable). runc, not crun: crun refuses the hybrid cgrou
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import time
@@ -22,6 +23,8 @@ CONTAINERD = "/usr/bin/containerd"
 CTR = "/usr/bin/ctr"
 RUNC = "/usr/sbin/runc"
 CNI_BIN_DIR = "/usr/lib/cni"
+CNI_RESULTS_DIR = Path("/var/lib/cni/results")
+"""libcni's result cache; containerd 1.6 gives no setting for it."""
 CRI_NAMESPACE = "k8s.io"
 POD_CIDR = "10.244.0.0/24"
 """Pod addresses inside the node's network namespace; every node may use the same range."""
@@ -138,6 +141,26 @@ class Containerd:
         for container in self.containers():
             self.ctr("tasks", "delete", "--force", container, check=False)
             self.ctr("containers", "delete", container, check=False)
+
+    def network_results(self) -> list[Path]:
+        """libcni's cached results of this containerd's sandboxes (its bridge network's, which name
+        its IPAM directory, and the loopback entries of the same sandboxes). libcni keeps them in
+        CNI_RESULTS_DIR, outside the plane's directory, and drops one only on a CNI DEL, which a
+        sandbox removed with ctr, or still being torn down when the node stops, never gets."""
+        ipam = str(self.directory / "cni" / "ipam")
+        entries = []
+        for path in sorted(CNI_RESULTS_DIR.glob("*")) if CNI_RESULTS_DIR.is_dir() else []:
+            try:
+                entry = json.loads(path.read_text())
+                entries.append((path, entry["containerId"], base64.b64decode(entry["config"]).decode()))
+            except (OSError, ValueError, KeyError):
+                continue
+        sandboxes = {sandbox for _, sandbox, config in entries if ipam in config}
+        return [path for path, sandbox, _ in entries if sandbox in sandboxes]
+
+    def remove_network_results(self) -> None:
+        for path in self.network_results():
+            path.unlink(missing_ok=True)
 
     def stop(self) -> None:
         if self._process:

@@ -174,8 +174,8 @@ class Node:
                 print(f"kubeplane: {error}; removing the node's containers directly", file=sys.stderr)
         failures = []
         for step in (self.kube_proxy.stop, self.kubelet.stop, self._remove_containers,
-                     self.containerd.stop, self.cgroup.remove, self._unmount, self.network.stop,
-                     self._stop_forwarder):
+                     self.containerd.stop, self.containerd.remove_network_results, self.cgroup.remove,
+                     self._unmount, self.network.stop, self._stop_forwarder):
             try:
                 step()
             except (PlaneError, OSError, subprocess.SubprocessError) as error:
@@ -216,6 +216,7 @@ class Node:
             left.append(f"interface {self.network.host_link}")
         if self.cgroup.exists():
             left.append(f"cgroup {self.cgroup.name}")
+        left += [f"CNI result {path}" for path in self.containerd.network_results()]
         return left
 
 
