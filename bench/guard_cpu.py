@@ -26,6 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "operator"), str(REPO_ROOT / "e2e")]
 
 from bench.guard_probe import probe  # noqa: E402
+from bench.measure import cpu_seconds  # noqa: E402
 from bench.webhook_latency import CONFIG, GUARDED, USER, gpu_pod, percentile, setup  # noqa: E402
 from gputenant.guard.standalone import GuardThread  # noqa: E402
 from kubeplane import ControlPlane, wait_for  # noqa: E402
@@ -45,8 +46,7 @@ class MeasuredGuard(GuardThread):
         super()._run()
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/self/task/{self.native_id}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(os.getpid(), thread=self.native_id).own
 
 
 def main() -> int:

@@ -25,11 +25,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import jsonpatch
 
+from bench.measure import paced
 from gputenant.guard.configuration import MUTATE_POD, VALIDATE_POD
 
 
@@ -92,23 +92,13 @@ def probe(url: str, ca_file: str, make_pod: Callable[[], dict], namespace: str, 
           rate: int, count: int) -> list[float]:
     """`count` pods paced at `rate` per second; the guard's seconds per pod (both webhooks)."""
     connections = _Connections(url, ca_file)
-    start = time.monotonic()
-
-    def one(index: int) -> float:
-        delay = start + index / rate - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        return review_pod(connections, make_pod(), namespace, username)
-
     collecting = gc.isenabled()
     gc.disable()  # a collection of this process's heap would stop every probe thread and count against the guard
     try:
-        with ThreadPoolExecutor(max_workers=32) as pool:
-            return list(pool.map(one, range(count)))
+        return paced(rate, count, lambda _: review_pod(connections, make_pod(), namespace, username))[0]
     finally:
         if collecting:
             gc.enable()
-
 
 PROBE_NICENESS = -10
 

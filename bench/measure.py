@@ -13,7 +13,8 @@ import statistics
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -171,9 +172,10 @@ class CpuSeconds:
         return CpuSeconds(self.own - other.own, self.children - other.children)
 
 
-def cpu_seconds(pid: int) -> CpuSeconds:
-    """From /proc/<pid>/stat fields utime, stime, cutime, cstime (14-17, in clock ticks)."""
-    text = Path(f"/proc/{pid}/stat").read_text()
+def cpu_seconds(pid: int, thread: int | None = None) -> CpuSeconds:
+    """From /proc/<pid>/stat fields utime, stime, cutime, cstime (14-17, in clock ticks); with
+    `thread`, that thread's own (/proc/<pid>/task/<thread>/stat)."""
+    text = Path(f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat").read_text()
     fields = text[text.rindex(")") + 2:].split()
     utime, stime, cutime, cstime = (int(value) for value in fields[11:15])
     return CpuSeconds((utime + stime) / CLOCK_TICKS, (cutime + cstime) / CLOCK_TICKS)
@@ -227,3 +229,19 @@ class RssSampler:
         if not values:
             return rss_mib(self.pid)[0]
         return statistics.median(values)
+
+
+def paced(rate: float, count: int, call: Callable[[int], float]) -> tuple[list[float], float]:
+    """`call(index)` for `count` indexes, started at `rate` per second from up to 32 threads; what
+    each call returned (its latency) and the rate achieved."""
+    start = time.monotonic()
+
+    def one(index: int) -> float:
+        delay = start + index / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        return call(index)
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        results = list(pool.map(one, range(count)))
+    return results, count / (time.monotonic() - start)

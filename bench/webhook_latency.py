@@ -40,7 +40,6 @@ import sys
 import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import kubernetes
@@ -50,7 +49,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "operator"), str(REPO_ROOT / "e2e")]
 
 from bench.guard_probe import probe_at_priority  # noqa: E402
-from bench.measure import HelmShim  # noqa: E402
+from bench.measure import HelmShim, paced  # noqa: E402
 from bench.tenants import generate_tenants, operator_config  # noqa: E402
 from bench.vcluster_shared import SharedVirtualCluster  # noqa: E402
 from gputenant import naming  # noqa: E402
@@ -100,20 +99,12 @@ def setup(plane: ControlPlane) -> Path:
 def burst(core: kubernetes.client.CoreV1Api, namespace: str, rate: int, count: int,
           dry_run: bool = False) -> tuple[list[float], float]:
     """Create `count` pods paced at `rate` per second; each creation's latency (s), and the achieved rate."""
-    start = time.monotonic()
-
-    def create(index: int) -> float:
-        delay = start + index / rate - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
+    def create(_: int) -> float:
         began = time.monotonic()
         core.create_namespaced_pod(namespace, gpu_pod(), **({"dry_run": "All"} if dry_run else {}))
         return time.monotonic() - began
 
-    with ThreadPoolExecutor(max_workers=32) as pool:
-        latencies = list(pool.map(create, range(count)))
-    return latencies, count / (time.monotonic() - start)
-
+    return paced(rate, count, create)
 
 def webhook_seconds(plane: ControlPlane) -> dict[str, tuple[float, int]]:
     """(sum of seconds, calls) per webhook from the apiserver's histogram."""
