@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from gputenant import naming
 from gputenant.api.gpus import mig_profile
 from gputenant.api.v1alpha1 import HamiSpec
 from gputenant.config.models import MigStrategy, Pool, PoolMode
-from gputenant.guard import kai_sharing
+from gputenant.guard import hami_caps, kai_sharing
 from gputenant.guard.keys import FRACTION_ANNOTATIONS
 from gputenant.guard.pods import asks_for_fraction
 
@@ -128,9 +129,21 @@ def canary_pod(pool: Pool, namespace: str, image: str, queue: str | None = None)
                      "annotations": annotations},
         "spec": spec,
     }
+    if pool.mode is PoolMode.HAMI:
+        _cap(spec, pool)
     prefix = kai_sharing.guard_prefix(pod) if asks_for_fraction(pod) else None
     if prefix:
         # KAI's binder writes a fraction's GPU into the ConfigMaps this names; KAI's admission keeps
         # a value already set, and it is the one the guard gives a tenant's share of that name.
         annotations[kai_sharing.CONFIGMAP_ANNOTATION] = prefix
     return pod
+
+
+def _cap(spec: dict, pool: Pool) -> None:
+    """HAMi-core's caps on the canary's share, exactly as the guard writes them on a tenant's share."""
+    caps = hami_caps.caps_for(Fraction(HamiSpec().core_percent, 100), pool)
+    container = spec["containers"][0]
+    container["env"] = caps.env()
+    container["volumeMounts"] = hami_caps.capped_mounts()
+    spec["volumes"] = hami_caps.volumes()
+    spec["initContainers"] = [hami_caps.init_container(hami_caps.library_settings(pool))]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
 
-from gputenant.guard import kai_sharing
+from gputenant.guard import hami_caps, kai_sharing
 from gputenant.guard.mutation import allows_fractions
 from gputenant.guard.pods import asks_for_fraction
 from gputenant.guard.registry import Review
@@ -41,3 +41,18 @@ def decimal(value: Fraction) -> str:
 def kai_env(prefix: str | None, key: str, index: int, variable: dict) -> bool:
     return prefix is not None and kai_container(key, index) and kai_sharing.is_kai_env(variable, prefix)
 
+
+def capped_container(review: Review, key: str, index: int) -> bool:
+    """Whether this is the fraction container of a pod the guard caps with HAMi-core."""
+    return kai_container(key, index) and hami_caps.pod_caps(review.pod, review.decision) is not None
+
+
+def guard_cap(review: Review, key: str, index: int, item: dict, wanted: list[dict] | None = None) -> bool:
+    """Whether `item` is one the guard's HAMi-core caps put into the capped fraction container of this pod:
+    one of its cap variables (rule ``hami-caps`` checks their values), or with `wanted` exactly one of
+    its mounts."""
+    if not capped_container(review, key, index):
+        return False
+    if wanted is not None:
+        return item in wanted
+    return item.get("name") in hami_caps.CAP_VARIABLES

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gputenant.guard import kai_sharing
+from gputenant.guard import hami_caps, kai_sharing
 from gputenant.guard.mutation import NO_DEVICES, VISIBLE_DEVICES
 from gputenant.guard.pods import container_gpu_amounts, containers
 from gputenant.guard.registry import STRICT, Review, rule
-from gputenant.guard.rules.common import kai_container, kai_env, kai_prefix
+from gputenant.guard.rules.common import guard_cap, kai_container, kai_env, kai_prefix
 
-ISOLATION_ENV_FAMILIES = ("CUDA_", "GPU_", "LIBCUDA_", "HAMI_", "VGPU_", "ACTIVE_OOM_KILLER", "LD_PRELOAD",
-                          "LD_AUDIT")
-"""Variable prefixes HAMi-core and the dynamic loader read (CUDA_DEVICE_MEMORY_LIMIT*, CUDA_DEVICE_SM_LIMIT*,
-CUDA_DISABLE_CONTROL, GPU_CORE_UTILIZATION_POLICY, CUDA_TASK_PRIORITY, LIBCUDA_LOG_LEVEL, ...;
+ISOLATION_ENV_FAMILIES = ("CUDA_", "GPU_", "LIBCUDA_", "HAMI_", "VGPU_", "ACTIVE_OOM_KILLER", "RECORD_KERNEL_INTERVAL",
+                          "LD_PRELOAD", "LD_AUDIT")
+"""Variable prefixes HAMi-core and the dynamic loader read (CUDA_DEVICE_MEMORY_LIMIT and its per-device
+CUDA_DEVICE_MEMORY_LIMIT_<i>, CUDA_DEVICE_SM_LIMIT*, CUDA_DEVICE_MEMORY_SHARED_CACHE, CUDA_REDIRECT, CUDA_DISABLE_CONTROL,
+CUDA_TASK_PRIORITY, GPU_CORE_UTILIZATION_POLICY, ACTIVE_OOM_KILLER, RECORD_KERNEL_INTERVAL, LIBCUDA_LOG_LEVEL;
 LD_PRELOAD libraries load before HAMi-core's /etc/ld.so.preload and can shadow it)."""
 ISOLATION_ENV_ALLOWED = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING",
                          "CUDA_CACHE_PATH", "CUDA_CACHE_DISABLE", "CUDA_CACHE_MAXSIZE", "CUDA_HOME", "CUDA_PATH",
@@ -23,8 +24,7 @@ ISOLATION_ENV_ALLOWED = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUN
 DEVICE_ENV_FAMILIES = ("NVIDIA_",)
 """NVIDIA container-runtime variables (NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES, NVIDIA_MIG_*):
 they choose which GPUs and driver features a container sees, whatever its resources say."""
-HAMI_CORE_PATHS = ("/etc/ld.so.preload", "/usr/local/vgpu/libvgpu.so")
-"""What HAMi's device plugin mounts to load HAMi-core; a volume mounted on or above them hides it."""
+
 
 
 @rule("privileged", "a privileged container, init or ephemeral container")
@@ -72,7 +72,8 @@ def _isolation_env(review: Review) -> Iterator[str]:
     for key, kind, index, container in containers(review.pod):
         for variable in container.get("env") or []:
             name = variable.get("name", "")
-            if _isolation_variable(name) and not kai_env(prefix, key, index, variable):
+            if (_isolation_variable(name) and not kai_env(prefix, key, index, variable)
+                    and not guard_cap(review, key, index, variable)):
                 yield f"{kind} {container.get('name')} sets {name}, which overrides GPU isolation (remove the variable)"
 
 
@@ -99,15 +100,18 @@ def _env_from(review: Review) -> Iterator[str]:
                        "e.g. APP_")
 
 
-@rule("hami-preload", "a volume mounted on or above HAMi-core's `/etc/ld.so.preload` or "
-      "`/usr/local/vgpu/libvgpu.so`", STRICT)
+@rule("hami-preload", "a volume mounted on, above or below what loads or configures HAMi-core "
+      "(`/etc/ld.so.preload`, `/usr/local/vgpu`, `/overrideEnv`, the guard's shared-region directory), but the "
+      "guard's own mounts in a capped fraction container", STRICT)
 def _hami_preload(review: Review) -> Iterator[str]:
-    for _, kind, _, container in containers(review.pod):
+    for key, kind, index, container in containers(review.pod):
         for mount in container.get("volumeMounts") or []:
+            if guard_cap(review, key, index, mount, hami_caps.capped_mounts()):
+                continue
             path = (mount.get("mountPath") or "").rstrip("/") or "/"
-            for guarded in HAMI_CORE_PATHS:
-                if guarded == path or guarded.startswith(path if path.endswith("/") else path + "/"):
+            above = path if path.endswith("/") else path + "/"
+            for guarded in hami_caps.GUARDED_PATHS:
+                if guarded == path or guarded.startswith(above) or path.startswith(guarded + "/"):
                     yield (f"{kind} {container.get('name')} mounts a volume at {mount.get('mountPath')}, which "
-                           f"hides {guarded} that loads GPU isolation (mount it elsewhere)")
+                           f"hides or replaces {guarded} that loads or configures GPU isolation (mount it elsewhere)")
                     break
-
