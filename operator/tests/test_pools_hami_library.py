@@ -59,3 +59,13 @@ def test_running_copies_other_pools_and_uncapped_pods_are_not_counted():
 
 def test_only_hami_pools_are_judged():
     assert [d.pool for d in library_deliveries(EXAMPLE, [])] == [p.name for p in EXAMPLE.pools if p.mode.value == "HAMi"]
+
+
+def test_the_pool_report_names_the_problem_below_its_table():
+    from gputenant.pools.report import format_table, pool_reports
+
+    pods = [share("a", {"waiting": {"reason": "ErrImagePull", "message": "not found"}})]
+    reports = {r.name: r for r in pool_reports(EXAMPLE, [], [], pods)}
+    assert reports["l4-hami"].problems and all(not r.problems for name, r in reports.items() if name != "l4-hami")
+    assert format_table(list(reports.values())).splitlines()[-1].startswith(
+        "problem: pool l4-hami: the HAMi-core library")
