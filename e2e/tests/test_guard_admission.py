@@ -345,10 +345,11 @@ def hami_cases(mode: Mode, allowed, rejected) -> None:
                                                   annotations=SHARE),
              "[hami-caps] container main sets CUDA_VISIBLE_DEVICES, with which HAMi-core does not enforce its memory "
              "cap (Project-HAMi/HAMi-core#319); the container sees only its share's GPU (remove the variable)")
-    rejected("share-brings-its-override-file",
-             pod(container(volumeMounts=[{"name": "v", "mountPath": "/overrideEnv", "subPath": "o"}]), annotations=SHARE,
+    # (its own /overrideEnv would collide with the guard's mount there, which the API server refuses too)
+    rejected("share-mounts-over-the-library-directory",
+             pod(container(volumeMounts=[{"name": "v", "mountPath": "/usr/local"}]), annotations=SHARE,
                  volumes=[{"name": "v", "emptyDir": {}}]),
-             "[hami-preload] container main mounts a volume at /overrideEnv, which hides or replaces /overrideEnv that "
+             "[hami-preload] container main mounts a volume at /usr/local, which hides or replaces /usr/local/vgpu that "
              "loads or configures GPU isolation (mount it elsewhere)")
     rejected("share-with-a-look-alike-library-init-container",
              pod(container(), annotations=SHARE, initContainers=[container(hami_caps.INIT_CONTAINER)]),
