@@ -290,7 +290,7 @@ def _real_chart_rbac(tenant_file: Path, sync_ingresses: bool, tmp_path: Path) ->
 
     if not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file():
         pytest.skip(f"the real vCluster chart is absent at {REAL_VCLUSTER_CHART}")
-    results, _ = load_and_render(str(tenant_file), str(EXAMPLE_CONFIG))
+    results, _ = load_and_render([str(tenant_file)], str(EXAMPLE_CONFIG))
     roles = []
     for result in results:
         name = result.tenant.metadata.name

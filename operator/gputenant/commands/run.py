@@ -13,7 +13,8 @@ import uuid
 
 import prometheus_client
 
-from gputenant.guard.flags import add_webhook_arguments
+from gputenant.commands import CommandError
+from gputenant.guard.flags import add_webhook_arguments, check_webhook_arguments
 from gputenant.timefmt import parse_duration
 
 HELP = "run the operator against the current cluster (all namespaces)"
@@ -68,9 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import kopf
 
-    from gputenant.config.models import OperatorConfig
+    from gputenant.commands.cluster import with_cluster
+    from gputenant.commands.render import load_config
     from gputenant.handlers import CONFIG_ENV, lead, prepare
     from gputenant.metrics import OperatorMetrics
+    from gputenant.pools import device_plugin_config_data
 
     if args.pools_interval < 0:
         print(f"gputenant run: --pools-interval {args.pools_interval:g} is negative; give seconds, or 0 to "
@@ -91,11 +94,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"gputenant run: {flag} {value} (or its environment variable) must be 1 or more; leave it "
                   "unset for the default", file=sys.stderr)
             return 2
-    config_path = args.config or os.environ.get(CONFIG_ENV)
-    config = OperatorConfig.load(config_path) if config_path else OperatorConfig()
+    config = load_config(args.config or os.environ.get(CONFIG_ENV))
+    try:  # what needs no cluster is refused before one is asked
+        device_plugin_config_data(config)
+        if args.webhook_host:
+            check_webhook_arguments(args)
+    except ValueError as error:  # e.g. --webhook-cert without --webhook-key, two pools with one devicePluginConfig
+        print(f"gputenant run: {error}", file=sys.stderr)
+        return 2
     kubeconfig = os.path.abspath(args.kubeconfig) if args.kubeconfig else None
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # helm, run by pyhelm3, reads it
+    with_cluster(kubeconfig, config.field_manager, api_server_version)  # one line now, not kopf's retries
     kopf.configure(verbose=args.verbose,
                    log_format=kopf.LogFormat.JSON if args.json_logs else kopf.LogFormat.FULL)
     metrics = OperatorMetrics(process_registry())
@@ -103,9 +113,11 @@ def run(args: argparse.Namespace) -> int:
         runtime = prepare(config, kubeconfig, pools_interval_seconds=args.pools_interval, webhook_args=args,
                 helm_concurrency=args.helm_concurrency, reconcile_concurrency=args.reconcile_concurrency,
                 metrics=metrics, prometheus_url=args.prometheus_url, usage_window=args.usage_window)
-    except ValueError as error:  # e.g. --webhook-cert without --webhook-key, two pools with one devicePluginConfig
+    except ValueError as error:
         print(f"gputenant run: {error}", file=sys.stderr)
         return 2
+    except FileNotFoundError as error:  # no helm binary
+        raise CommandError(str(error)) from None
     if metrics_address is not None:
         host, port = metrics_address
         try:
@@ -119,6 +131,11 @@ def run(args: argparse.Namespace) -> int:
              liveness_url=args.liveness)
     kopf.run(clusterwide=True, standalone=True, liveness_endpoint=args.liveness)
     return 0
+
+
+async def api_server_version(client) -> dict:
+    """The API server's /version: proof that the cluster answers before anything is started."""
+    return await client.request("GET", "/version")
 
 
 def process_registry() -> prometheus_client.CollectorRegistry:
