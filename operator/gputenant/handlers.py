@@ -22,6 +22,7 @@ from gputenant import GROUP, KIND, PLURAL, VERSION, naming
 from gputenant.api import conditions as reasons
 from gputenant.attestation.run import Attestor, publish_tenant_conditions
 from gputenant.config.models import OperatorConfig
+from gputenant.config.settings import OperatorSettings
 from gputenant.guard.flags import check_webhook_arguments
 from gputenant.guard.standalone import GuardProcess
 from gputenant.kube import ApiError, KubeClient
@@ -49,14 +50,6 @@ from gputenant.usage import (
 
 log = logging.getLogger(__name__)
 
-CONFIG_ENV = "GPUTENANT_CONFIG"
-RESYNC_ENV = "GPUTENANT_RESYNC_SECONDS"
-DELETION_RETRY_ENV = "GPUTENANT_DELETION_RETRY_SECONDS"
-ATTESTATION_IMAGE_ENV = "GPUTENANT_ATTESTATION_IMAGE"
-"""The isolation canary's image (docs/attestation.md); unset: no pool is attested."""
-ATTESTATION_INTERVAL_ENV = "GPUTENANT_ATTESTATION_INTERVAL_SECONDS"
-ATTESTATION_NAMESPACE_ENV = "GPUTENANT_ATTESTATION_NAMESPACE"
-ATTESTATION_QUEUE_ENV = "GPUTENANT_ATTESTATION_QUEUE"
 
 
 def default_reconcile_concurrency() -> int:
@@ -123,40 +116,38 @@ def runtime() -> Runtime:
     return _runtime
 
 
-def build_runtime(config: OperatorConfig, kubeconfig: str | None, *, helm_concurrency: int | None = None,
-                  reconcile_concurrency: int | None = None, metrics: OperatorMetrics | None = None) -> Runtime:
-    """The operator's shared parts; a concurrency left None is the default (helm: twice the cores,
-    reconciles: eight times the cores); metrics None: a registry nobody serves."""
-    from gputenant.helm import ChartRef, VClusterReleases
+def build_runtime(config: OperatorConfig, kubeconfig: str | None, settings: OperatorSettings,
+                  metrics: OperatorMetrics | None = None) -> Runtime:
+    """The operator's shared parts; a concurrency the settings leave None is the default (helm:
+    twice the cores, reconciles: eight times the cores); metrics None: a registry nobody serves."""
+    from gputenant.helm import ChartRef, VClusterReleases, default_helm_path
     from gputenant.reconcile.adapters import HelmReleases, TokenKubeconfigs
 
     metrics = metrics or OperatorMetrics()
     client = KubeClient.from_kubeconfig(kubeconfig, config.field_manager)
-    releases = HelmReleases(VClusterReleases(kubeconfig, max_concurrent=helm_concurrency, metrics=metrics),
+    releases = HelmReleases(VClusterReleases(kubeconfig, helm_path=default_helm_path(settings.tools_dir),
+                                             max_concurrent=settings.helm_concurrency, metrics=metrics),
                             ChartRef.from_config(config.vcluster))
     issuer = TokenKubeconfigs(config.field_manager)
     return Runtime(
         config=config, client=client, reconciler=Reconciler(client, config, releases, issuer, metrics=metrics),
         metrics=metrics,
-        resync_seconds=float(os.environ.get(RESYNC_ENV, "60")),
-        deletion_retry_seconds=float(os.environ.get(DELETION_RETRY_ENV, "300")),
-        reconcile_slots=asyncio.Semaphore(reconcile_concurrency or default_reconcile_concurrency()))
+        resync_seconds=settings.resync_seconds, deletion_retry_seconds=settings.deletion_retry_seconds,
+        reconcile_slots=asyncio.Semaphore(settings.reconcile_concurrency or default_reconcile_concurrency()))
 
 
-def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_seconds: float = 0.0,
-            webhook_args: argparse.Namespace | None = None, helm_concurrency: int | None = None,
-            reconcile_concurrency: int | None = None, metrics: OperatorMetrics | None = None,
-            prometheus_url: str | None = None, usage_window: str = "1h") -> Runtime:
+def prepare(config: OperatorConfig, kubeconfig: str | None, settings: OperatorSettings, *,
+            pools_interval_seconds: float = 0.0, webhook_args: argparse.Namespace | None = None,
+            metrics: OperatorMetrics | None = None, usage_window: str = "1h") -> Runtime:
     """Build the runtime and, when the webhook flags ask for it, the admission guard, which the
     startup handler starts in a process of its own (reconciliation must not delay pod admission).
     Raises ValueError for flags or pools that cannot work (the message names the fix)."""
     global _runtime
     device_plugin_config_data(config)  # PoolConfigError now rather than in every pools round
-    rt = build_runtime(config, kubeconfig, helm_concurrency=helm_concurrency,
-                       reconcile_concurrency=reconcile_concurrency, metrics=metrics)
+    rt = build_runtime(config, kubeconfig, settings, metrics=metrics)
     rt.pools_interval_seconds = pools_interval_seconds
-    rt.prometheus_url, rt.usage_window = prometheus_url, usage_window
-    rt.attestor = attestor_from_environment(config)
+    rt.prometheus_url, rt.usage_window = settings.prometheus_url, usage_window
+    rt.attestor = attestor_from_settings(config, settings)
     if webhook_args is not None and webhook_args.webhook_host:
         check_webhook_arguments(webhook_args)
         rt.guard = GuardProcess(Path(kubeconfig) if kubeconfig else None, config, webhook_args,
@@ -165,14 +156,13 @@ def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_se
     return rt
 
 
-def attestor_from_environment(config: OperatorConfig) -> Attestor | None:
-    """The isolation canaries, when the configuration has pools and the environment names the image."""
-    image = os.environ.get(ATTESTATION_IMAGE_ENV)
-    if not image or not config.pools:
+def attestor_from_settings(config: OperatorConfig, settings: OperatorSettings) -> Attestor | None:
+    """The isolation canaries, when the configuration has pools and the settings name the image."""
+    if not settings.attestation_image or not config.pools:
         return None
-    return Attestor(image=image, namespace=os.environ.get(ATTESTATION_NAMESPACE_ENV, config.operator_namespace),
-                    interval=float(os.environ.get(ATTESTATION_INTERVAL_ENV, "3600")),
-                    queue=os.environ.get(ATTESTATION_QUEUE_ENV) or None)
+    return Attestor(image=settings.attestation_image,
+                    namespace=settings.attestation_namespace or config.operator_namespace,
+                    interval=settings.attestation_interval_seconds, queue=settings.attestation_queue)
 
 
 def lead(rt: Runtime, kubeconfig: str | None, *, lease: str, identity: str, liveness_url: str | None) -> None:
@@ -380,7 +370,7 @@ async def reconcile(body: kopf.Body, retry: int, **_) -> None:
     await _reconcile(body, retry)
 
 
-@kopf.timer(*RESOURCE, interval=float(os.environ.get(RESYNC_ENV, "60")), idle=5)
+@kopf.timer(*RESOURCE, interval=OperatorSettings().resync_seconds, idle=5)
 async def resync(body: kopf.Body, **_) -> None:
     """Drift check and kubeconfig rotation: the same pipeline; writes only what drifted."""
     await runtime().reconcile(body)

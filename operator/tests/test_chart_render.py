@@ -362,7 +362,7 @@ def test_metrics_port_service_and_flag_agree_and_the_flag_parses():
     """The Service targets the container's metrics port, and `gputenant run` serves that port on all
     addresses of the pod; the ServiceMonitor selects the metrics Service, not the guard's."""
     from gputenant.cli import build_parser
-    from gputenant.commands.run import parse_metrics_address
+    from gputenant.config.settings import parse_metrics_address
 
     objects = render("--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=kps")
     container = find(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]

@@ -39,11 +39,12 @@ DESCRIPTION_PREFIX = "gputenant values "
 """Each revision's Helm description names its values hash, so `helm history` shows what changed."""
 
 
-def default_helm_path() -> Path:
-    """The helm binary the repository pins: ``$GPUTENANT_TOOLS_DIR/bin/helm``, by default under
-    ``~/.cache/gputenant-operator/tools`` (where tools/build.sh puts it), else ``helm`` on PATH."""
+def default_helm_path(tools_dir: Path | None = None) -> Path:
+    """The helm binary the repository pins: ``<tools_dir>/bin/helm`` (``$GPUTENANT_TOOLS_DIR``, read
+    by the operator's settings), by default under ``~/.cache/gputenant-operator/tools`` (where
+    tools/build.sh puts it), else ``helm`` on PATH."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    tools_dir = os.environ.get("GPUTENANT_TOOLS_DIR") or os.path.join(cache, "gputenant-operator", "tools")
+    tools_dir = tools_dir or Path(cache, "gputenant-operator", "tools")
     pinned = Path(tools_dir).resolve() / "bin" / "helm"
     if pinned.is_file():
         return pinned
