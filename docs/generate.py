@@ -22,8 +22,60 @@ def guard_rule_table() -> str:
     return rule_table()
 
 
+NOT_EXPLAINED = "**not explained**"
+TYPES_SECTION = "condition types"
+
+
+def reasons_by_section() -> list[tuple[str, str]]:
+    """(reason, the section comment of api/conditions.py it is listed under), in file order; the
+    condition types themselves are left out."""
+    import ast
+
+    from gputenant.api import conditions
+
+    source = Path(conditions.__file__).read_text()
+    lines, found, section = source.splitlines(), [], ""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Constant):
+            section = next((line.strip("# -") for line in reversed(lines[:node.lineno - 1])
+                            if line.startswith("# --")), "")
+            if isinstance(node.value.value, str) and not section.startswith(TYPES_SECTION):
+                found.append((node.value.value, section))
+    return found
+
+
+def heading_anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def explained_under(reason: str, document: str) -> str | None:
+    """The first heading of `document` whose hand-written text names `reason` as a table cell,
+    in backticks or in bold; None if none does."""
+    hand_written = re.sub(r"<!-- BEGIN GENERATED .*?<!-- END GENERATED [\w-]+ -->", "", document, flags=re.DOTALL)
+    mention = re.compile(rf"(\|\s*{reason}\s*\||`{reason}`|\*\*{reason}\*\*)")
+    for section in re.split(r"^(?=#{2,3} )", hand_written, flags=re.MULTILINE):
+        heading = section.splitlines()[0].lstrip("#").strip() if section.startswith("#") else ""
+        if heading and mention.search(section):
+            return heading
+    return None
+
+
+def reason_table() -> str:
+    """Every reason of api/conditions.py, where it is set, and the section of operations.md that
+    explains it."""
+    document = (DOCS / "operations.md").read_text()
+    rows = ["| Reason | Kind (its section of api/conditions.py) | Explained under |", "|---|---|---|"]
+    for reason, section in reasons_by_section():
+        heading = explained_under(reason, document)
+        where = f"[{heading}](#{heading_anchor(heading)})" if heading else NOT_EXPLAINED
+        rows.append(f"| `{reason}` | {section} | {where} |")
+    return "\n".join(rows)
+
+
 SECTIONS: dict[tuple[str, str], tuple[str, Callable[[], str]]] = {
     ("admission-guard.md", "guard-rules"): ("gputenant.guard.rules.rule_table()", guard_rule_table),
+    ("operations.md", "condition-reasons"): ("the reasons of gputenant/api/conditions.py", reason_table),
 }
 """(doc file under docs/, section name) -> (where the table comes from, in words; its generator)."""
 
