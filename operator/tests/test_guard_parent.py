@@ -1,6 +1,6 @@
 """The guard's child process ends when the process that started it dies, by either watch alone
-(the kernel's parent-death signal, the pipe to the parent), and survives the end of the parent's
-thread that started it (the kernel sends the signal then too). Real processes, no cluster; the
+(the kernel's parent-death signal, the pipe to the parent) or both, and survives the end of the
+parent's thread that started it (the kernel sends the signal then too). Real processes, no cluster; the
 operator's own guard process is killed with its operator in e2e/tests/test_guard_process.py."""
 
 from __future__ import annotations
@@ -20,16 +20,19 @@ PARENT = textwrap.dedent('''
     import multiprocessing, os, sys, threading, time
     from gputenant.guard import parent as watch
 
-    def child(parent_pid, ready, ping, pong, pipe_only):
-        if pipe_only:
+    def child(parent_pid, ready, ping, pong, watches):
+        if watches == "pipe-only":
             watch.set_parent_death_signal = lambda _signum: False
-        watch.exit_with_parent(parent_pid)
+        if watches == "signal-only":
+            watch.multiprocessing.parent_process = lambda: None
+        wake = threading.Event()
+        gone = watch.watch_parent(parent_pid, on_gone=wake.set)
         threading.Thread(target=lambda: [pong.put(x) for x in iter(ping.get, None)], daemon=True).start()
         ready.set()
-        try:
-            threading.Event().wait()
-        except watch.ParentGone:
-            sys.exit(3)
+        while not wake.wait(watch.CHECK_SECONDS) and not gone.is_set():  # as the guard's main thread
+            pass
+        ping.cancel_join_thread()  # nobody reads the queues any more
+        pong.cancel_join_thread()
 
     if __name__ == "__main__":
         context = multiprocessing.get_context("spawn")
@@ -39,7 +42,7 @@ PARENT = textwrap.dedent('''
 
         def start():
             started["child"] = context.Process(target=child, daemon=True,
-                                               args=(os.getpid(), ready, ping, pong, sys.argv[1] == "pipe-only"))
+                                               args=(os.getpid(), ready, ping, pong, sys.argv[1]))
             started["child"].start()
 
         starter = threading.Thread(target=start)
@@ -63,7 +66,7 @@ def gone(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("watches", ["both", "pipe-only"])
+@pytest.mark.parametrize("watches", ["both", "pipe-only", "signal-only"])
 def test_the_child_outlives_its_starting_thread_and_ends_with_its_parent(tmp_path, watches):
     script = tmp_path / "parent.py"
     script.write_text(PARENT)

@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 
 from gputenant.config.models import OperatorConfig
-from gputenant.guard.parent import ParentGone, exit_with_parent
+from gputenant.guard.parent import CHECK_SECONDS, watch_parent
 from gputenant.guard.server import GuardServer, server_from_args
 from gputenant.guard.webhook import DecisionObserver, Guard, register
 from gputenant.kube import KubeClient
@@ -148,8 +148,7 @@ class GuardProcess:
 
 def _serve_in_child(kubeconfig: str | None, config_json: str, server_args: argparse.Namespace,
                     stop: Any, outcome: Any, decisions: Any = None, parent_pid: int | None = None) -> None:
-    if parent_pid is not None:
-        exit_with_parent(parent_pid)
+    parent_gone = watch_parent(parent_pid, on_gone=stop.set) if parent_pid is not None else threading.Event()
     # A spawned process starts with Python's default logging: log as `gputenant run` was told to.
     verbose = getattr(server_args, "verbose", False)
     kopf.configure(verbose=verbose,
@@ -176,9 +175,9 @@ def _serve_in_child(kubeconfig: str | None, config_json: str, server_args: argpa
         outcome.put(repr(error))
         return
     outcome.put("")
-    try:
-        stop.wait()
-    except ParentGone:
+    while not stop.wait(CHECK_SECONDS) and not parent_gone.is_set():
+        pass
+    if parent_gone.is_set():
         logging.getLogger(__name__).warning("the operator (pid %s) is gone; the admission guard stops", parent_pid)
         for channel in (outcome, decisions):
             if channel is not None:
