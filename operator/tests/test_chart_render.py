@@ -290,7 +290,7 @@ def _real_chart_rbac(tenant_file: Path, sync_ingresses: bool, tmp_path: Path) ->
 
     if not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file():
         pytest.skip(f"the real vCluster chart is absent at {REAL_VCLUSTER_CHART}")
-    results, _ = load_and_render(str(tenant_file), str(EXAMPLE_CONFIG))
+    results, _ = load_and_render([str(tenant_file)], str(EXAMPLE_CONFIG))
     roles = []
     for result in results:
         name = result.tenant.metadata.name
@@ -362,7 +362,7 @@ def test_metrics_port_service_and_flag_agree_and_the_flag_parses():
     """The Service targets the container's metrics port, and `gputenant run` serves that port on all
     addresses of the pod; the ServiceMonitor selects the metrics Service, not the guard's."""
     from gputenant.cli import build_parser
-    from gputenant.commands.run import parse_metrics_address
+    from gputenant.config.settings import parse_metrics_address
 
     objects = render("--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=kps")
     container = find(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from gputenant.cli import main
-from gputenant.commands.run import parse_metrics_address
+from gputenant.config.settings import parse_metrics_address
 from gputenant.metrics import OperatorMetrics, PoolFigures, TenantFigures, pool_exposition, step_label
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)

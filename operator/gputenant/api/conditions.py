@@ -109,6 +109,8 @@ HELM_ADMISSION_DENIED: Final = "HelmAdmissionDenied"
 """Admission (a webhook, a policy, Pod Security, quota) refused an object of the chart."""
 INVALID_VALUES: Final = "InvalidValues"
 UPGRADE_REFUSED: Final = "UpgradeRefused"
+CHART_NOT_FOUND: Final = "ChartNotFound"
+CHART_VERSION_MISMATCH: Final = "ChartVersionMismatch"
 
 # -- policy decisions (SharingReady, and the parts a refused decision withholds) ---------------
 
@@ -140,3 +142,4 @@ FRACTION_NOT_GRANTABLE: Final = "FractionNotGrantable"
 KUBECONFIG_ISSUED: Final = "KubeconfigIssued"
 ARGOCD_TOKEN_ISSUED: Final = "ArgoCDTokenIssued"
 DRIFT_REPAIRED: Final = "DriftRepaired"
+MIG_RECONFIGURATION_BLOCKED: Final = "MigReconfigurationBlocked"

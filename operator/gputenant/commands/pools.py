@@ -18,27 +18,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from gputenant.config.models import OperatorConfig
-    from gputenant.kube import KubeClient
+    from gputenant.commands.cluster import with_cluster
+    from gputenant.commands.render import load_config
     from gputenant.pools import format_metrics, format_table
     from gputenant.pools.apply import apply_pools, collect_pool_reports
 
-    config = OperatorConfig.load(args.config) if args.config else OperatorConfig()
+    config = load_config(args.config)
 
-    async def main() -> int:
-        async with KubeClient.from_kubeconfig(args.kubeconfig, config.field_manager) as client:
-            if args.apply:
-                result = await apply_pools(client, config)
-                for written in result.written:
-                    print(f"applied {written}", file=sys.stderr)
-                for problem in result.plan.problems:
-                    print(f"warning: {problem}", file=sys.stderr)
-                for blocked in result.blocked:
-                    print(f"held back: {blocked.message}", file=sys.stderr)
-            reports = await collect_pool_reports(client, config)
-        print(format_metrics(reports) if args.metrics else format_table(reports), end="" if args.metrics else "\n")
-        return 0
+    async def report(client):
+        if args.apply:
+            result = await apply_pools(client, config)
+            for written in result.written:
+                print(f"applied {written}", file=sys.stderr)
+            for problem in result.plan.problems:
+                print(f"warning: {problem}", file=sys.stderr)
+            for blocked in result.blocked:
+                print(f"held back: {blocked.message}", file=sys.stderr)
+        return await collect_pool_reports(client, config)
 
-    return asyncio.run(main())
+    reports = with_cluster(args.kubeconfig, config.field_manager, report)
+    print(format_metrics(reports) if args.metrics else format_table(reports), end="" if args.metrics else "\n")
+    return 0

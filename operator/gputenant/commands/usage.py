@@ -24,14 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
     from gputenant import GROUP, KIND, VERSION
-    from gputenant.config.models import OperatorConfig
-    from gputenant.kube import KubeClient
+    from gputenant.commands.cluster import with_cluster
+    from gputenant.commands.render import load_config
     from gputenant.usage import PrometheusError, UsageQueries, format_usage_table, read_usage, tenant_namespaces
 
-    config = OperatorConfig.load(args.config) if args.config else OperatorConfig()
+    config = load_config(args.config)
     if args.step is not None and args.step < 1:
         print(f"gputenant usage: --step {args.step} must be 1 or more seconds", file=sys.stderr)
         return 2
@@ -41,11 +39,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"gputenant usage: --window: {error}", file=sys.stderr)
         return 2
 
-    async def list_tenants() -> list[dict]:
-        async with KubeClient.from_kubeconfig(args.kubeconfig, config.field_manager) as client:
-            return await client.list(f"{GROUP}/{VERSION}", KIND)
+    async def list_tenants(client) -> list[dict]:
+        return await client.list(f"{GROUP}/{VERSION}", KIND)
 
-    namespaces = tenant_namespaces(asyncio.run(list_tenants()), config)
+    namespaces = tenant_namespaces(with_cluster(args.kubeconfig, config.field_manager, list_tenants), config)
     try:
         usage = read_usage(args.prometheus_url, namespaces, queries)
     except PrometheusError as error:
