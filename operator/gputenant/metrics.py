@@ -124,6 +124,47 @@ class UsageCollector(Collector):
             yield family
 
 
+@dataclass(frozen=True)
+class UnheldMemoryFigures:
+    """GPU memory held by no one on one GPU or MIG instance (from gputenant.usage.sentinel)."""
+
+    node: str
+    gpu: str
+    instance: str
+    """The MIG GPU instance id; "" for a whole GPU."""
+    mib: float
+
+
+class HealthCollector(Collector):
+    """What the alerts on the platform's own health read: the admission guard's process, each
+    pool's isolation verdict and GPU memory held by no one; the last two replaced wholesale."""
+
+    def __init__(self) -> None:
+        self.guard_alive: Callable[[], bool] | None = None
+        self.isolation: tuple[tuple[str, str, str], ...] = ()
+        """(pool, IsolationVerified status, reason) per attested pool."""
+        self.unheld: tuple[UnheldMemoryFigures, ...] = ()
+
+    def collect(self) -> Iterator[Metric]:
+        guard = GaugeMetricFamily("gputenant_guard_up", "1 while the admission guard's process runs, else 0; absent "
+                                  "when the operator serves no guard.")
+        if self.guard_alive is not None:
+            guard.add_metric([], 1.0 if self.guard_alive() else 0.0)
+        yield guard
+        isolation = GaugeMetricFamily("gputenant_pool_isolation_verified", "1 while the pool's isolation canary "
+                                      "measured what its tier promises, else 0 (reason: the IsolationVerified reason).",
+                                      labels=["pool", "reason"])
+        for pool, status, reason in self.isolation:
+            isolation.add_metric([pool, reason], 1.0 if status == "True" else 0.0)
+        yield isolation
+        unheld = GaugeMetricFamily("gputenant_gpu_memory_held_by_no_one_mib", "GPU memory (MiB) used on a GPU or MIG "
+                                   "instance that no live pod holds, for longer than the sentinel's grace period.",
+                                   labels=["node", "gpu", "mig_instance"])
+        for figures in self.unheld:
+            unheld.add_metric([figures.node, figures.gpu, figures.instance], figures.mib)
+        yield unheld
+
+
 class TenantCollector(Collector):
     """Tenants by phase and reason, each tenant's readiness and its kubeconfigs' time left, read
     from the figures the pipeline last recorded (expiry is computed at scrape time)."""
@@ -186,7 +227,9 @@ class OperatorMetrics:
         self.tenants = TenantCollector(clock)
         self.pools = PoolCollector()
         self.usage = UsageCollector()
+        self.health = HealthCollector()
         self.registry.register(self.tenants)
+        self.registry.register(self.health)
         self.registry.register(self.pools)
         self.registry.register(self.usage)
 
@@ -225,6 +268,17 @@ class OperatorMetrics:
 
     def publish_usage(self, tenants: Iterable[UsageFigures]) -> None:
         self.usage.tenants = tuple(tenants)
+
+    def watch_guard(self, alive: Callable[[], bool]) -> None:
+        """`gputenant_guard_up` asks `alive` at each scrape."""
+        self.health.guard_alive = alive
+
+    def publish_isolation(self, verdicts: Iterable[tuple[str, str, str]]) -> None:
+        """(pool, IsolationVerified status, reason) of every attested pool."""
+        self.health.isolation = tuple(verdicts)
+
+    def publish_unheld_memory(self, figures: Iterable[UnheldMemoryFigures]) -> None:
+        self.health.unheld = tuple(figures)
 
 
 def pool_exposition(pools: Iterable[PoolFigures]) -> str:

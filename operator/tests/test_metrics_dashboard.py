@@ -11,7 +11,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from gputenant.metrics import OperatorMetrics, PoolFigures, TenantFigures, UsageFigures
+from gputenant.metrics import OperatorMetrics, PoolFigures, TenantFigures, UnheldMemoryFigures, UsageFigures
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "charts" / "gpu-tenant-operator" / "dashboards" / "gputenant.json"
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless",
@@ -30,6 +30,9 @@ def exported_series() -> set[str]:
     metrics.observe_guard_decision("none", "allowed", 0.001)
     metrics.publish_pools([PoolFigures("p", "MIG", 1, 8, 2, 2, 0.25)])
     metrics.publish_usage([UsageFigures("a", 2, 2.0, 0.5, 1, 1)])
+    metrics.watch_guard(lambda: True)
+    metrics.publish_isolation([("p", "True", "Attested")])
+    metrics.publish_unheld_memory([UnheldMemoryFigures("gpu-1", "GPU-a", "", 2048.0)])
     return {sample.name for family in metrics.registry.collect() for sample in family.samples}
 
 
