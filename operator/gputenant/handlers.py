@@ -29,6 +29,7 @@ from gputenant.kube.lease import LeaseElector, acquire_standing_by
 from gputenant.metrics import OperatorMetrics
 from gputenant.pools import PoolReport, device_plugin_config_data
 from gputenant.pools.apply import apply_pools, collect_pool_reports
+from gputenant.pools.memory_sentinel import attach_unheld_memory, sentinel_round, unheld_figures
 from gputenant.pools.report import pool_figures
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.events import API_VERSION, post_event
@@ -46,6 +47,7 @@ from gputenant.usage import (
     tenant_namespaces,
     usage_figures,
 )
+from gputenant.usage.sentinel import UnheldMemory
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +88,8 @@ class Runtime:
     """Where the DCGM series are read for allocation against use (`gputenant run --prometheus-url`)."""
     usage_window: str = "1h"
     usage_task: asyncio.Task | None = None
+    unheld_memory: list[UnheldMemory] = field(default_factory=list)
+    """What the GPU-memory sentinel last reported (read with the usage, every resync period)."""
     attestor: Attestor | None = None
     """Runs each pool's isolation canary and keeps the verdicts; None: attestation is off."""
     attestation_task: asyncio.Task | None = None
@@ -193,6 +197,7 @@ def start_guard(rt: Runtime) -> None:
     if rt.guard is not None and not rt.guard_started:
         rt.guard.start()
         rt.guard_started = True
+        rt.metrics.watch_guard(lambda: rt.guard is not None and rt.guard.alive)
         lower_priority(RECONCILE_NICENESS)
 
 
@@ -285,7 +290,9 @@ async def pools_probe(**_) -> dict:
 def pool_summary(report: PoolReport) -> dict:
     return {"mode": report.mode, "nodes": len(report.nodes), "gpus": report.capacity,
             "granted": report.granted, "burst": report.burst, "overcommit": report.overcommit,
-            "tenants": report.tenants, "isolation": report.isolation}
+            "tenants": report.tenants, "isolation": report.isolation,
+            "gpuMemoryHeldByNoOne": [{"node": m.node, "gpu": m.gpu, "instance": m.instance, "mib": round(m.used_mib),
+                                      "since": rfc3339(m.since)} for m in report.unheld_memory]}
 
 
 async def keep_pools(rt: Runtime) -> None:
@@ -329,6 +336,9 @@ async def refresh_pool_reports(rt: Runtime) -> None:
     if rt.attestor is not None:
         for report in reports:
             report.isolation = rt.attestor.summary(report.name)
+        rt.metrics.publish_isolation((r.name, r.isolation["isolationVerified"], r.isolation["reason"])
+                                     for r in reports if r.isolation)
+    attach_unheld_memory(reports, rt.unheld_memory)
     rt.metrics.publish_pools(pool_figures(reports))
     if reports != rt.pool_reports:
         log.info("GPU pools: %s", "; ".join(f"{r.name}: {pool_summary(r)}" for r in reports))
@@ -350,8 +360,8 @@ async def keep_attestation(rt: Runtime, attestor: Attestor) -> None:
 
 async def keep_usage(rt: Runtime) -> None:
     """Allocation against use per tenant, read from Prometheus every resync period into the metrics
-    and each tenant's status.usage (with the idle-sleep policy). A failed read is a warning; the last
-    figures stay until the next one succeeds."""
+    and each tenant's status.usage (with the idle-sleep policy), then the GPU-memory sentinel's
+    round. A failed read is a warning; the last figures stay until the next one succeeds."""
     queries = UsageQueries.over(rt.usage_window, f"{rt.config.namespace_prefix}.+")
     while True:
         try:
@@ -360,6 +370,8 @@ async def keep_usage(rt: Runtime) -> None:
                                             queries)
             rt.metrics.publish_usage(usage_figures(usage))
             await publish_usage(rt.client, tenants, usage, rt.usage_window, datetime.now(UTC))
+            rt.unheld_memory = await sentinel_round(rt.client, rt.config, rt.prometheus_url or "", datetime.now(UTC))
+            rt.metrics.publish_unheld_memory(unheld_figures(rt.unheld_memory))
         except (ApiError, PrometheusError) as error:
             log.warning("GPU usage not read: %s; retrying in %gs", error, rt.resync_seconds)
         await asyncio.sleep(rt.resync_seconds)

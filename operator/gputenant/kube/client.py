@@ -245,10 +245,11 @@ class KubeClient:
             raise
 
     async def list(self, api_version: str, kind: str, *, namespace: str | None = None,
-                   label_selector: str | None = None) -> list[dict]:
-        """All objects of a kind (in one namespace or all), optionally filtered by labels."""
+                   label_selector: str | None = None, field_selector: str | None = None) -> list[dict]:
+        """All objects of a kind (in one namespace or all), optionally filtered by labels or fields."""
         resource = await self.resource(api_version, kind)
-        params = {"labelSelector": label_selector} if label_selector else None
+        params = {key: value for key, value in (("labelSelector", label_selector),
+                                                 ("fieldSelector", field_selector)) if value} or None
         answer = await self.request("GET", resource.path(namespace), params=params)
         items = answer.get("items", [])
         for item in items:

@@ -13,6 +13,7 @@ from gputenant.config.models import OperatorConfig
 from gputenant.metrics import PoolFigures, pool_exposition
 from gputenant.pools.plan import node_gpus, node_name, pool_nodes
 from gputenant.tables import align_columns
+from gputenant.usage.sentinel import UnheldMemory
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class PoolReport:
     isolation: dict | None = None
     """The pool's isolation attestation (IsolationVerified, reason, message, numbers), when the
     operator runs canaries (docs/attestation.md)."""
+    unheld_memory: list[UnheldMemory] = field(default_factory=list)
+    """GPU memory on the pool's nodes held by no one (pools/memory_sentinel.py)."""
 
     @property
     def capacity(self) -> int:

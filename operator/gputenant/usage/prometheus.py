@@ -15,11 +15,14 @@ from dataclasses import dataclass
 
 from gputenant.timefmt import parse_duration
 from gputenant.usage.model import GpuSample, TenantUsage, judge_usage
+from gputenant.usage.sentinel import DeviceMemory, merge_devices
 
 SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
 GPU_KEY = ("namespace", "pod", "UUID")
+DEVICE_KEY = ("Hostname", "UUID", "GPU_I_ID", "namespace", "pod")
+"""A GPU (or MIG instance: GPU_I_ID) on its node and the pod the exporter says holds it."""
 POINTS_PER_WINDOW = 120
 """Default resolution of the GPU-hour sums: the window in this many steps."""
 
@@ -102,3 +105,12 @@ def read_usage(url: str, namespaces: dict[str, str], queries: UsageQueries) -> l
                for key, active in sorted(sm_active.items())]
     return judge_usage(namespaces, samples, _by_namespace(query(url, queries.held_hours())),
                        _by_namespace(query(url, queries.used_hours())))
+
+
+def read_device_memory(url: str) -> list[DeviceMemory]:
+    """FB_USED per GPU and MIG instance, with the pods the exporter names on it, for the sentinel."""
+    result = query(url, f"max by ({', '.join(DEVICE_KEY)}) ({FB_USED})")
+    return merge_devices([(series["metric"].get("Hostname", ""), series["metric"].get("UUID", ""),
+                           series["metric"].get("GPU_I_ID", ""), float(series["value"][1]),
+                           series["metric"].get("namespace", ""), series["metric"].get("pod", ""))
+                          for series in result])
