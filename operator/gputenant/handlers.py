@@ -29,7 +29,8 @@ from gputenant.kube.lease import LeaseElector, acquire_standing_by
 from gputenant.metrics import OperatorMetrics
 from gputenant.pools import PoolReport, device_plugin_config_data
 from gputenant.pools.apply import apply_pools, collect_pool_reports
-from gputenant.pools.memory_sentinel import attach_unheld_memory, sentinel_round, unheld_figures
+from gputenant.pools.gpu_round import observe_gpus
+from gputenant.pools.memory_sentinel import attach_unheld_memory
 from gputenant.pools.report import pool_figures
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.events import API_VERSION, post_event
@@ -39,14 +40,7 @@ from gputenant.reconcile.pipeline import Reconciler
 from gputenant.reconcile.ports import StepError
 from gputenant.reconcile.steps.argocd import argocd_namespaces
 from gputenant.timefmt import rfc3339
-from gputenant.usage import (
-    PrometheusError,
-    UsageQueries,
-    publish_usage,
-    read_usage,
-    tenant_namespaces,
-    usage_figures,
-)
+from gputenant.usage import PrometheusError, UsageQueries
 from gputenant.usage.sentinel import UnheldMemory
 
 log = logging.getLogger(__name__)
@@ -359,19 +353,12 @@ async def keep_attestation(rt: Runtime, attestor: Attestor) -> None:
 
 
 async def keep_usage(rt: Runtime) -> None:
-    """Allocation against use per tenant, read from Prometheus every resync period into the metrics
-    and each tenant's status.usage (with the idle-sleep policy), then the GPU-memory sentinel's
-    round. A failed read is a warning; the last figures stay until the next one succeeds."""
+    """The GPU observations (`pools.gpu_round`: allocation against use, shares, the memory sentinel)
+    every resync period. A failed read is a warning; the last figures stay until the next one succeeds."""
     queries = UsageQueries.over(rt.usage_window, f"{rt.config.namespace_prefix}.+")
     while True:
         try:
-            tenants = await rt.client.list(API_VERSION, KIND)
-            usage = await asyncio.to_thread(read_usage, rt.prometheus_url or "", tenant_namespaces(tenants, rt.config),
-                                            queries)
-            rt.metrics.publish_usage(usage_figures(usage))
-            await publish_usage(rt.client, tenants, usage, rt.usage_window, datetime.now(UTC))
-            rt.unheld_memory = await sentinel_round(rt.client, rt.config, rt.prometheus_url or "", datetime.now(UTC))
-            rt.metrics.publish_unheld_memory(unheld_figures(rt.unheld_memory))
+            rt.unheld_memory = await observe_gpus(rt.client, rt.config, rt.metrics, rt.prometheus_url or "", queries)
         except (ApiError, PrometheusError) as error:
             log.warning("GPU usage not read: %s; retrying in %gs", error, rt.resync_seconds)
         await asyncio.sleep(rt.resync_seconds)

@@ -103,6 +103,8 @@ class UsageCollector(Collector):
 
     def __init__(self) -> None:
         self.tenants: tuple[UsageFigures, ...] = ()
+        self.shares: tuple[tuple[str, str, float], ...] = ()
+        """(tenant, pool, GPUs held by share) from the tenants' running pods."""
 
     def collect(self) -> Iterator[Metric]:
         series: tuple[tuple[str, str, Callable[[UsageFigures], float]], ...] = (
@@ -122,6 +124,13 @@ class UsageCollector(Collector):
             for figures in self.tenants:
                 family.add_metric([figures.tenant], float(value(figures)))
             yield family
+        shares = GaugeMetricFamily("gputenant_tenant_gpu_shares", "Physical GPUs the tenant's running pods hold now, "
+                                   "by share (a KAI fraction its fraction, a time-slice replica 1/replicas, a MIG "
+                                   "instance its share of the GPU, a whole GPU 1); integrated over time: GPU-hours.",
+                                   labels=["tenant", "pool"])
+        for tenant, pool, held in self.shares:
+            shares.add_metric([tenant, pool], held)
+        yield shares
 
 
 @dataclass(frozen=True)
@@ -268,6 +277,10 @@ class OperatorMetrics:
 
     def publish_usage(self, tenants: Iterable[UsageFigures]) -> None:
         self.usage.tenants = tuple(tenants)
+
+    def publish_shares(self, shares: Iterable[tuple[str, str, float]]) -> None:
+        """(tenant, pool, GPUs held by share) of every placed tenant."""
+        self.usage.shares = tuple(shares)
 
     def watch_guard(self, alive: Callable[[], bool]) -> None:
         """`gputenant_guard_up` asks `alive` at each scrape."""
