@@ -1,0 +1,209 @@
+"""The GPU-memory sentinel end to end: `gputenant run --prometheus-url` reads the dcgm-exporter's
+FB_USED from a real Prometheus (Debian's package) and judges it against the pods of the real API
+server. The exporter's series are SIMULATED (kubeplane/dcgm_exporter.py: GPU hardware is the one
+thing simulated here); the Node is an API object without a kubelet, so its pods stay as the test
+writes them.
+
+On one node: a GPU a live pod holds (30000 MiB, never reported), a GPU naming a pod that does not
+exist (memory held after its pod is gone), a GPU naming a pod that Succeeded, and an empty GPU.
+Past memorySentinel.grace the two orphaned GPUs are reported on the pool report (the operator's
+`pools` probe and `gputenant pools`), as the metric, which the chart's GpuMemoryHeldByNoOne alert
+(files/alerts.yaml, loaded into the same Prometheus) turns into a firing alert, and as a Warning
+Event on the Node, which is cordoned (memorySentinel.cordon). Released, each clears: the metric,
+the alert, the record; a Normal Event; the node uncordoned.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gputenant.api import conditions as reasons
+from gputenant.config.models import OperatorConfig
+from gputenant.pools.memory_sentinel import RECORD_ANNOTATION
+from gputenant.timefmt import parse_duration, parse_rfc3339
+from kubeplane import wait_for
+from kubeplane.dcgm_exporter import DcgmExporter, SimulatedGpu
+from kubeplane.operator_process import OperatorProcess
+from kubeplane.process import free_ports
+from kubeplane.prometheus import Prometheus
+
+GPUTENANT = Path(sys.executable).parent / "gputenant"
+ALERTS = Path(__file__).resolve().parents[2] / "charts" / "gpu-tenant-operator" / "files" / "alerts.yaml"
+NODE = "sentinel-gpu-0"
+NAMESPACE = "tenant-sentinel"
+POOL_LABEL = {"gputenant.io/test-pool": "sentinel"}
+GRACE = "15s"
+HELD, GONE, FINISHED, EMPTY = "GPU-held", "GPU-gone", "GPU-finished", "GPU-empty"
+
+
+@pytest.fixture(scope="module")
+def exporter():
+    gpus = [SimulatedGpu(NAMESPACE, "train-0", HELD, 0.9, 100.0, fb_used_mib=30000, hostname=NODE),
+            SimulatedGpu(NAMESPACE, "gone-0", GONE, 0.0, 0.0, fb_used_mib=8000, hostname=NODE),
+            SimulatedGpu(NAMESPACE, "done-0", FINISHED, 0.0, 0.0, fb_used_mib=4000, hostname=NODE),
+            SimulatedGpu("", "", EMPTY, 0.0, 0.0, fb_used_mib=0, hostname=NODE)]
+    with DcgmExporter(gpus) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def ports():
+    return free_ports(2)
+
+
+@pytest.fixture(scope="module")
+def prometheus(exporter, ports, tmp_path_factory):
+    with Prometheus(tmp_path_factory.mktemp("prometheus-sentinel"), targets=[exporter.address, f"127.0.0.1:{ports[0]}"],
+                    rule_files=(ALERTS,)) as server:
+        server.wait_for_target_up([exporter.address])
+        yield server
+
+
+@pytest.fixture(scope="module")
+def node_and_pods(plane):
+    """The GPU node (an API object) and its pods: train-0 Pending on it (live), done-0 Succeeded."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": NAMESPACE},
+           "spec": {"nodeName": NODE, "tolerations": [{"operator": "Exists"}],
+                    "containers": [{"name": "main", "image": "train:1"}]}}
+    plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE, "labels": POOL_LABEL}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        {**pod, "metadata": {**pod["metadata"], "name": "train-0"}},
+        {**pod, "metadata": {**pod["metadata"], "name": "done-0"}},
+    ]))
+    plane.kubectl("patch", "pod", "done-0", "-n", NAMESPACE, "--subresource=status", "--type=merge",
+                  "-p", json.dumps({"status": {"phase": "Succeeded"}}))
+    plane.kubectl("create", "namespace", "gpu-operator", check=False)
+    yield
+    plane.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
+    plane.kubectl("delete", "node", NODE, "--wait=false")
+
+
+@pytest.fixture(scope="module")
+def config_path(tmp_path_factory) -> Path:
+    document = {"pools": [{"name": "sentinel", "mode": "Exclusive", "gpuModel": "H100-80GB", "gpuMemoryMiB": 81559,
+                           "nodeSelector": POOL_LABEL}],
+                "memorySentinel": {"grace": GRACE, "cordon": True}}
+    OperatorConfig.model_validate(document)
+    path = tmp_path_factory.mktemp("sentinel") / "config.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+@pytest.fixture(scope="module")
+def operator(plane, crds, node_and_pods, prometheus, ports, config_path):
+    running = OperatorProcess(plane, config_path, plane.log_dir / "operator-sentinel.log", extra_args=[
+        "--metrics-address", f"127.0.0.1:{ports[0]}", "--liveness", f"http://127.0.0.1:{ports[1]}/healthz",
+    ], env={"GPUTENANT_PROMETHEUS_URL": prometheus.url}).start()
+    yield running
+    running.stop()
+
+
+def unheld_metric(prometheus: Prometheus) -> dict[str, float]:
+    return {series["metric"]["gpu"]: float(series["value"][1])
+            for series in prometheus.query("gputenant_gpu_memory_held_by_no_one_mib")}
+
+
+def record(plane) -> list[dict]:
+    node = json.loads(plane.kubectl("get", "node", NODE, "-o", "json").stdout)
+    return json.loads((node["metadata"].get("annotations") or {}).get(RECORD_ANNOTATION) or "[]")
+
+
+def node_events(plane, reason: str) -> list[dict]:
+    return json.loads(plane.kubectl("get", "events", "-n", "default", "--field-selector",
+                                    f"involvedObject.name={NODE},reason={reason}", "-o", "json").stdout)["items"]
+
+
+def cordoned(plane) -> bool:
+    return bool(json.loads(plane.kubectl("get", "node", NODE, "-o", "json").stdout)["spec"].get("unschedulable"))
+
+
+def pool_report(operator: OperatorProcess, ports) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{ports[1]}/healthz", timeout=5) as answer:
+        return json.load(answer)["pools"]["sentinel"]
+
+
+def wait(condition, what: str, operator: OperatorProcess, timeout: float = 120):
+    try:
+        return wait_for(condition, timeout=timeout, interval=1, what=what)
+    except TimeoutError:
+        raise AssertionError(f"{what}: not seen; operator log:\n{operator.log_tail()}") from None
+
+
+def test_memory_held_after_its_pod_is_gone_is_reported_past_the_grace_period_and_cleared_when_released(
+        plane, prometheus, operator, exporter, ports, config_path):
+    grace = parse_duration(GRACE)
+    wait(lambda: set(unheld_metric(prometheus)) == {GONE, FINISHED}, "both orphaned GPUs in the metric", operator)
+    assert unheld_metric(prometheus) == {GONE: 8000, FINISHED: 4000}
+
+    entries = {entry["gpu"]: entry for entry in record(plane)}
+    assert set(entries) == {GONE, FINISHED}, "the live holder's GPU and the empty one are never recorded"
+    for entry in entries.values():
+        assert parse_rfc3339(entry["reportedAt"]) - parse_rfc3339(entry["since"]) >= grace, entry
+    warnings = wait(lambda: len(node_events(plane, reasons.GPU_MEMORY_HELD_BY_NO_ONE)) == 2 and
+                    node_events(plane, reasons.GPU_MEMORY_HELD_BY_NO_ONE), "two Warning Events on the Node", operator)
+    assert {event["type"] for event in warnings} == {"Warning"}
+    assert sorted(event["message"].split()[1] for event in warnings) == sorted([GONE, FINISHED])
+    assert "8000 MiB" in next(event["message"] for event in warnings if GONE in event["message"])
+    assert cordoned(plane)
+
+    firing = wait(lambda: [a for a in prometheus.alerts("GpuMemoryHeldByNoOne") if a["state"] == "firing"],
+                  "GpuMemoryHeldByNoOne firing in Prometheus", operator)
+    assert sorted(alert["labels"]["gpu"] for alert in firing) == sorted([GONE, FINISHED])
+    assert {alert["labels"]["node"] for alert in firing} == {NODE}
+
+    reported = wait(lambda: pool_report(operator, ports)["gpuMemoryHeldByNoOne"], "the operator's pool report",
+                    operator)
+    assert sorted((m["gpu"], m["mib"], m["node"]) for m in reported) == [(FINISHED, 4000, NODE), (GONE, 8000, NODE)]
+    cli = subprocess.run([str(GPUTENANT), "pools", "--config", str(config_path), "--kubeconfig",
+                          str(plane.kubeconfig_path)], capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    table = cli.stdout.split("GPU memory held by no one")[1].splitlines()[2:]
+    assert sorted(line.split()[:4] for line in table) == [[NODE, FINISHED, "-", "4000"], [NODE, GONE, "-", "8000"]]
+    assert HELD not in cli.stdout
+
+    exporter.gpus[1].fb_used_mib = 0  # GPU-gone's memory released
+    wait(lambda: set(unheld_metric(prometheus)) == {FINISHED}, "GPU-gone cleared from the metric", operator)
+    assert [entry["gpu"] for entry in record(plane)] == [FINISHED]
+    [released] = wait(lambda: node_events(plane, reasons.GPU_MEMORY_RELEASED), "a Normal Event on release", operator)
+    assert released["type"] == "Normal" and GONE in released["message"]
+    wait(lambda: {a["labels"]["gpu"] for a in prometheus.alerts("GpuMemoryHeldByNoOne")} == {FINISHED},
+         "the alert for GPU-gone resolved", operator)
+    assert cordoned(plane), "memory on GPU-finished is still held by no one"
+
+    exporter.gpus[2].fb_used_mib = 100  # below the floor: released
+    wait(lambda: not unheld_metric(prometheus) and not record(plane) and not cordoned(plane),
+         "everything released and the node uncordoned", operator)
+    assert HELD not in json.dumps([event["message"] for event in node_events(plane, reasons.GPU_MEMORY_HELD_BY_NO_ONE)])
+
+
+METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+
+
+def three_views_queries() -> list[str]:
+    """The PromQL lines of docs/metrics.md's "Three views of GPU reality" block."""
+    text = METRICS_DOC.read_text()
+    section = text[text.index("## Three views of GPU reality"):]
+    start = section.index("```promql\n") + len("```promql\n")
+    return [line for line in section[start:section.index("```", start)].splitlines()
+            if line.strip() and not line.startswith("#")]
+
+
+def test_the_three_views_queries_of_the_docs_run_on_a_real_prometheus(prometheus, operator, exporter):
+    queries = three_views_queries()
+    assert len(queries) == 7
+    wait(lambda: prometheus.query("gputenant_pool_gpus"), "the operator's pool series scraped", operator)
+    answered = {query: prometheus.query(query) for query in queries}
+    busy = float(answered['avg(DCGM_FI_DEV_GPU_UTIL{namespace=~"tenant-.+"}) / 100'][0]["value"][1])
+    working = float(answered['avg(DCGM_FI_PROF_SM_ACTIVE{namespace=~"tenant-.+"})'][0]["value"][1])
+    assert (busy, working) == (pytest.approx(100 / 300), pytest.approx(0.9 / 3)), "three tenant GPUs, one of them busy"
+    memory = {series["metric"]["UUID"]: float(series["value"][1])
+              for series in answered["sum by (Hostname, UUID) (DCGM_FI_DEV_FB_USED)"]}
+    assert memory[HELD] == 30000
