@@ -105,6 +105,8 @@ class UsageCollector(Collector):
         self.tenants: tuple[UsageFigures, ...] = ()
         self.shares: tuple[tuple[str, str, float], ...] = ()
         """(tenant, pool, GPUs held by share) from the tenants' running pods."""
+        self.prices: tuple[tuple[str, str, float], ...] = ()
+        """(pool, currency, price per GPU-hour) from the configuration's accounting."""
 
     def collect(self) -> Iterator[Metric]:
         series: tuple[tuple[str, str, Callable[[UsageFigures], float]], ...] = (
@@ -131,6 +133,11 @@ class UsageCollector(Collector):
         for tenant, pool, held in self.shares:
             shares.add_metric([tenant, pool], held)
         yield shares
+        prices = GaugeMetricFamily("gputenant_pool_price_per_gpu_hour", "Price of one whole GPU for one hour on the "
+                                   "pool (accounting.pricePerGpuHour), for cost queries.", labels=["pool", "currency"])
+        for pool, currency, price in self.prices:
+            prices.add_metric([pool, currency], price)
+        yield prices
 
 
 @dataclass(frozen=True)
@@ -281,6 +288,9 @@ class OperatorMetrics:
     def publish_shares(self, shares: Iterable[tuple[str, str, float]]) -> None:
         """(tenant, pool, GPUs held by share) of every placed tenant."""
         self.usage.shares = tuple(shares)
+
+    def publish_prices(self, currency: str, prices: dict[str, float]) -> None:
+        self.usage.prices = tuple((pool, currency, price) for pool, price in sorted(prices.items()))
 
     def watch_guard(self, alive: Callable[[], bool]) -> None:
         """`gputenant_guard_up` asks `alive` at each scrape."""

@@ -27,6 +27,7 @@ async def observe_gpus(client: KubeClient, config: OperatorConfig, metrics: Oper
     metrics.publish_usage(usage_figures(usage))
     shares = tenant_shares(placements(tenants, config), await client.list("v1", "Pod"))
     metrics.publish_shares((tenant, pool, held) for tenant, (pool, held) in sorted(shares.items()))
+    metrics.publish_prices(config.accounting.currency, config.accounting.price_per_gpu_hour)
     await publish_usage(client, tenants, usage, queries.window, datetime.now(UTC))
     unheld = await sentinel_round(client, config, prometheus_url, datetime.now(UTC))
     metrics.publish_unheld_memory(unheld_figures(unheld))
