@@ -2,7 +2,7 @@
 under `promtool test rules` (Debian's prometheus package; installed by tools/prometheus.sh when
 missing, as the e2e harness installs Prometheus): every alert fires in one case and stays quiet in
 one close to it, and names only series the operator exports. A real Prometheus evaluates them in
-e2e/tests/test_memory_sentinel.py."""
+e2e/tests/test_gpu_truth.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The GPU-memory sentinel end to end: `gputenant run --prometheus-url` reads the dcgm-exporter's
-FB_USED from a real Prometheus (Debian's package) and judges it against the pods of the real API
-server. The exporter's series are SIMULATED (kubeplane/dcgm_exporter.py: GPU hardware is the one
+"""GPU truth end to end: `gputenant run --prometheus-url` reads the dcgm-exporter's series from a
+real Prometheus (Debian's package) and judges them against the pods of the real API server: the
+GPU-memory sentinel, GPU-hours and cost by share, the docs' three views and the dashboard's queries. The exporter's series are SIMULATED (kubeplane/dcgm_exporter.py: GPU hardware is the one
 thing simulated here); the Node is an API object without a kubelet, so its pods stay as the test
 writes them.
 
@@ -11,10 +11,15 @@ Past memorySentinel.grace the two orphaned GPUs are reported on the pool report 
 (files/alerts.yaml, loaded into the same Prometheus) turns into a firing alert, and as a Warning
 Event on the Node, which is cordoned (memorySentinel.cordon). Released, each clears: the metric,
 the alert, the record; a Normal Event; the node uncordoned.
+
+Three tenants share one GPU as HAMi shares (a quarter, a quarter, a half) and three as the replicas
+of one time-sliced GPU: `gputenant usage --since` charges each its share, and together one GPU.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
 import sys
@@ -41,6 +46,12 @@ NAMESPACE = "tenant-sentinel"
 POOL_LABEL = {"gputenant.io/test-pool": "sentinel"}
 GRACE = "15s"
 HELD, GONE, FINISHED, EMPTY = "GPU-held", "GPU-gone", "GPU-finished", "GPU-empty"
+PRICES = {"hami": 2.0, "ts": 3.0}
+HAMI_SHARES = {"share-a": "0.25", "share-b": "0.25", "share-c": "0.5"}
+"""Tenant -> the gpu-fraction of its one pod: together one L4."""
+REPLICA_TENANTS = ("slice-a", "slice-b", "slice-c")
+"""One time-slice replica each of a GPU advertised as 3."""
+CHARGED_SECONDS = 10
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +93,8 @@ def node_and_pods(plane):
                   "-p", json.dumps({"status": {"phase": "Succeeded"}}))
     plane.kubectl("create", "namespace", "gpu-operator", check=False)
     yield
+    plane.kubectl("delete", "pod", "train-0", "done-0", "-n", NAMESPACE, "--force", "--grace-period=0",
+                  "--ignore-not-found", check=False)
     plane.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
     plane.kubectl("delete", "node", NODE, "--wait=false")
 
@@ -89,8 +102,13 @@ def node_and_pods(plane):
 @pytest.fixture(scope="module")
 def config_path(tmp_path_factory) -> Path:
     document = {"pools": [{"name": "sentinel", "mode": "Exclusive", "gpuModel": "H100-80GB", "gpuMemoryMiB": 81559,
-                           "nodeSelector": POOL_LABEL}],
-                "memorySentinel": {"grace": GRACE, "cordon": True}}
+                           "nodeSelector": POOL_LABEL},
+                          {"name": "hami", "mode": "HAMi", "gpuModel": "L4", "gpuMemoryMiB": 23034,
+                           "hami": {"splitCount": 4}, "nodeSelector": {"gputenant.io/test-pool": "hami"}},
+                          {"name": "ts", "mode": "TimeSlicing", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920,
+                           "timeSlicing": {"replicas": 3}, "nodeSelector": {"gputenant.io/test-pool": "ts"}}],
+                "memorySentinel": {"grace": GRACE, "cordon": True},
+                "accounting": {"currency": "EUR", "pricePerGpuHour": PRICES}}
     OperatorConfig.model_validate(document)
     path = tmp_path_factory.mktemp("sentinel") / "config.yaml"
     path.write_text(yaml.safe_dump(document))
@@ -224,3 +242,77 @@ def test_every_dashboard_query_runs_on_a_real_prometheus(prometheus, operator):
                 expr = expr.replace(variable, value)
             assert "$" not in expr, f"{panel['title']}: a Grafana variable the test does not know in {expr!r}"
             prometheus.query(expr)
+
+
+def share_tenants(plane) -> None:
+    manifests = [{"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
+                  "spec": {"trust": "Internal", "owners": [{"kind": "User", "name": "u"}],
+                           "gpu": {"quota": 0.5, "pool": "hami"}, "sharing": {"mode": "HAMi"}}}
+                 for name in HAMI_SHARES]
+    manifests += [{"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
+                   "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": "u"}],
+                            "gpu": {"quota": 1, "pool": "ts"}, "sharing": {"mode": "TimeSlicing"}}}
+                  for name in REPLICA_TENANTS]
+    plane.kubectl("apply", "--server-side", "--field-manager=platform-engineer", "-f", "-",
+                  input=yaml.safe_dump_all(manifests))
+
+
+def share_pod(tenant: str) -> dict:
+    """The tenant's GPU pod, bound to the node by the test (no scheduler, no guard in this module)."""
+    fraction = HAMI_SHARES.get(tenant)
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "work-0", "namespace": f"tenant-{tenant}",
+                         "annotations": {"gpu-fraction": fraction} if fraction else {}},
+            "spec": {"nodeName": NODE, "tolerations": [{"operator": "Exists"}],
+                     "containers": [{"name": "main", "image": "work:1", "resources": {
+                         "limits": {"cpu": "100m", "memory": "64Mi",
+                                    **({} if fraction else {"nvidia.com/gpu": "1"})}}}]}}
+
+
+def test_tenants_sharing_one_gpu_are_charged_their_shares_which_add_up_to_the_gpu(
+        plane, prometheus, operator, config_path):
+    tenants = [*HAMI_SHARES, *REPLICA_TENANTS]
+    share_tenants(plane)
+    try:
+        def placed() -> bool:
+            bodies = [plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) or {} for name in tenants]
+            return all(((body.get("status") or {}).get("sharing") or {}).get("pool") for body in bodies)
+        wait(placed, "the six tenants placed on their pools", operator)
+        for tenant in tenants:
+            wait(lambda tenant=tenant: plane.kubectl("get", "namespace", f"tenant-{tenant}", check=False).returncode == 0,
+                 f"namespace of {tenant}", operator)
+        plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([share_pod(tenant) for tenant in tenants]))
+        steady = (f'min(min_over_time(gputenant_tenant_gpu_shares{{tenant=~"share-.|slice-."}}[{CHARGED_SECONDS + 2}s]))'
+                  f' > 0 and count(count_over_time(gputenant_tenant_gpu_shares{{tenant=~"share-.|slice-."}}'
+                  f'[{CHARGED_SECONDS + 2}s]) >= {CHARGED_SECONDS}) == 6')
+        wait(lambda: prometheus.query(steady), "every share held for the whole charged period", operator, timeout=180)
+        shares = {series["metric"]["tenant"]: float(series["value"][1])
+                  for series in prometheus.query('gputenant_tenant_gpu_shares{tenant=~"share-.|slice-."}')}
+        assert shares == {"share-a": 0.25, "share-b": 0.25, "share-c": 0.5, **dict.fromkeys(REPLICA_TENANTS,
+                                                                                             pytest.approx(1 / 3))}
+
+        result = subprocess.run([str(GPUTENANT), "usage", "--prometheus-url", prometheus.url, "--config",
+                                 str(config_path), "--kubeconfig", str(plane.kubeconfig_path), "--since",
+                                 f"{CHARGED_SECONDS}s", "--step", "1", "--csv"], capture_output=True, text=True,
+                                timeout=60)
+        assert result.returncode == 0, result.stderr
+        rows = {row["tenant"]: row for row in csv.DictReader(io.StringIO(result.stdout)) if row["tenant"] in tenants}
+        assert set(rows) == set(tenants)
+        for pool, group in (("hami", list(HAMI_SHARES)), ("ts", list(REPLICA_TENANTS))):
+            hours = {tenant: float(rows[tenant]["gpu_hours_by_share"]) for tenant in group}
+            costs = {tenant: float(rows[tenant]["cost"]) for tenant in group}
+            assert {rows[tenant]["pool"] for tenant in group} == {pool}
+            assert {rows[tenant]["currency"] for tenant in group} == {"EUR"}
+            gpu_hours = sum(hours.values())
+            steps = gpu_hours * 3600
+            assert steps == pytest.approx(round(steps)) and CHARGED_SECONDS <= round(steps) <= CHARGED_SECONDS + 1, \
+                f"together one GPU for each 1 s step of the period: {hours}"
+            for tenant in group:
+                share = float(HAMI_SHARES[tenant]) if pool == "hami" else 1 / 3
+                assert hours[tenant] == pytest.approx(share * gpu_hours), (tenant, hours)
+            assert sum(costs.values()) == pytest.approx(gpu_hours * PRICES[pool]), "the GPU's cost, split by share"
+    finally:  # no kubelet confirms a deletion on the simulated node: the pods go by force
+        for tenant in tenants:
+            plane.kubectl("delete", "pod", "work-0", "-n", f"tenant-{tenant}", "--force", "--grace-period=0",
+                          "--ignore-not-found", check=False)
+        plane.kubectl("delete", "gputenant", *tenants, "--wait=false", "--ignore-not-found")
