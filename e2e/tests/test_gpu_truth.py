@@ -311,6 +311,14 @@ def test_tenants_sharing_one_gpu_are_charged_their_shares_which_add_up_to_the_gp
                 share = float(HAMI_SHARES[tenant]) if pool == "hami" else 1 / 3
                 assert hours[tenant] == pytest.approx(share * gpu_hours), (tenant, hours)
             assert sum(costs.values()) == pytest.approx(gpu_hours * PRICES[pool]), "the GPU's cost, split by share"
+
+        def usage_with_cost() -> dict | None:
+            body = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", "share-c") or {}
+            usage = (body.get("status") or {}).get("usage") or {}
+            return usage if "gpuHoursByShare" in usage else None
+        usage = wait(usage_with_cost, "share-c's status.usage with its hours by share and cost", operator)
+        assert usage["costCurrency"] == "EUR"
+        assert usage["cost"] == pytest.approx(usage["gpuHoursByShare"] * PRICES["hami"], abs=0.011)
     finally:  # no kubelet confirms a deletion on the simulated node: the pods go by force
         for tenant in tenants:
             plane.kubectl("delete", "pod", "work-0", "-n", f"tenant-{tenant}", "--force", "--grace-period=0",

@@ -15,6 +15,7 @@ from gputenant.metrics import OperatorMetrics
 from gputenant.pools.memory_sentinel import sentinel_round, unheld_figures
 from gputenant.pools.shares import placements, tenant_shares
 from gputenant.usage import UsageQueries, publish_usage, read_usage, tenant_namespaces, usage_figures
+from gputenant.usage.prometheus import read_share_hours
 from gputenant.usage.sentinel import UnheldMemory
 
 
@@ -24,11 +25,15 @@ async def observe_gpus(client: KubeClient, config: OperatorConfig, metrics: Oper
     ApiError or PrometheusError; what was published before stays."""
     tenants = await client.list(f"{GROUP}/{VERSION}", KIND)
     usage = await asyncio.to_thread(read_usage, prometheus_url, tenant_namespaces(tenants, config), queries)
+    share_hours = await asyncio.to_thread(read_share_hours, prometheus_url, queries.window, queries.step_seconds)
+    for tenant_usage in usage:
+        tenant_usage.share_hours = {pool: hours for (tenant, pool), hours in share_hours.items()
+                                    if tenant == tenant_usage.tenant}
     metrics.publish_usage(usage_figures(usage))
     shares = tenant_shares(placements(tenants, config), await client.list("v1", "Pod"))
     metrics.publish_shares((tenant, pool, held) for tenant, (pool, held) in sorted(shares.items()))
     metrics.publish_prices(config.accounting.currency, config.accounting.price_per_gpu_hour)
-    await publish_usage(client, tenants, usage, queries.window, datetime.now(UTC))
+    await publish_usage(client, tenants, usage, queries.window, datetime.now(UTC), config.accounting)
     unheld = await sentinel_round(client, config, prometheus_url, datetime.now(UTC))
     metrics.publish_unheld_memory(unheld_figures(unheld))
     return unheld

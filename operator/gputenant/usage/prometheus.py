@@ -132,13 +132,18 @@ def chargeback_step(period: str) -> int:
     return max(60, int(duration.total_seconds()) // CHARGEBACK_POINTS)
 
 
+def read_share_hours(url: str, period: str, step_seconds: int) -> dict[tuple[str, str], float]:
+    """(tenant, pool) -> GPU-hours held by share over `period`."""
+    return {(series["metric"].get("tenant", ""), series["metric"].get("pool", "")): float(series["value"][1])
+            for series in query(url, f"sum by (tenant, pool) (sum_over_time({SHARES}[{period}:{step_seconds}s])) "
+                                     f"* {step_seconds} / 3600")}
+
+
 def read_chargeback(url: str, namespaces: dict[str, str], period: str, step_seconds: int,
                     accounting: Accounting) -> list[Charge]:
     """GPU-hours by share per tenant and pool over `period`, priced; used hours apportioned from the
     DCGM SM activity of the GPUs each tenant's namespace held."""
-    held = {(series["metric"].get("tenant", ""), series["metric"].get("pool", "")): float(series["value"][1])
-            for series in query(url, f"sum by (tenant, pool) (sum_over_time({SHARES}[{period}:{step_seconds}s])) "
-                                     f"* {step_seconds} / 3600")}
+    held = read_share_hours(url, period, step_seconds)
     queries = UsageQueries.over(period, "|".join(sorted(namespaces.values())) or ".+", step_seconds)
     held_by_namespace = _by_namespace(query(url, queries.held_hours()))
     used_by_namespace = _by_namespace(query(url, queries.used_hours()))
