@@ -68,7 +68,8 @@ def _same(old: list[Finding], new: list[Finding]) -> bool:
 
 async def sentinel_round(client: KubeClient, config: OperatorConfig, prometheus_url: str,
                          now: datetime) -> list[UnheldMemory]:
-    """One round over every node the exporter reports; returns the devices reported held by no one."""
+    """One round over every node the exporter reports (a node it reports nothing of keeps its record,
+    so an exporter that is down releases nothing); returns the devices reported held by no one."""
     settings = config.memory_sentinel
     devices = await asyncio.to_thread(read_device_memory, prometheus_url)
     nodes = {node_name(node): node for node in await client.list("v1", "Node")}
@@ -81,7 +82,11 @@ async def sentinel_round(client: KubeClient, config: OperatorConfig, prometheus_
                                   floor_mib=settings.floor_mi_b, grace=parse_duration(settings.grace) or timedelta())
     reported_keys = {memory.key for memory in verdict.reported}
     reported = []
+    read = {device.node for device in devices}
     for name, node in nodes.items():
+        if name not in read:  # the exporter said nothing of it this time: its record stands
+            reported += [f.memory for f in previous[name] if f.reported_at]
+            continue
         before = {f.memory.key: f for f in previous[name]}
         findings = [Finding(s, (before[s.key].reported_at if s.key in before else None) or
                             (now if s.key in reported_keys else None)) for s in verdict.suspects if s.node == name]
