@@ -109,8 +109,10 @@ def config_path(tmp_path_factory) -> Path:
                            "timeSlicing": {"replicas": 3}, "nodeSelector": {"gputenant.io/test-pool": "ts"}}],
                 "memorySentinel": {"grace": GRACE, "cordon": True},
                 "accounting": {"currency": "EUR", "pricePerGpuHour": PRICES}}
+    directory = tmp_path_factory.mktemp("sentinel")
+    document["vcluster"] = {"localPath": str(directory / "no-chart")}  # tenants get placed; no vCluster is needed
     OperatorConfig.model_validate(document)
-    path = tmp_path_factory.mktemp("sentinel") / "config.yaml"
+    path = directory / "config.yaml"
     path.write_text(yaml.safe_dump(document))
     return path
 
