@@ -245,11 +245,10 @@ class KubeClient:
             raise
 
     async def list(self, api_version: str, kind: str, *, namespace: str | None = None,
-                   label_selector: str | None = None, field_selector: str | None = None) -> list[dict]:
-        """All objects of a kind (in one namespace or all), optionally filtered by labels or fields."""
+                   label_selector: str | None = None) -> list[dict]:
+        """All objects of a kind (in one namespace or all), optionally filtered by labels."""
         resource = await self.resource(api_version, kind)
-        params = {key: value for key, value in (("labelSelector", label_selector),
-                                                 ("fieldSelector", field_selector)) if value} or None
+        params = {"labelSelector": label_selector} if label_selector else None
         answer = await self.request("GET", resource.path(namespace), params=params)
         items = answer.get("items", [])
         for item in items:

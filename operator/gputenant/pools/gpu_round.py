@@ -30,10 +30,11 @@ async def observe_gpus(client: KubeClient, config: OperatorConfig, metrics: Oper
         tenant_usage.share_hours = {pool: hours for (tenant, pool), hours in share_hours.items()
                                     if tenant == tenant_usage.tenant}
     metrics.publish_usage(usage_figures(usage))
-    shares = tenant_shares(placements(tenants, config), await client.list("v1", "Pod"))
+    pods = await client.list("v1", "Pod")
+    shares = tenant_shares(placements(tenants, config), pods)
     metrics.publish_shares((tenant, pool, held) for tenant, (pool, held) in sorted(shares.items()))
     metrics.publish_prices(config.accounting.currency, config.accounting.price_per_gpu_hour)
     await publish_usage(client, tenants, usage, queries.window, datetime.now(UTC), config.accounting)
-    unheld = await sentinel_round(client, config, prometheus_url, datetime.now(UTC))
+    unheld = await sentinel_round(client, config, prometheus_url, datetime.now(UTC), pods)
     metrics.publish_unheld_memory(unheld_figures(unheld))
     return unheld

@@ -66,17 +66,15 @@ def _same(old: list[Finding], new: list[Finding]) -> bool:
         [(f.memory.key, f.memory.since, f.reported_at) for f in new]
 
 
-async def sentinel_round(client: KubeClient, config: OperatorConfig, prometheus_url: str,
-                         now: datetime) -> list[UnheldMemory]:
+async def sentinel_round(client: KubeClient, config: OperatorConfig, prometheus_url: str, now: datetime,
+                         pods: list[dict]) -> list[UnheldMemory]:
     """One round over every node the exporter reports (a node it reports nothing of keeps its record,
-    so an exporter that is down releases nothing); returns the devices reported held by no one."""
+    so an exporter that is down releases nothing); `pods`: the cluster's pods (those on other nodes
+    are ignored). Returns the devices reported held by no one."""
     settings = config.memory_sentinel
     devices = await asyncio.to_thread(read_device_memory, prometheus_url)
     nodes = {node_name(node): node for node in await client.list("v1", "Node")}
     previous = {name: recorded(node) for name, node in nodes.items()}
-    pods: list[dict] = []
-    for name in sorted({d.node for d in devices if d.used_mib > settings.floor_mi_b and d.node in nodes}):
-        pods += await client.list("v1", "Pod", field_selector=f"spec.nodeName={name}")
     verdict = judge_unheld_memory([d for d in devices if d.node in nodes], pods,
                                   [f.memory for found in previous.values() for f in found], now,
                                   floor_mib=settings.floor_mi_b, grace=parse_duration(settings.grace) or timedelta())

@@ -67,28 +67,39 @@ def _mentions(pod: dict, gpu: str) -> bool:
     return any(gpu in str(value) for value in ((pod.get("metadata") or {}).get("annotations") or {}).values())
 
 
-def has_live_holder(device: DeviceMemory, pods: list[dict]) -> bool:
+@dataclass(frozen=True)
+class LivePods:
+    """The live pods, indexed once per round: by (namespace, name), and by node."""
+
+    names: frozenset[tuple[str, str]]
+    on_node: dict[str, list[dict]]
+
+    @classmethod
+    def of(cls, pods: list[dict]) -> LivePods:
+        alive = [pod for pod in pods if live(pod)]
+        on_node: dict[str, list[dict]] = {}
+        for pod in alive:
+            on_node.setdefault((pod.get("spec") or {}).get("nodeName") or "", []).append(pod)
+        return cls(frozenset(((pod.get("metadata") or {}).get("namespace", ""),
+                              (pod.get("metadata") or {}).get("name", "")) for pod in alive), on_node)
+
+
+def has_live_holder(device: DeviceMemory, pods: LivePods) -> bool:
     """A live pod the exporter names on the device, or a live pod on its node whose annotations
     name the GPU."""
-    for pod in pods:
-        metadata = pod.get("metadata") or {}
-        if not live(pod):
-            continue
-        if (metadata.get("namespace", ""), metadata.get("name", "")) in device.holders:
-            return True
-        if (pod.get("spec") or {}).get("nodeName") == device.node and _mentions(pod, device.gpu):
-            return True
-    return False
+    return bool(device.holders & pods.names) or any(_mentions(pod, device.gpu)
+                                                   for pod in pods.on_node.get(device.node, ()))
 
 
 def judge_unheld_memory(devices: list[DeviceMemory], pods: list[dict], previous: list[UnheldMemory], now: datetime,
                         *, floor_mib: float, grace: timedelta) -> SentinelVerdict:
     """The suspects now (a suspect of `previous` keeps its ``since``) and those beyond `grace`.
-    `pods`: the cluster's pods on the devices' nodes. A device whose memory dropped to the floor,
-    or that a live pod holds again, leaves the suspects."""
+    `pods`: the cluster's pods (at least those on the devices' nodes). A device whose memory
+    dropped to the floor, or that a live pod holds again, leaves the suspects."""
     since = {suspect.key: suspect.since for suspect in previous}
+    alive = LivePods.of(pods)
     suspects = sorted((UnheldMemory(d.node, d.gpu, d.instance, d.used_mib, since.get(d.key, now))
-                       for d in devices if d.used_mib > floor_mib and not has_live_holder(d, pods)),
+                       for d in devices if d.used_mib > floor_mib and not has_live_holder(d, alive)),
                       key=lambda suspect: suspect.key)
     return SentinelVerdict(suspects, [s for s in suspects if now - s.since >= grace])
 
