@@ -284,7 +284,7 @@ async def pools_probe(**_) -> dict:
 def pool_summary(report: PoolReport) -> dict:
     return {"mode": report.mode, "nodes": len(report.nodes), "gpus": report.capacity,
             "granted": report.granted, "burst": report.burst, "overcommit": report.overcommit,
-            "tenants": report.tenants, "isolation": report.isolation,
+            "tenants": report.tenants, "isolation": report.isolation, "problems": report.problems,
             "gpuMemoryHeldByNoOne": [{"node": m.node, "gpu": m.gpu, "instance": m.instance, "mib": round(m.used_mib),
                                       "since": rfc3339(m.since)} for m in report.unheld_memory]}
 

@@ -95,7 +95,9 @@ def test_update_that_changes_the_fraction_is_refused(changed):
     annotations = {**kept, "gpu-fraction": changed} if changed else kept
     new = {**old, "metadata": {**old["metadata"], "annotations": annotations}}
     found = validate_pod(new, "shares", model.spec.trust, decision, operation="UPDATE", old=old)
-    # without its fraction the pod is a CPU pod still placed on the GPU pool (node-selector too), and it
-    # keeps the guard's KAI ConfigMap prefix, which only a fraction pod may carry (kai-sharing)
-    assert {v.rule for v in found} - {"node-selector"} == {"fraction-annotation", *(["kai-sharing"] if not changed else [])}
+    # the guard's HAMi-core caps no longer match the share (hami-caps); without its fraction the pod is a CPU
+    # pod still placed on the GPU pool (node-selector too) that keeps the guard's KAI ConfigMap prefix and
+    # HAMi-core's variables and mounts, which only a capped fraction pod may carry
+    uncapped = ["kai-sharing", "isolation-env", "hami-preload"] if not changed else []
+    assert {v.rule for v in found} - {"node-selector"} == {"fraction-annotation", "hami-caps", *uncapped}
     assert any("changed on a created pod" in v.message for v in found)

@@ -68,11 +68,33 @@ class MigPool(ConfigModel):
     default_profile: str | None = Field(default=None, description="Profile for tenants that name none. Unset: the first.")
 
 
+HAMI_IMAGE = "docker.io/projecthami/hami:v2.6.1"
+"""HAMi's device-plugin image, which ships HAMi-core as ``/k8s-vgpu/lib/nvidia/libvgpu.so.<version>``
+(HAMi's ``docker/Dockerfile``; its ``vgpu-init.sh`` copies that directory onto each node)."""
+
+
+class HamiLibrary(ConfigModel):
+    """Where the admission guard's init container copies HAMi-core (``libvgpu.so``) from, into each capped
+    pod's own read-only volume (docs/gpu-pools.md, "HAMi-core library"). The image needs ``/bin/sh`` and
+    ``cp``; a pod whose copy fails does not start (fail closed)."""
+
+    image: str = Field(default=HAMI_IMAGE, min_length=1,
+                       description="Image that carries libvgpu.so, e.g. HAMi's device-plugin image.")
+    path: str = Field(default="/k8s-vgpu/lib/nvidia/libvgpu.so.v2.6.1", pattern=r"^/[^\s'\"$`\\]+$",
+                      description="Absolute path of libvgpu.so inside the image (no spaces or shell characters).")
+    image_pull_policy: str = Field(default="IfNotPresent", pattern="^(Always|IfNotPresent|Never)$",
+                                   description="Pull policy of the init container.")
+
+
 class HamiPool(ConfigModel):
-    """Settings of a HAMi-mode pool: KAI GPU fractions on NVIDIA's device plugin (docs/units.md)."""
+    """Settings of a HAMi-mode pool: KAI GPU fractions on NVIDIA's device plugin, capped by HAMi-core
+    (docs/units.md). Pools are homogeneous: every GPU has the pool's gpuMemoryMiB, from which a share's
+    memory cap is computed."""
 
     split_count: int = Field(default=10, ge=1, le=100,
                              description="Most shares per GPU: a tenant's share is at least 100/splitCount percent.")
+    library: HamiLibrary = Field(default_factory=HamiLibrary,
+                                 description="The HAMi-core library the guard loads into every capped container.")
 
 
 class CpuPool(ConfigModel):

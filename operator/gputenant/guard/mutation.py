@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from gputenant import naming
 from gputenant.config.models import CpuPool
+from gputenant.guard import hami_caps
 from gputenant.guard.gangs import POD_GROUP_ANNOTATION, GangError, asks_for_gang, gang_name, gang_size
 from gputenant.guard.kai_sharing import CONFIGMAP_ANNOTATION, FRACTION_CONTAINER, guard_prefix
 from gputenant.guard.pods import asks_for_fraction, container_gpu_amounts, requests_gpus
@@ -72,7 +73,8 @@ def mutate_pod(pod: dict, tenant_name: str, decision: Decision, *, operation: st
     gets the queue label (KAI charges a pod without it to a default queue). Pods without GPUs (the
     vCluster control plane, CoreDNS) go to the CPU pool and get a blind GPU view, and so does
     every ephemeral container added later (it has no GPU resources). A fraction pod gets the guard's
-    KAI ConfigMap prefix. On UPDATE only labels may change, so only the queue label is filled.
+    KAI ConfigMap prefix, and in HAMi mode HAMi-core's caps (``hami_caps``, added last: it inserts an init
+    container ahead of the tenant's). On UPDATE only labels may change, so only the queue label is filled.
     """
     if subresource == "ephemeralcontainers":
         return list(_blind_new_ephemeral_containers(pod, old))
@@ -89,6 +91,7 @@ def mutate_pod(pod: dict, tenant_name: str, decision: Decision, *, operation: st
     if asks_for_fraction(pod) and allows_fractions(decision):
         patch.extend(_kai_prefix(pod))
     patch.extend(_blind_gpu_view(pod, fraction=asks_for_fraction(pod)))
+    patch.extend(hami_caps.mutation(pod, decision))
     return patch
 
 
