@@ -175,6 +175,7 @@ def start_guard(rt: Runtime) -> None:
     if rt.guard is not None and not rt.guard_started:
         rt.guard.start()
         rt.guard_started = True
+        rt.metrics.watch_guard(lambda: rt.guard is not None and rt.guard.alive)
         lower_priority(RECONCILE_NICENESS)
 
 
@@ -255,6 +256,14 @@ async def pools_probe(**_) -> dict:
     return {report.name: pool_summary(report) for report in (pools.reports if pools else [])}
 
 
+def _unheld_to_pools(rt: Runtime):
+    """Where the usage loop hands the GPU-memory sentinel's findings: the pool report's loop."""
+    def hand_over(unheld) -> None:
+        if rt.pools is not None:
+            rt.pools.unheld_memory = unheld
+    return hand_over
+
+
 def start_loops(rt: Runtime) -> None:
     """The background loops `prepare` asked for, under the runtime's supervisor (a loop that
     fails unexpectedly starts again a resync period later)."""
@@ -266,8 +275,8 @@ def start_loops(rt: Runtime) -> None:
         rt.loops.start("pools", pools.run, period)
     if rt.prometheus_url:
         url = rt.prometheus_url
-        rt.loops.start("usage", lambda: keep_usage(rt.client, rt.config, rt.metrics, url, rt.usage_window, period),
-                       period)
+        rt.loops.start("usage", lambda: keep_usage(rt.client, rt.config, rt.metrics, url, rt.usage_window, period,
+                                                   on_unheld=_unheld_to_pools(rt)), period)
     if rt.attestor is not None:
         attestor = rt.attestor
         rt.loops.start("attestation", lambda: keep_attestation(rt.client, rt.config, attestor, rt.lock, period),

@@ -392,6 +392,19 @@ def test_metrics_defaults_serve_without_service_monitor_or_dashboard_and_turn_of
     assert "metrics" not in [p["name"] for p in container["ports"]]
 
 
+def test_prometheus_rule_ships_the_unit_tested_alerts_only_when_asked():
+    """The PrometheusRule's groups are files/alerts.yaml exactly (what promtool tests in
+    test_alert_rules.py); off by default and with metrics off, as it needs the Prometheus Operator."""
+    assert not [o for o in render() if o["kind"] == "PrometheusRule"]
+    assert not [o for o in render("--set", "metrics.enabled=false", "--set", "metrics.prometheusRule.enabled=true")
+                if o["kind"] == "PrometheusRule"]
+    rule = find(render("--set", "metrics.prometheusRule.enabled=true",
+                       "--set", "metrics.prometheusRule.labels.release=kps"), "PrometheusRule", FULLNAME)
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1" and rule["metadata"]["namespace"] == NAMESPACE
+    assert rule["metadata"]["labels"]["release"] == "kps"
+    assert rule["spec"] == yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
+
+
 def test_dashboard_configmap_carries_the_chart_dashboard_for_grafanas_sidecar():
     objects = render("--set", "metrics.dashboard.enabled=true")
     configmap = find(objects, "ConfigMap", f"{FULLNAME}-dashboard")

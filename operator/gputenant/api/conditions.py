@@ -143,3 +143,11 @@ KUBECONFIG_ISSUED: Final = "KubeconfigIssued"
 ARGOCD_TOKEN_ISSUED: Final = "ArgoCDTokenIssued"
 DRIFT_REPAIRED: Final = "DriftRepaired"
 MIG_RECONFIGURATION_BLOCKED: Final = "MigReconfigurationBlocked"
+
+# -- the GPU-memory sentinel's Events on Nodes (usage.sentinel) -----------------------------------
+
+GPU_MEMORY_HELD_BY_NO_ONE: Final = "GpuMemoryHeldByNoOne"
+"""Warning on a Node: memory on one of its GPUs has been used by no live pod for longer than
+memorySentinel.grace; drain the node and reset that GPU (the operator never resets one)."""
+GPU_MEMORY_RELEASED: Final = "GpuMemoryReleased"
+"""Normal on a Node: memory reported as held by no one is free again (or a live pod holds it)."""

@@ -1,5 +1,6 @@
 """`gputenant pools`: per GPU pool, its nodes, GPUs, what tenants are guaranteed and the
-over-commitment; `--apply` first brings node labels and the device-plugin ConfigMap in line."""
+over-commitment, and GPU memory held by no one as the operator's sentinel recorded it on the
+Nodes; `--apply` first brings node labels and the device-plugin ConfigMap in line."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from gputenant.commands.render import load_config
     from gputenant.pools import format_metrics, format_table
     from gputenant.pools.apply import apply_pools, collect_pool_reports
+    from gputenant.pools.memory_sentinel import format_unheld_memory, reported_on
 
     config = load_config(args.config)
 
@@ -34,8 +36,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"warning: {problem}", file=sys.stderr)
             for blocked in result.blocked:
                 print(f"held back: {blocked.message}", file=sys.stderr)
-        return await collect_pool_reports(client, config)
+        return await collect_pool_reports(client, config), reported_on(await client.list("v1", "Node"))
 
-    reports = with_cluster(args.kubeconfig, config.field_manager, report)
+    reports, unheld = with_cluster(args.kubeconfig, config.field_manager, report)
     print(format_metrics(reports) if args.metrics else format_table(reports), end="" if args.metrics else "\n")
+    if unheld and not args.metrics:
+        print(f"\nGPU memory held by no one (drain the node and reset the GPU):\n{format_unheld_memory(unheld)}")
     return 0

@@ -129,6 +129,11 @@ class GuardProcess:
             raise RuntimeError(f"the admission guard did not start: {error}")
         return self
 
+    @property
+    def alive(self) -> bool:
+        """Started and still running (a guard that crashed reads False)."""
+        return self._process is not None and self._process.is_alive()
+
     def stop(self, timeout: float = 30) -> None:
         self._stop.set()
         if self._process is not None:

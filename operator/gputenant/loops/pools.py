@@ -13,7 +13,10 @@ from gputenant.kube import ApiError, KubeClient
 from gputenant.metrics import OperatorMetrics
 from gputenant.pools import PoolReport
 from gputenant.pools.apply import apply_pools, collect_pool_reports
+from gputenant.pools.memory_sentinel import attach_unheld_memory
 from gputenant.pools.report import pool_figures
+from gputenant.timefmt import rfc3339
+from gputenant.usage.sentinel import UnheldMemory
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +24,9 @@ log = logging.getLogger(__name__)
 def pool_summary(report: PoolReport) -> dict:
     return {"mode": report.mode, "nodes": len(report.nodes), "gpus": report.capacity,
             "granted": report.granted, "burst": report.burst, "overcommit": report.overcommit,
-            "tenants": report.tenants, "isolation": report.isolation, "problems": report.problems}
+            "tenants": report.tenants, "isolation": report.isolation, "problems": report.problems,
+            "gpuMemoryHeldByNoOne": [{"node": m.node, "gpu": m.gpu, "instance": m.instance, "mib": round(m.used_mib),
+                                      "since": rfc3339(m.since)} for m in report.unheld_memory]}
 
 
 @dataclass
@@ -36,6 +41,8 @@ class PoolsLoop:
     attestor: Attestor | None = None
     reports: list[PoolReport] = field(default_factory=list)
     """The last report, per pool."""
+    unheld_memory: list[UnheldMemory] = field(default_factory=list)
+    """What the GPU-memory sentinel last reported (set by the usage loop, every resync period)."""
 
     @property
     def tick(self) -> float:
@@ -75,6 +82,9 @@ class PoolsLoop:
         if self.attestor is not None:
             for report in reports:
                 report.isolation = self.attestor.summary(report.name)
+            self.metrics.publish_isolation((r.name, r.isolation["isolationVerified"], r.isolation["reason"])
+                                           for r in reports if r.isolation)
+        attach_unheld_memory(reports, self.unheld_memory)
         self.metrics.publish_pools(pool_figures(reports))
         if reports != self.reports:
             log.info("GPU pools: %s", "; ".join(f"{r.name}: {pool_summary(r)}" for r in reports))
