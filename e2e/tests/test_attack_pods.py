@@ -204,6 +204,25 @@ ATTACKS = [
            gpu_pod(UNTRUSTED, labels={"kai.scheduler/preemptibility": "non-preemptible"}), refused=("scheduler-key",)),
     Attack("system-priority-class", 1, TRUSTED, pod(priorityClassName="system-node-critical"),
            refused=("priority-class",)),
+    # 1b. KAI's whole vocabulary (docs/threat-model.md), and pod affinity to other tenants' pods.
+    Attack("multi-gpu-group-label-keeps-a-reservation", 1, INTERNAL,
+           gpu_pod(INTERNAL, labels={"runai-gpu-group/gpu-of-atk-ts": "gpu-of-atk-ts"}), refused=("scheduler-key",)),
+    Attack("spark-labels-join-another-tenants-gang", 1, INTERNAL, gpu_pod(INTERNAL, labels={
+        "spark-app-name": "job", "spark-app-selector": f"gang.{TRUSTED}.0b1c2d3e-0000-4000-8000-000000000000"}),
+           refused=("scheduler-key",)),
+    Attack("app-label-poses-as-kais-reservation", 1, TRUSTED, gpu_pod(TRUSTED, labels={"app": "kai-resource-reservation"}),
+           refused=("scheduler-key",)),
+    Attack("user-annotation-for-kai", 1, UNTRUSTED, gpu_pod(UNTRUSTED, annotations={"user": "someone-else"}),
+           refused=("scheduler-key",)),
+    Attack("pod-affinity-to-another-tenants-pods", 1, INTERNAL, pod(affinity={"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "inference"}}, "topologyKey": "kubernetes.io/hostname",
+            "namespaceSelector": {"matchLabels": {naming.TENANT_LABEL: TRUSTED}}}]}}),
+           refused=("pod-affinity-namespace",)),
+    Attack("pod-anti-affinity-names-another-tenants-namespace", 1, UNTRUSTED, gpu_pod(UNTRUSTED, affinity={
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+            "labelSelector": {}, "topologyKey": "kubernetes.io/hostname", "namespaces": [namespace(TRUSTED)]}}]}}),
+           refused=("pod-affinity-namespace",)),
     Attack("affinity-to-a-foreign-pool", 1, INTERNAL, pod(affinity=affinity(POOL, "In", ["mig"])),
            refused=("node-affinity",)),
     Attack("affinity-away-from-the-own-pool", 1, UNTRUSTED, gpu_pod(UNTRUSTED, affinity=affinity(POOL, "NotIn", ["mig"])),
