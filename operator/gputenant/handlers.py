@@ -22,6 +22,7 @@ from gputenant import GROUP, KIND, PLURAL, VERSION, naming
 from gputenant.api import conditions as reasons
 from gputenant.attestation.run import Attestor, publish_tenant_conditions
 from gputenant.config.models import OperatorConfig
+from gputenant.guard import gang_groups
 from gputenant.guard.flags import check_webhook_arguments
 from gputenant.guard.standalone import GuardProcess
 from gputenant.kube import ApiError, KubeClient
@@ -369,6 +370,9 @@ async def _reconcile(body: kopf.Body, retry: int) -> None:
     outcome = await runtime().reconcile(body, retry)
     if outcome.retry_after is not None:
         raise kopf.TemporaryError("not ready yet; see status.conditions", delay=outcome.retry_after)
+
+
+gang_groups.register(kopf.get_default_registry(), lambda: runtime().client)
 
 
 @kopf.on.resume(*RESOURCE)
