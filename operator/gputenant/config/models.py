@@ -398,6 +398,13 @@ class OperatorConfig(ConfigModel):
     vcluster: VClusterChart = Field(default_factory=VClusterChart)
     device_plugin_config_map: DevicePluginConfigMap = Field(default_factory=DevicePluginConfigMap)
     guard: GuardConfig = Field(default_factory=GuardConfig)
+    kai_reservation_namespace: str = Field(
+        default="kai-resource-reservation",
+        description=(
+            "Where KAI's binder creates its GPU reservation pods (its --resource-reservation-namespace). The pool "
+            "report names GPUs they hold that no live tenant share explains."
+        ),
+    )
 
     @model_validator(mode="after")
     def _pools_and_trust_modes_are_consistent(self) -> OperatorConfig:

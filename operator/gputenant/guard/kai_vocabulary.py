@@ -20,6 +20,10 @@ from typing import Literal
 KAI_VERSION = "v0.12.0"
 """The KAI-Scheduler version the table was derived from; tools/kai/go.mod must pin the same."""
 KAI_MODULE = "github.com/NVIDIA/KAI-scheduler"
+GPU_GROUP_LABEL = "runai-gpu-group"
+"""The GPU a fraction shares: on KAI's reservation pod and on every share KAI's binder bound onto it."""
+MULTI_GPU_GROUP_PREFIX = f"{GPU_GROUP_LABEL}/"
+"""``runai-gpu-group/<group>: <group>``, one per GPU of a multi-GPU share."""
 
 Kind = Literal["label", "annotation"]
 Match = Literal["exact", "prefix", "value"]
@@ -119,10 +123,10 @@ VOCABULARY: tuple[KaiKey, ...] = (
     KaiKey("runai/shared-gpu-configmap", "annotation", "exact", "KAI admission writes, binder and scheduler read",
            "pkg/binder/common/gpusharingconfigmap/config_map.go:20, pkg/scheduler/k8s_internal/predicates/config_maps.go:21",
            "make the binder write its GPU into ConfigMaps it chose (only the guard's prefix is admitted)"),
-    KaiKey("runai-gpu-group", "label", "exact", "binder writes; binder keeps a GPU's reservation while a pod has it",
+    KaiKey(GPU_GROUP_LABEL, "label", "exact", "binder writes; binder keeps a GPU's reservation while a pod has it",
            f"{_CONSTANTS}:45, {_GPU_SHARING}:89, {_RESERVATION}:89, :140",
            "keep a GPU's reservation pod (a whole GPU) alive, charged to no queue"),
-    KaiKey("runai-gpu-group/", "label", "prefix", "binder writes for multi-GPU shares and keeps their reservations",
+    KaiKey(MULTI_GPU_GROUP_PREFIX, "label", "prefix", "binder writes for multi-GPU shares and keeps their reservations",
            f"{_CONSTANTS}:46, {_GPU_SHARING}:95, {_RESERVATION}:149",
            "keep any GPU's reservation pod alive from a pending pod, charged to no queue"),
     KaiKey("run.ai/reserve_for_gpu_index", "annotation", "exact", "reservation pod writes, binder reads",

@@ -12,6 +12,7 @@ from gputenant import GROUP, KIND, VERSION, naming
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.pods import requests_gpus
 from gputenant.kube import ApiError, KubeClient, holds
+from gputenant.pools.leaks import add_leak_problems, unexplained_reservations
 from gputenant.pools.plan import BlockedChange, PoolsPlan, parent_queue_conflict, plan_pools
 from gputenant.pools.report import PoolReport, grants_from_tenants, pool_reports
 from gputenant.timefmt import rfc3339
@@ -132,7 +133,8 @@ async def _report_blocked(client: KubeClient, node: dict, blocked: BlockedChange
 
 
 async def collect_pool_reports(client: KubeClient, config: OperatorConfig) -> list[PoolReport]:
-    """The per-pool report from the cluster's Nodes and GpuTenants (none while the CRD is absent)."""
+    """The per-pool report from the cluster's Nodes and GpuTenants (none while the CRD is absent), with the
+    GPUs KAI's reservations hold that no live tenant share explains (``pools.leaks``)."""
     nodes = await client.list("v1", "Node")
     try:
         tenants = await client.list(f"{GROUP}/{VERSION}", KIND)
@@ -140,4 +142,11 @@ async def collect_pool_reports(client: KubeClient, config: OperatorConfig) -> li
         if not error.not_found:
             raise
         tenants = []
-    return pool_reports(config, nodes, grants_from_tenants(tenants))
+    reports = pool_reports(config, nodes, grants_from_tenants(tenants))
+    reservations = await client.list("v1", "Pod", namespace=config.kai_reservation_namespace)
+    if reservations:
+        namespaces = await client.list("v1", "Namespace", label_selector=naming.TENANT_LABEL)
+        held = unexplained_reservations(reservations, await client.list("v1", "Pod"),
+                                        [n["metadata"]["name"] for n in namespaces], datetime.now(UTC))
+        add_leak_problems(reports, held, config.kai_reservation_namespace)
+    return reports

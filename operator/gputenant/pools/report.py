@@ -42,6 +42,8 @@ class PoolReport:
     isolation: dict | None = None
     """The pool's isolation attestation (IsolationVerified, reason, message, numbers), when the
     operator runs canaries (docs/attestation.md)."""
+    problems: list[str] = field(default_factory=list)
+    """Named problems on the pool's nodes, each starting with its name (``pools.leaks``)."""
 
     @property
     def capacity(self) -> int:
@@ -100,7 +102,8 @@ def format_table(reports: list[PoolReport]) -> str:
         r.name, r.mode, str(len(r.nodes)), str(r.capacity), _number(r.granted), _number(r.burst),
         "-" if r.overcommit is None else f"{r.overcommit:.2f}", ",".join(r.tenants) or "-",
     ) for r in reports]
-    return align_columns(rows)
+    problems = [f"{r.name}: {problem}" for r in reports for problem in r.problems]
+    return "\n".join([align_columns(rows), *(f"PROBLEM {line}" for line in problems)])
 
 
 def pool_figures(reports: list[PoolReport]) -> list[PoolFigures]:
