@@ -132,9 +132,10 @@ async def _report_blocked(client: KubeClient, node: dict, blocked: BlockedChange
     await client.post_event(node, "Warning", blocked.reason, blocked.message, timestamp)
 
 
-async def collect_pool_reports(client: KubeClient, config: OperatorConfig) -> list[PoolReport]:
+async def collect_pool_reports(client: KubeClient, config: OperatorConfig,
+                               now: datetime | None = None) -> list[PoolReport]:
     """The per-pool report from the cluster's Nodes and GpuTenants (none while the CRD is absent), with the
-    GPUs KAI's reservations hold that no live tenant share explains (``pools.leaks``)."""
+    GPUs KAI's reservations hold that no live tenant share explains (``pools.leaks``), judged at `now`."""
     nodes = await client.list("v1", "Node")
     try:
         tenants = await client.list(f"{GROUP}/{VERSION}", KIND)
@@ -147,6 +148,6 @@ async def collect_pool_reports(client: KubeClient, config: OperatorConfig) -> li
     if reservations:
         namespaces = await client.list("v1", "Namespace", label_selector=naming.TENANT_LABEL)
         held = unexplained_reservations(reservations, await client.list("v1", "Pod"),
-                                        [n["metadata"]["name"] for n in namespaces], datetime.now(UTC))
+                                        [n["metadata"]["name"] for n in namespaces], now or datetime.now(UTC))
         add_leak_problems(reports, held, config.kai_reservation_namespace)
     return reports
