@@ -10,12 +10,15 @@ member. The tenant's ResourceQuota counts PodGroups (``count/podgroups.schedulin
 
 Until its PodGroup exists KAI leaves the member alone: the pod-grouper skips an ownerless pod that
 carries ``pod-group-name`` (``pod_controller.go: isOrphanPodWithPodGroup``) and the scheduler has no
-PodGroup to schedule it with. A refused write is reported as a Warning Event on the member pod (which
-vCluster syncs to the virtual pod), and retried on the pod's next event.
+PodGroup to schedule it with. A refused write is retried with backoff (a new tenant's quota refuses
+every PodGroup until the quota controller has counted them once; the API server may be busy), then
+reported as a Warning Event on the member pod (which vCluster syncs to the virtual pod) and retried
+on the pod's next event.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -41,6 +44,9 @@ log = logging.getLogger(__name__)
 HANDLER_ID = "gang-pod-group"
 ATTEMPTS = 5
 """Conflicting writes of concurrent members (409) are re-read and retried this often."""
+RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+"""Seconds between the tries of a refused or failed write (a minute in all): the quota controller
+counts a new namespace's PodGroups within its 30 s discovery period."""
 
 
 async def ensure_gang_group(client: KubeClient, pod: dict, namespace_tenant: str | None) -> bool:
@@ -95,14 +101,19 @@ class GangGroups:
         if uid in self.owners:
             return
         client = self.client()
-        try:
-            tenant = await self.namespace_tenant(client, pod["metadata"]["namespace"])
-            if await ensure_gang_group(client, pod, tenant):
-                self.owners.add(uid)
-        except ApiError as error:
-            log.warning("gang PodGroup of pod %s/%s not written: %s", pod["metadata"]["namespace"],
-                        pod["metadata"]["name"], error)
-            await _report(client, pod, error)
+        for delay in (*RETRY_DELAYS, None):
+            try:
+                tenant = await self.namespace_tenant(client, pod["metadata"]["namespace"])
+                if await ensure_gang_group(client, pod, tenant):
+                    self.owners.add(uid)
+                return
+            except ApiError as error:
+                if delay is None or not (error.transient or error.forbidden):
+                    log.warning("gang PodGroup of pod %s/%s not written: %s", pod["metadata"]["namespace"],
+                                pod["metadata"]["name"], error)
+                    await _report(client, pod, error)
+                    return
+                await asyncio.sleep(delay)
 
 
 async def _report(client: KubeClient, pod: dict, error: ApiError) -> None:
