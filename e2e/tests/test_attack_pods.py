@@ -10,8 +10,10 @@ plane: what a pod would do on one is argued in docs/threat-model.md, which names
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +27,15 @@ from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant
 from gputenant.config.models import OperatorConfig
 from gputenant.guard import kai_sharing
+from gputenant.guard.gang_groups import GangGroups
+from gputenant.guard.gangs import POD_GROUP_ANNOTATION, VIRTUAL_OWNERS_ANNOTATION
+from gputenant.guard.keys import GANG_SIZE_ANNOTATION
 from gputenant.guard.standalone import GuardThread
+from gputenant.kube import KubeClient
 from gputenant.policy.choose import decide
-from gputenant.render.tenant import render_tenant
+from gputenant.render.tenant import POD_GROUPS_QUOTA, render_tenant
 from kubeplane import wait_for
-from kubeplane.fixtures import install_crds
+from kubeplane.fixtures import UPSTREAM_PODGROUP_CRD, install_crds
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TENANT_CRD = REPO_ROOT / "crds" / "tenant.yaml"
@@ -204,6 +210,25 @@ ATTACKS = [
            gpu_pod(UNTRUSTED, labels={"kai.scheduler/preemptibility": "non-preemptible"}), refused=("scheduler-key",)),
     Attack("system-priority-class", 1, TRUSTED, pod(priorityClassName="system-node-critical"),
            refused=("priority-class",)),
+    # 1b. KAI's whole vocabulary (docs/threat-model.md), and pod affinity to other tenants' pods.
+    Attack("multi-gpu-group-label-keeps-a-reservation", 1, INTERNAL,
+           gpu_pod(INTERNAL, labels={"runai-gpu-group/gpu-of-atk-ts": "gpu-of-atk-ts"}), refused=("scheduler-key",)),
+    Attack("spark-labels-join-another-tenants-gang", 1, INTERNAL, gpu_pod(INTERNAL, labels={
+        "spark-app-name": "job", "spark-app-selector": f"gang.{TRUSTED}.0b1c2d3e-0000-4000-8000-000000000000"}),
+           refused=("scheduler-key",)),
+    Attack("app-label-poses-as-kais-reservation", 1, TRUSTED, gpu_pod(TRUSTED, labels={"app": "kai-resource-reservation"}),
+           refused=("scheduler-key",)),
+    Attack("user-annotation-for-kai", 1, UNTRUSTED, gpu_pod(UNTRUSTED, annotations={"user": "someone-else"}),
+           refused=("scheduler-key",)),
+    Attack("pod-affinity-to-another-tenants-pods", 1, INTERNAL, pod(affinity={"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "inference"}}, "topologyKey": "kubernetes.io/hostname",
+            "namespaceSelector": {"matchLabels": {naming.TENANT_LABEL: TRUSTED}}}]}}),
+           refused=("pod-affinity-namespace",)),
+    Attack("pod-anti-affinity-names-another-tenants-namespace", 1, UNTRUSTED, gpu_pod(UNTRUSTED, affinity={
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+            "labelSelector": {}, "topologyKey": "kubernetes.io/hostname", "namespaces": [namespace(TRUSTED)]}}]}}),
+           refused=("pod-affinity-namespace",)),
     Attack("affinity-to-a-foreign-pool", 1, INTERNAL, pod(affinity=affinity(POOL, "In", ["mig"])),
            refused=("node-affinity",)),
     Attack("affinity-away-from-the-own-pool", 1, UNTRUSTED, gpu_pod(UNTRUSTED, affinity=affinity(POOL, "NotIn", ["mig"])),
@@ -571,3 +596,66 @@ def test_a_process_that_unsets_its_own_limits_is_admitted_as_documented(attacked
         stored = kubernetes.client.CoreV1Api(client).create_namespaced_pod(namespace(INTERNAL), sneaky)
     assert stored.spec.containers[0].command[2].startswith("unset CUDA_DEVICE_MEMORY_LIMIT")
     assert "a process that unsets a variable itself" in (REPO_ROOT / "docs" / "trust-levels.md").read_text()
+
+
+# -- gangs: admission writes nothing; the operator writes the PodGroup, owned by its members ------
+
+
+def gang_pod(tenant: str, size: int = 2, **fields) -> dict:
+    """A GPU pod of a virtual Job asking for a gang, as vCluster syncs it (the virtual owner recorded)."""
+    owners = json.dumps([{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": str(uuid.uuid4()),
+                          "controller": True}])
+    manifest = gpu_pod(tenant, **fields)
+    manifest["metadata"].setdefault("annotations", {}).update(
+        {GANG_SIZE_ANNOTATION: str(size), VIRTUAL_OWNERS_ANNOTATION: owners})
+    return manifest
+
+
+def pod_groups(plane, ns: str) -> list[dict]:
+    with plane.api_client() as client:
+        return kubernetes.client.CustomObjectsApi(client).list_namespaced_custom_object(
+            "scheduling.run.ai", "v2alpha2", ns, "podgroups")["items"]
+
+
+def test_a_refused_gang_pod_leaves_no_pod_group(attacked):
+    """Before admission decided, the mutating webhook wrote the gang's PodGroup: every refused pod left one
+    behind, uncounted. Now admission writes nothing."""
+    install_crds(attacked.plane, UPSTREAM_PODGROUP_CRD)
+    ns = namespace(UNTRUSTED)
+    with attacked.as_syncer(UNTRUSTED) as client, pytest.raises(ApiException) as refused:
+        kubernetes.client.CoreV1Api(client).create_namespaced_pod(ns, gang_pod(UNTRUSTED, labels={"project": TRUSTED}))
+    assert rules_named(refused.value) == {"scheduler-key"}
+    assert pod_groups(attacked.plane, ns) == []
+
+
+def test_the_operator_writes_a_gangs_pod_group_owned_by_its_members_and_counted(attacked):
+    install_crds(attacked.plane, UPSTREAM_PODGROUP_CRD)
+    ns = namespace(QUOTA)
+    first = gang_pod(QUOTA)
+    with attacked.as_syncer(QUOTA) as client:
+        core = kubernetes.client.CoreV1Api(client)
+        members = [client.sanitize_for_serialization(core.create_namespaced_pod(ns, first)) for _ in range(2)]
+    assert pod_groups(attacked.plane, ns) == [], "admission wrote nothing"
+
+    async def handle(pods: list[dict]) -> None:
+        async with KubeClient.from_kubeconfig(str(attacked.plane.kubeconfig_path), CONFIG.field_manager) as client:
+            groups = GangGroups(lambda: client)
+            for pod in pods:
+                await groups.on_event(None, pod)
+    asyncio.run(handle(members))
+    [group] = pod_groups(attacked.plane, ns)
+    assert group["metadata"]["name"] == members[0]["metadata"]["annotations"][POD_GROUP_ANNOTATION]
+    assert group["spec"] == {"minMember": 2, "queue": QUOTA}
+    assert [(o["name"], o["uid"], o.get("controller")) for o in group["metadata"]["ownerReferences"]] == [
+        (m["metadata"]["name"], m["metadata"]["uid"], None) for m in members]
+    asyncio.run(handle(members))
+    assert pod_groups(attacked.plane, ns)[0]["metadata"]["resourceVersion"] == group["metadata"]["resourceVersion"]
+
+    with attacked.plane.api_client() as client:
+        core = kubernetes.client.CoreV1Api(client)
+        wait_for(lambda: core.read_namespaced_resource_quota(naming.RESOURCE_QUOTA_NAME, ns).status.used.get(
+            POD_GROUPS_QUOTA) == "1", timeout=60, what="the tenant's quota to count the PodGroup")
+        for member in members:
+            core.delete_namespaced_pod(member["metadata"]["name"], ns, grace_period_seconds=0)
+    wait_for(lambda: pod_groups(attacked.plane, ns) == [], timeout=120,
+             what="the garbage collector to delete the PodGroup with its last member")

@@ -194,6 +194,10 @@ STATUS_REWRITES = [
     ("annotations", "hami.io/vgpu-devices-to-allocate", "GPU-0,NVIDIA,81920,100:;"),
     ("annotations", "gpu-fraction", "0.5"),
     ("annotations", "nvidia.com/use-gpuuuid", "GPU-0"),
+    ("labels", "runai-gpu-group/victim-gpu", "victim-gpu"),
+    ("labels", "spark-app-selector", "gang.victim.0"),
+    ("labels", "app", "kai-resource-reservation"),
+    ("annotations", "user", "victim"),
 ]
 
 

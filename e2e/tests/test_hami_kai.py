@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 
 import jsonpatch
@@ -69,6 +70,14 @@ GPU_FRACTION = "gpu-fraction"
 
 @pytest.fixture(scope="module")
 def internal_tenant(kai_cluster: KaiCluster) -> Iterator[tuple[GpuTenant, Decision, list[dict]]]:
+    with internal_tenant_on(kai_cluster, "shares") as tenant:
+        yield tenant
+
+
+@contextmanager
+def internal_tenant_on(kai_cluster: KaiCluster, name: str) -> Iterator[tuple[GpuTenant, Decision, list[dict]]]:
+    """An Internal tenant `name` granted GRANTED_GPUS in shares on POOL: the pools applied, its objects but the
+    ResourceQuota applied; its namespace deleted when the block ends."""
     config = kai_cluster.config
     with kai_cluster.plane.api_client() as client:
         existing = {ns.metadata.name for ns in kubernetes.client.CoreV1Api(client).list_namespace().items}
@@ -80,10 +89,10 @@ def internal_tenant(kai_cluster: KaiCluster) -> Iterator[tuple[GpuTenant, Decisi
             result = await apply_pools(client, config)
             assert not result.plan.problems, result.plan.problems
     asyncio.run(apply())
-    model = GpuTenant.model_validate({"metadata": {"name": "shares"}, "spec": {
+    model = GpuTenant.model_validate({"metadata": {"name": name}, "spec": {
         "trust": "Internal", "owners": [{"kind": "User", "name": "dana@example.com"}],
         "gpu": {"quota": GRANTED_GPUS, "parentQueue": "research"}}})
-    decision = decide("shares", model.spec, config)
+    decision = decide(name, model.spec, config)
     assert decision.possible, decision.message
     objects = render_tenant(model, decision, config).objects
     applied = [o for o in objects if o["kind"] != "ResourceQuota"]
@@ -94,8 +103,10 @@ def internal_tenant(kai_cluster: KaiCluster) -> Iterator[tuple[GpuTenant, Decisi
         core = kubernetes.client.CoreV1Api(client)
         wait_for(lambda: core.list_namespaced_service_account(namespace, field_selector="metadata.name=default").items,
                  timeout=TIMEOUT, what=f"ServiceAccount {namespace}/default")
-    yield model, decision, objects
-    kai_cluster.plane.kubectl("delete", "namespace", namespace, "--wait=false")
+    try:
+        yield model, decision, objects
+    finally:
+        kai_cluster.plane.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
 def assert_capped(core: kubernetes.client.CoreV1Api, pod, fraction: Fraction) -> None:

@@ -176,8 +176,11 @@ def test_a_four_pod_job_from_the_virtual_cluster_runs_only_whole(vcluster_kai, t
                 what=f"{GANG_SIZE} host pods of the virtual Job")
             [group_name] = {pod.metadata.annotations["pod-group-name"] for pod in members}
             assert group_name.startswith(f"gang.{tenant_name}.")
-            group = kubernetes.client.CustomObjectsApi(admin).get_namespaced_custom_object(
-                "scheduling.run.ai", "v2alpha2", namespace, "podgroups", group_name)
+            custom = kubernetes.client.CustomObjectsApi(admin)
+            group = wait_for(lambda: next((g for g in custom.list_namespaced_custom_object(
+                "scheduling.run.ai", "v2alpha2", namespace, "podgroups")["items"]
+                if g["metadata"]["name"] == group_name), None), timeout=PLACED_TIMEOUT_SECONDS, interval=1,
+                what="the operator to write the gang's PodGroup")
             assert group["spec"]["minMember"] == GANG_SIZE
             assert group["spec"]["queue"] == naming.queue_name(tenant_name)
 
@@ -190,6 +193,16 @@ def test_a_four_pod_job_from_the_virtual_cluster_runs_only_whole(vcluster_kai, t
                 gang_pods(core, namespace, "train")), timeout=PLACED_TIMEOUT_SECONDS, interval=1,
                 what="the whole gang bound once 4 GPUs are free")
             assert {pod.spec.node_name for pod in placed} <= set(nodes) and len(placed) == GANG_SIZE
+
+            # The operator wrote the PodGroup after admission, owned by every member: it goes with the last.
+            members_uids = sorted(p.metadata.uid for p in placed)
+            wait_for(lambda: sorted(o["uid"] for o in custom.get_namespaced_custom_object(
+                "scheduling.run.ai", "v2alpha2", namespace, "podgroups", group_name)["metadata"]["ownerReferences"])
+                == members_uids, timeout=PLACED_TIMEOUT_SECONDS, interval=1, what="every member an owner")
+            plane.kubectl("delete", "job", "train", "--cascade=background", "--wait=false", kubeconfig_path=kubeconfig)
+            wait_for(lambda: group_name not in {g["metadata"]["name"] for g in custom.list_namespaced_custom_object(
+                "scheduling.run.ai", "v2alpha2", namespace, "podgroups")["items"]}, timeout=PLACED_TIMEOUT_SECONDS,
+                interval=1, what="the gang's PodGroup deleted with its last member")
         finally:
-            plane.kubectl("delete", "job", "train", "--cascade=background", "--wait=false",
+            plane.kubectl("delete", "job", "train", "--cascade=background", "--wait=false", "--ignore-not-found",
                           kubeconfig_path=kubeconfig)

@@ -23,6 +23,7 @@ from gputenant.api import conditions as reasons
 from gputenant.attestation.run import Attestor
 from gputenant.config.models import OperatorConfig
 from gputenant.config.settings import OperatorSettings
+from gputenant.guard import gang_groups
 from gputenant.guard.flags import check_webhook_arguments
 from gputenant.guard.standalone import GuardProcess
 from gputenant.kube import ApiError, KubeClient
@@ -287,6 +288,9 @@ async def _reconcile(body: kopf.Body, retry: int) -> None:
     outcome = await runtime().reconcile(body, retry)
     if outcome.retry_after is not None:
         raise kopf.TemporaryError("not ready yet; see status.conditions", delay=outcome.retry_after)
+
+
+gang_groups.register(kopf.get_default_registry(), lambda: runtime().client)
 
 
 @kopf.on.resume(*RESOURCE)

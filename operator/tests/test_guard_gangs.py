@@ -10,7 +10,16 @@ import pytest
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
 from gputenant.config.models import OperatorConfig, Pool, PoolMode
-from gputenant.guard.gangs import POD_GROUP_ANNOTATION, VIRTUAL_OWNERS_ANNOTATION, GangError, gang_name, guard_gang, pod_group
+from gputenant.guard.gangs import (
+    POD_GROUP_ANNOTATION,
+    VIRTUAL_OWNERS_ANNOTATION,
+    GangError,
+    admitted_gang,
+    gang_name,
+    guard_gang,
+    membership_patch,
+    pod_group,
+)
 from gputenant.guard.keys import GANG_SIZE_ANNOTATION
 from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.rules import validate_pod
@@ -54,9 +63,10 @@ def test_pods_of_one_virtual_job_join_one_gang_pod_group_on_the_tenant_queue():
     assert refused == [] and guard_gang(first, "team-a") == f"gang.team-a.{JOB_UID}"
     name = first["metadata"]["annotations"][POD_GROUP_ANNOTATION]
     assert name == second["metadata"]["annotations"][POD_GROUP_ANNOTATION] == f"gang.team-a.{JOB_UID}"
-    group = pod_group(first, "team-a", "tenant-team-a", "tenant-team-a")
+    group = pod_group(stored(first, "uid-1"), "team-a", "tenant-team-a", "tenant-team-a")
     assert group["metadata"] == {"name": name, "namespace": "tenant-team-a", "labels": {
-        "gputenant.io/tenant": "team-a", "kai.scheduler/queue": "tenant-team-a"}}
+        "gputenant.io/tenant": "team-a", "kai.scheduler/queue": "tenant-team-a"},
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": first["metadata"]["name"], "uid": "uid-1"}]}
     assert group["spec"] == {"minMember": 4, "queue": "tenant-team-a"}
     assert group["apiVersion"] == "scheduling.run.ai/v2alpha2" and group["kind"] == "PodGroup"
 
@@ -119,14 +129,42 @@ def test_a_cluster_admin_member_writes_from_the_platform_side():
     assert guard.by_tenant({"username": "kai-podgrouper", "groups": ["kai"]}, "tenant-team-a") is True
 
 
-def test_a_dry_run_applies_no_pod_group():
-    """The mutating webhook declares sideEffects NoneOnDryRun: a dry run must not reach the API."""
-    import asyncio
+def stored(manifest: dict, uid: str, name: str | None = None) -> dict:
+    """The pod as the API server stores it: with its uid (and a name of its own)."""
+    result = copy.deepcopy(manifest)
+    result["metadata"].update(uid=uid, name=name or result["metadata"]["name"])
+    return result
 
-    from gputenant.guard.webhook import Guard, TenantView
 
-    guard = Guard(CONFIG, client=None)  # any API call would fail on None
-    member = pod()
-    operations = mutate_pod(member, "team-a", DECISION)
-    view = TenantView(name="team-a", uid="u", generation=1, spec={}, namespace="tenant-team-a")
-    asyncio.run(guard.apply_gang(member, operations, view, DECISION, dryrun=True))
+def test_the_mutating_webhook_has_no_side_effects():
+    """Admission decides and patches; the operator writes a gang's PodGroup after admission (guard.gang_groups)."""
+    from gputenant.guard import webhook
+    from gputenant.guard.configuration import webhook_configurations
+
+    mutating, _ = webhook_configurations(CONFIG, {"url": "https://127.0.0.1:9443", "caBundle": "Q0E="})
+    assert {hook["sideEffects"] for hook in mutating["webhooks"]} == {"None"}
+    assert not hasattr(webhook.Guard, "apply_gang")
+
+
+def test_the_operator_groups_only_the_gang_the_guard_admitted():
+    member, refused = admitted(pod())
+    assert refused == [] and admitted_gang(stored(member, "u"), "team-a") == ("team-a", "tenant-team-a")
+    assert admitted_gang(stored(member, "u"), "team-b") is None, "another tenant's namespace"
+    assert admitted_gang(stored(member, "u"), None) is None, "a namespace of no tenant"
+    unqueued = copy.deepcopy(member)
+    del unqueued["metadata"]["labels"]["kai.scheduler/queue"]
+    for other in (unqueued, admitted(pod(gang=None))[0], admitted(pod(gang="1"))[0]):
+        assert admitted_gang(stored(other, "u"), "team-a") is None
+
+
+def test_each_member_is_one_more_owner_and_an_owner_is_written_once():
+    member, _ = admitted(pod())
+    first, second = stored(member, "uid-1", "train-a"), stored(member, "uid-2", "train-b")
+    group = pod_group(first, "team-a", "tenant-team-a", "tenant-team-a")
+    group["metadata"]["resourceVersion"] = "7"
+    assert membership_patch(group, first) is None
+    patch = membership_patch(group, second)
+    assert patch == {"metadata": {"resourceVersion": "7", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "Pod", "name": "train-a", "uid": "uid-1"},
+        {"apiVersion": "v1", "kind": "Pod", "name": "train-b", "uid": "uid-2"}]}}
+    assert all("controller" not in owner for owner in patch["metadata"]["ownerReferences"])

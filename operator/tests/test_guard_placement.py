@@ -83,3 +83,47 @@ def test_the_placement_the_guard_sets_is_admitted(gpus):
         "gpu-pod-asks-for-cpu-nodes", "gpu-pod-tolerates-cpu-taint", "gpu-pod-asks-for-another-pool"])
 def test_a_pod_naming_nodes_outside_its_placement_is_refused(manifest, rule):
     assert rule in refusals(mutated(manifest))
+
+
+def _term(**fields) -> dict:
+    return {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname", **fields}
+
+
+def pod_affinity(kind: str, required: list[dict] | None = None, preferred: list[dict] | None = None) -> dict:
+    terms: dict = {}
+    if required is not None:
+        terms["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    if preferred is not None:
+        terms["preferredDuringSchedulingIgnoredDuringExecution"] = [{"weight": 1, "podAffinityTerm": t} for t in preferred]
+    return {kind: terms}
+
+
+def affinity_messages(manifest: dict) -> list[str]:
+    return [v.message for v in validate_pod(manifest, "team-a", Trust.TRUSTED, DECISION, config=CONFIG)
+            if v.rule == "pod-affinity-namespace"]
+
+
+@pytest.mark.parametrize("kind", ["podAffinity", "podAntiAffinity"])
+@pytest.mark.parametrize("where", ["required", "preferred"])
+def test_pod_affinity_may_not_select_pods_of_other_namespaces(kind, where):
+    for term, field in ((_term(namespaceSelector={}), "namespaceSelector"),
+                        (_term(namespaceSelector={"matchLabels": {"gputenant.io/tenant": "victim"}}), "namespaceSelector"),
+                        (_term(namespaces=["tenant-victim"]), "namespaces"),
+                        (_term(namespaces=["tenant-team-a", "tenant-victim"]), "namespaces")):
+        [message] = affinity_messages(pod(affinity=pod_affinity(kind, **{where: [term]})))
+        path = ("requiredDuringSchedulingIgnoredDuringExecution[0]" if where == "required"
+                else "preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm")
+        assert message.startswith(f"spec.affinity.{kind}.{path}.{field}")
+        assert f"(remove {field}" in message
+
+
+@pytest.mark.parametrize("kind", ["podAffinity", "podAntiAffinity"])
+def test_pod_affinity_within_the_own_namespace_is_admitted(kind):
+    own = [_term(), _term(namespaces=["tenant-team-a"]), _term(namespaceSelector=None)]
+    assert affinity_messages(pod(affinity=pod_affinity(kind, required=own, preferred=own))) == []
+
+
+def test_an_update_keeps_a_pod_admitted_before_the_rule():
+    old = pod(affinity=pod_affinity("podAffinity", required=[_term(namespaceSelector={})]), nodeName="n")
+    assert "pod-affinity-namespace" not in [v.rule for v in validate_pod(
+        old, "team-a", Trust.TRUSTED, DECISION, config=CONFIG, operation="UPDATE", old=old)]

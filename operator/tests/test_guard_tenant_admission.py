@@ -16,6 +16,7 @@ from gputenant.guard.tenant_admission import (
     ALLOW_TRUST_CHANGE_ANNOTATION,
     PROTECTED_POD_KEY_PREFIXES,
     PROTECTED_POD_KEYS,
+    PROTECTED_POD_LABEL_VALUES,
     adoption_problem,
     host_namespace_problem,
     parent_queue_problem,
@@ -129,6 +130,7 @@ def test_the_charts_pod_status_policy_protects_the_same_keys_as_the_code():
     variables = {variable["name"]: variable["expression"] for variable in policy["spec"]["variables"]}
     assert yaml.safe_load(variables["exact"]) == list(PROTECTED_POD_KEYS)
     assert yaml.safe_load(variables["prefixes"]) == list(PROTECTED_POD_KEY_PREFIXES)
+    assert yaml.safe_load(variables["values"]) == {key: list(values) for key, values in PROTECTED_POD_LABEL_VALUES.items()}
 
 
 def test_the_gputenant_webhook_refuses_another_tenants_queue_as_parent():

@@ -35,8 +35,9 @@ def test_an_image_that_cannot_be_pulled_is_a_named_problem():
     result = delivery([share("a", {"waiting": {"reason": "ImagePullBackOff",
                                                "message": 'Back-off pulling image "registry.example/hami:v0"'}})])
     assert result.failures == ['tenant-a/a: ImagePullBackOff: Back-off pulling image "registry.example/hami:v0"']
-    assert result.problem.startswith("pool l4-hami: the HAMi-core library /k8s-vgpu/lib/nvidia/libvgpu.so.v2.6.1 in "
-                                     "image docker.io/projecthami/hami:v2.6.1 does not reach 1 share(s)")
+    assert result.problem.startswith("HamiCoreLibraryNotDelivered: the HAMi-core library "
+                                     "/k8s-vgpu/lib/nvidia/libvgpu.so.v2.6.1 in image docker.io/projecthami/hami:v2.6.1 "
+                                     "does not reach 1 share(s)")
 
 
 def test_a_library_missing_from_the_image_is_a_named_problem():
@@ -68,4 +69,4 @@ def test_the_pool_report_names_the_problem_below_its_table():
     reports = {r.name: r for r in pool_reports(EXAMPLE, [], [], pods)}
     assert reports["l4-hami"].problems and all(not r.problems for name, r in reports.items() if name != "l4-hami")
     assert format_table(list(reports.values())).splitlines()[-1].startswith(
-        "problem: pool l4-hami: the HAMi-core library")
+        "PROBLEM l4-hami: HamiCoreLibraryNotDelivered: the HAMi-core library")

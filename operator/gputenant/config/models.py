@@ -460,6 +460,13 @@ class OperatorConfig(ConfigModel):
             if price < 0:
                 raise ValueError(f"accounting.pricePerGpuHour.{pool}: {price} is negative; give 0 or more")
         return self
+    kai_reservation_namespace: str = Field(
+        default="kai-resource-reservation",
+        description=(
+            "Where KAI's binder creates its GPU reservation pods (its --resource-reservation-namespace). The pool "
+            "report names GPUs they hold that no live tenant share explains."
+        ),
+    )
 
     @model_validator(mode="after")
     def _pools_and_trust_modes_are_consistent(self) -> OperatorConfig:

@@ -86,9 +86,8 @@ def webhook_configurations(config: OperatorConfig, client_config: dict,
     tenants = {"apiGroups": [GROUP], "apiVersions": [VERSION], "resources": [PLURAL],
                "operations": ["CREATE", "UPDATE"], "scope": "Cluster"}
     labels = {naming.MANAGED_BY_LABEL: naming.MANAGED_BY, naming.COMPONENT_LABEL: "admission-guard"}
-    # applies a gang's PodGroup (guard.gangs), except on dry runs
-    mutating_pod = _webhook("pods.mutate", client_config, MUTATE_POD, [pods, ephemeral], "Fail", selector,
-                            side_effects="NoneOnDryRun")
+    # decides and patches only: a gang's PodGroup is written by the operator after admission (guard.gang_groups)
+    mutating_pod = _webhook("pods.mutate", client_config, MUTATE_POD, [pods, ephemeral], "Fail", selector)
     mutating_pod["reinvocationPolicy"] = "IfNeeded"
     metadata: dict[str, Any] = {"name": CONFIGURATION_NAME, "labels": labels}
     if owner is not None:

@@ -7,7 +7,9 @@ carries ``pod-group-name`` and no owner is left alone by the pod-grouper
 (``pod_controller.go: isOrphanPodWithPodGroup``) and scheduled as a member of the PodGroup of that
 name. So the guard groups the pods itself: a GPU pod whose tenant asks for a gang of N with
 ``gputenant.io/gang-size`` gets ``pod-group-name`` naming a PodGroup of ``minMember: N`` on the
-tenant's queue, which the guard applies in the pod's namespace before the pod is created.
+tenant's queue. Admission has no side effects: the operator writes that PodGroup once the pod exists
+(``guard.gang_groups``), owned by its member pods, so a refused pod leaves nothing behind and the
+garbage collector deletes the PodGroup with its last member.
 
 The members are the pods of one virtual owner: vCluster records the virtual pod's
 ownerReferences on the host pod as JSON in ``vcluster.loft.sh/owner-references``
@@ -94,11 +96,40 @@ def guard_gang(pod: dict, tenant_name: str) -> str | None:
 
 
 def pod_group(pod: dict, tenant_name: str, namespace: str, queue: str) -> dict:
-    """The PodGroup the pod's gang is scheduled as: all ``minMember`` pods or none, on the tenant's queue."""
+    """The PodGroup the pod's gang is scheduled as: all ``minMember`` pods or none, on the tenant's queue,
+    owned by the pod (``member_reference``)."""
     return {
         "apiVersion": POD_GROUP_API_VERSION,
         "kind": "PodGroup",
         "metadata": {"name": gang_name(pod, tenant_name), "namespace": namespace,
-                     "labels": {naming.TENANT_LABEL: tenant_name, naming.QUEUE_LABEL: queue}},
+                     "labels": {naming.TENANT_LABEL: tenant_name, naming.QUEUE_LABEL: queue},
+                     "ownerReferences": [member_reference(pod)]},
         "spec": {"minMember": gang_size(pod), "queue": queue},
     }
+
+
+def member_reference(pod: dict) -> dict:
+    """A non-controller ownerReference to a member pod: the PodGroup lives while any member does."""
+    metadata = pod["metadata"]
+    return {"apiVersion": "v1", "kind": "Pod", "name": metadata["name"], "uid": metadata["uid"]}
+
+
+def admitted_gang(pod: dict, namespace_tenant: str | None) -> tuple[str, str] | None:
+    """(tenant, queue) of a stored pod whose ``pod-group-name`` is the gang the guard names for it as a pod of
+    `namespace_tenant` (the tenant label the operator put on the pod's namespace); None for any other pod.
+    The guard admits no other gang name in a tenant namespace and sets the pod's queue label."""
+    if namespace_tenant is None or guard_gang(pod, namespace_tenant) is None:
+        return None
+    queue = ((pod.get("metadata") or {}).get("labels") or {}).get(naming.QUEUE_LABEL)
+    return (namespace_tenant, queue) if queue else None
+
+
+def membership_patch(group: dict, pod: dict) -> dict | None:
+    """A merge patch adding the pod to an existing PodGroup's owners, guarded by the resourceVersion it was
+    read at (a concurrent member's write makes it fail with 409); None when the pod is an owner already."""
+    reference = member_reference(pod)
+    owners = list((group.get("metadata") or {}).get("ownerReferences") or [])
+    if any(owner.get("uid") == reference["uid"] for owner in owners):
+        return None
+    return {"metadata": {"resourceVersion": group["metadata"]["resourceVersion"],
+                         "ownerReferences": [*owners, reference]}}

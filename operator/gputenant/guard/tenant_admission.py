@@ -31,6 +31,7 @@ MAX_NAMED_PODS = 5
 
 PROTECTED_POD_KEYS = tuple(dict.fromkeys((*keys.PROTECTED_LABELS, *keys.PROTECTED_ANNOTATIONS)))
 PROTECTED_POD_KEY_PREFIXES = keys.RESERVED_PREFIXES
+PROTECTED_POD_LABEL_VALUES = keys.KAI_LABEL_VALUES
 """Pod labels and annotations that carry identity (the tenant label), queue and grouping (KAI,
 Run:ai), pool and GPU share (KAI fractions, HAMi, NVIDIA). A pods/status write may not change them:
 the chart's pod-status-identity policy lists the same keys (operator/tests/test_chart_render.py)."""

@@ -26,8 +26,7 @@ from gputenant import GROUP, PLURAL, VERSION, naming
 from gputenant.api.v1alpha1 import GpuTenantSpec
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.configuration import MUTATE_POD, VALIDATE_POD, VALIDATE_TENANT
-from gputenant.guard.gangs import asks_for_gang, guard_gang, pod_group
-from gputenant.guard.mutation import mutate_pod, tenant_queue
+from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.pods import pod_summary, requests_gpus
 from gputenant.guard.rules import rejection_message, validate_pod
 from gputenant.guard.tenant_admission import tenant_api_problems
@@ -91,18 +90,6 @@ class Guard:
         pods = await self.client.list("v1", "Pod", namespace=namespace)
         return [(p["metadata"]["name"], pod_summary(p)) for p in pods
                 if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and requests_gpus(p)]
-
-    async def apply_gang(self, pod: dict, operations: list[dict], tenant: TenantView, decision: Decision, *,
-                         dryrun: bool) -> None:
-        """Apply the PodGroup of the gang the pod mutated by `operations` joins, if any, before the
-        pod exists: KAI never sees a member without its group (``guard.gangs``). Not for a dry run;
-        the patched copy is made only for a pod that asks for a gang."""
-        if dryrun or not asks_for_gang(pod):
-            return
-        mutated = jsonpatch.apply_patch(pod, operations)
-        if guard_gang(mutated, tenant.name):
-            await self.client.apply(pod_group(mutated, tenant.name, tenant.namespace,
-                                              tenant_queue(tenant.name, decision)))
 
     async def judge_tenant(self, name: str, body: dict, old: dict | None,
                            others: Callable[[], list[tuple[str, GpuTenantSpec, Decision]]]) -> tuple[list[str], list[str]]:
@@ -169,8 +156,8 @@ def _other_tenants(indices: dict, tenant_decision: Any) -> list[tuple[str, GpuTe
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: KubeClient,
              observe: DecisionObserver | None = None) -> Guard:
     """Add the guard's index and admission handlers to `registry`; returns the guard's state.
-    `client` is used on GpuTenant reviews (the tenant's pods, its namespace and Queue, other tenants' queues)
-    and to apply a gang's PodGroup when a pod joins one (``guard.gangs``).
+    `client` is used on GpuTenant reviews only (the tenant's pods, its namespace and Queue, other tenants'
+    queues); pod reviews decide and patch without side effects (a gang's PodGroup: ``guard.gang_groups``).
 
     The pod handlers and the index are coroutines: kopf runs plain functions in a thread pool, and
     on a busy machine the two thread hand-offs per review cost more than the rules themselves
@@ -189,7 +176,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
     @kopf.on.mutate("", "v1", "pods", id=MUTATE_POD, registry=registry, subresource="*",
                     operations=["CREATE", "UPDATE"])
     async def mutate(body: kopf.Body, patch: kopf.Patch, subresource: str | None, old: kopf.Body | None = None,
-                     operation: str = "CREATE", dryrun: bool = False, **kwargs: Any) -> None:
+                     operation: str = "CREATE", **kwargs: Any) -> None:
         pod = dict(body)
         tenant = _tenant_of_namespace(pod["metadata"]["namespace"], kwargs)
         try:
@@ -200,7 +187,6 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
                                 old=dict(old) if old is not None else None, cpu_pool=config.cpu_pool)
         if operations:
             patch.fns.append(lambda document: jsonpatch.apply_patch(document, operations, in_place=True))
-            await guard.apply_gang(pod, operations, tenant, decision, dryrun=dryrun)
 
     @kopf.on.validate("", "v1", "pods", id=VALIDATE_POD, registry=registry, subresource="*",
                       operations=["CREATE", "UPDATE"])

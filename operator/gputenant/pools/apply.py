@@ -12,6 +12,7 @@ from gputenant import GROUP, KIND, VERSION, naming
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.pods import requests_gpus
 from gputenant.kube import ApiError, KubeClient, holds
+from gputenant.pools.leaks import add_leak_problems, unexplained_reservations
 from gputenant.pools.plan import BlockedChange, PoolsPlan, parent_queue_conflict, plan_pools
 from gputenant.pools.report import PoolReport, grants_from_tenants, pool_reports
 from gputenant.timefmt import rfc3339
@@ -131,8 +132,10 @@ async def _report_blocked(client: KubeClient, node: dict, blocked: BlockedChange
     await client.post_event(node, "Warning", blocked.reason, blocked.message, timestamp)
 
 
-async def collect_pool_reports(client: KubeClient, config: OperatorConfig) -> list[PoolReport]:
-    """The per-pool report from the cluster's Nodes and GpuTenants (none while the CRD is absent)."""
+async def collect_pool_reports(client: KubeClient, config: OperatorConfig,
+                               now: datetime | None = None) -> list[PoolReport]:
+    """The per-pool report from the cluster's Nodes and GpuTenants (none while the CRD is absent), with the
+    GPUs KAI's reservations hold that no live tenant share explains (``pools.leaks``), judged at `now`."""
     nodes = await client.list("v1", "Node")
     try:
         tenants = await client.list(f"{GROUP}/{VERSION}", KIND)
@@ -141,4 +144,11 @@ async def collect_pool_reports(client: KubeClient, config: OperatorConfig) -> li
             raise
         tenants = []
     gpu_pods = await client.list("v1", "Pod", label_selector=naming.QUEUE_LABEL)
-    return pool_reports(config, nodes, grants_from_tenants(tenants), gpu_pods)
+    reports = pool_reports(config, nodes, grants_from_tenants(tenants), gpu_pods)
+    reservations = await client.list("v1", "Pod", namespace=config.kai_reservation_namespace)
+    if reservations:
+        namespaces = await client.list("v1", "Namespace", label_selector=naming.TENANT_LABEL)
+        held = unexplained_reservations(reservations, await client.list("v1", "Pod"),
+                                        [n["metadata"]["name"] for n in namespaces], now or datetime.now(UTC))
+        add_leak_problems(reports, held, config.kai_reservation_namespace)
+    return reports

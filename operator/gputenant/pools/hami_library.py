@@ -37,7 +37,7 @@ class LibraryDelivery:
             return None
         shown = "; ".join(self.failures[:SHOWN_FAILURES])
         more = f" and {len(self.failures) - SHOWN_FAILURES} more" if len(self.failures) > SHOWN_FAILURES else ""
-        return (f"pool {self.pool}: the HAMi-core library {self.path} in image {self.image} does not reach "
+        return (f"HamiCoreLibraryNotDelivered: the HAMi-core library {self.path} in image {self.image} does not reach "
                 f"{len(self.failures)} share(s), which do not start ({shown}{more}); check that the nodes can "
                 "pull the image and that pools[].hami.library.path names libvgpu.so in it")
 

@@ -47,8 +47,8 @@ class PoolReport:
     unheld_memory: list[UnheldMemory] = field(default_factory=list)
     """GPU memory on the pool's nodes held by no one (pools/memory_sentinel.py)."""
     problems: list[str] = field(default_factory=list)
-    """What keeps the pool from serving as configured, each naming the fix (e.g. a HAMi-core library
-    that does not reach the pool's shares)."""
+    """What keeps the pool from serving as configured, each starting with its name and naming the fix
+    (``pools.leaks``: UnexplainedReservation; ``pools.hami_library``: HamiCoreLibraryNotDelivered)."""
 
     @property
     def capacity(self) -> int:
@@ -113,8 +113,8 @@ def format_table(reports: list[PoolReport]) -> str:
         r.name, r.mode, str(len(r.nodes)), str(r.capacity), _number(r.granted), _number(r.burst),
         "-" if r.overcommit is None else f"{r.overcommit:.2f}", ",".join(r.tenants) or "-",
     ) for r in reports]
-    problems = [f"problem: {problem}" for r in reports for problem in r.problems]
-    return "\n".join([align_columns(rows), *problems])
+    problems = [f"{r.name}: {problem}" for r in reports for problem in r.problems]
+    return "\n".join([align_columns(rows), *(f"PROBLEM {line}" for line in problems)])
 
 
 def pool_figures(reports: list[PoolReport]) -> list[PoolFigures]:

@@ -95,16 +95,21 @@ def namespace_labels(tenant: str, trust: Trust) -> dict[str, str]:
     }
 
 
+POD_GROUPS_QUOTA = "count/podgroups.scheduling.run.ai"
+"""KAI PodGroups in the namespace: KAI's pod-grouper's (one per ungrouped pod) and the gangs the operator
+writes for the tenant's pods (guard.gang_groups). One per pod at most, so the default is the pod count."""
+
+
 def quota_hard(tenant: GpuTenant, decision: Decision) -> dict[str, str]:
     """CPU and memory as both limits.* and requests.* (so every container must state both, and
-    the LimitRange fills them in), object counts, storage, then the decision's GPU entries. An
-    impossible decision grants zero GPUs."""
+    the LimitRange fills them in), object counts (KAI PodGroups as many as pods), storage, then the
+    decision's GPU entries. An impossible decision grants zero GPUs."""
     quotas = tenant.spec.quotas
     hard = {
         "limits.cpu": quotas.cpu, "requests.cpu": quotas.cpu,
         "limits.memory": quotas.memory, "requests.memory": quotas.memory,
         "requests.storage": quotas.storage,
-        "pods": str(quotas.pods), "services": str(quotas.services),
+        "pods": str(quotas.pods), "services": str(quotas.services), POD_GROUPS_QUOTA: str(quotas.pods),
     }
     if decision.possible:
         hard.update(decision.quota)

@@ -21,9 +21,10 @@ def _queue_label(review: Review) -> Iterator[str]:
                f"{review.queue} (remove the label)")
 
 
-@rule("scheduler-key", "KAI's, HAMi's and the operator's own label/annotation keys (`project`, "
-      "`priorityClassName`, `kai.scheduler/*`, `pod-group-name`, `runai/*`, `hami.io/*`, `nvidia.com/*`, "
-      "`gputenant.io/*`, ...) set by the tenant (not the gang `pod-group-name` the guard sets); on UPDATE only "
+@rule("scheduler-key", "KAI's, HAMi's and the operator's own label/annotation keys (every key of KAI's "
+      "vocabulary in docs/threat-model.md: `project`, `priorityClassName`, `kai.scheduler/*`, `pod-group-name`, "
+      "`runai-gpu-group/*`, `spark-app-selector`, `app=kai-resource-reservation`, `runai/*`, `hami.io/*`, "
+      "`nvidia.com/*`, `gputenant.io/*`, ...) set by the tenant (not the gang `pod-group-name` the guard sets); on UPDATE only "
       "changes from the tenant's side")
 def _scheduler_keys(review: Review) -> Iterator[str]:
     if review.operation != "CREATE" and not review.by_tenant:
@@ -39,6 +40,9 @@ def _scheduler_keys(review: Review) -> Iterator[str]:
             if key not in allowed and keys.is_reserved(key, exact):
                 yield (f"{kind} {key} is read by the GPU scheduler or vGPU stack to choose a queue, group, "
                        f"priority or device; tenants may not set it (remove the {kind})")
+            elif kind == "label" and keys.reserved_label_value(key, present[key]):
+                yield (f"label {key}={present[key]} marks KAI's own reservation or scaling pods, whose GPUs KAI "
+                       f"does not count; tenants may not use that value (remove the label or change its value)")
 
 
 @rule("gang", f"a `{keys.GANG_SIZE_ANNOTATION}` that is not 2..1024, on a pod without GPUs or without an owner "

@@ -63,3 +63,29 @@ def _node_name(review: Review) -> Iterator[str]:
 def _runtime_class(review: Review) -> Iterator[str]:
     yield from granted_name(review, "runtimeClassName", review.settings.runtime_class_names)
 
+
+
+@rule("pod-affinity-namespace", "pod affinity or anti-affinity terms (required or preferred) with a "
+      "`namespaceSelector`, or `namespaces` other than the pod's own (they select other tenants' pods)")
+def _pod_affinity_namespace(review: Review) -> Iterator[str]:
+    own = (review.pod.get("metadata") or {}).get("namespace")
+    affinity = review.spec.get("affinity") or {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        for path, term in _pod_affinity_terms(affinity.get(kind) or {}):
+            field = f"spec.affinity.{kind}.{path}"
+            if term.get("namespaceSelector") is not None:
+                yield (f"{field}.namespaceSelector selects pods in other namespaces, other tenants' included "
+                       "(remove namespaceSelector: a term without it selects the pod's own namespace)")
+            foreign = sorted(set(term.get("namespaces") or ()) - {own})
+            if foreign:
+                yield (f"{field}.namespaces names {', '.join(foreign)}, not the pod's own namespace {own}; pods may "
+                       "only be placed relative to their tenant's pods (remove namespaces)")
+
+
+def _pod_affinity_terms(affinity: dict) -> Iterator[tuple[str, dict]]:
+    """(field path, PodAffinityTerm) of every required and preferred term."""
+    for index, term in enumerate(affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or []):
+        yield f"requiredDuringSchedulingIgnoredDuringExecution[{index}]", term or {}
+    for index, weighted in enumerate(affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+        yield (f"preferredDuringSchedulingIgnoredDuringExecution[{index}].podAffinityTerm",
+               (weighted or {}).get("podAffinityTerm") or {})
