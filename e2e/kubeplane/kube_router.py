@@ -5,17 +5,15 @@ bridge routes), no service proxy (kube-proxy serves Services)."""
 
 from __future__ import annotations
 
-import http.client
 import subprocess
 from pathlib import Path
 
 import kubernetes
 
-from .cgroups import NodeCgroup
+from .kube_proxy import NodeDaemon
 from .kubeconfig import kubeconfig, write_kubeconfig
-from .netns import NodeNetwork
 from .pki import CertificateAuthority
-from .process import Process, wait_until_serving
+from .process import Process, healthz_ok, wait_until_serving
 
 KUBE_ROUTER_USER = "system:kube-router"
 ROLE_NAME = "kubeplane:kube-router"
@@ -29,17 +27,6 @@ ROLE_RULES = [
     {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch"]},
 ]
 """What kube-router v2.1.0 reads: it starts informers for all of these before its controllers."""
-
-
-def _healthy(host: str) -> bool:
-    connection = http.client.HTTPConnection(host, HEALTH_PORT, timeout=2)
-    try:
-        connection.request("GET", "/healthz")
-        return connection.getresponse().status == 200
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        connection.close()
 
 
 def grant_reads(admin: kubernetes.client.ApiClient) -> None:
@@ -59,22 +46,15 @@ def grant_reads(admin: kubernetes.client.ApiClient) -> None:
                 raise
 
 
-class KubeRouter:
-    def __init__(self, directory: Path, node_name: str, network: NodeNetwork, cgroup: NodeCgroup):
-        self.directory = directory
-        self.node_name = node_name
-        self.network = network
-        self.cgroup = cgroup
-        self._process: Process | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process else None
+class KubeRouter(NodeDaemon):
 
     def start(self, binary: Path, ca: CertificateAuthority, ca_pem: bytes, api_url: str, service_cidr: str,
               admin: kubernetes.client.ApiClient, log_path: Path) -> KubeRouter:
         self.directory.mkdir(parents=True, exist_ok=True)
         grant_reads(admin)
+        # Traffic between two pods on the bridge passes iptables only with this (per namespace).
+        subprocess.run(self.network.enter(["sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=1"]),
+                       check=True, capture_output=True)
         client = ca.client_pair(KUBE_ROUTER_USER)
         config_path = write_kubeconfig(self.directory / "kubeconfig", kubeconfig(
             api_url, ca_pem, KUBE_ROUTER_USER, cert_pem=client.cert_pem, key_pem=client.key_pem))
@@ -85,7 +65,7 @@ class KubeRouter:
             "--iptables-sync-period=30s", "--v=1"]), log_path)
         self.cgroup.add_daemon(self._process.pid)
         # /healthz answers once its informers have synced; the top-level chains follow at once.
-        wait_until_serving(self._process, lambda: _healthy(self.network.node_ip) and self._chains_installed(),
+        wait_until_serving(self._process, lambda: healthz_ok(self.network.node_ip, HEALTH_PORT) and self._chains_installed(),
                            f"kube-router /healthz on {self.network.node_ip}:{HEALTH_PORT} and its chains")
         return self
 
@@ -102,8 +82,3 @@ class KubeRouter:
         then on its NetworkPolicies hold; before, a new pod's traffic passes unfiltered."""
         match = f"-s {pod_ip}/32" if egress else f"-d {pod_ip}/32"
         return any(match in line and "-j KUBE-POD-FW-" in line for line in self._filter_rules().splitlines())
-
-    def stop(self) -> None:
-        if self._process:
-            self._process.stop()
-            self._process = None
