@@ -98,6 +98,12 @@ def remove_guard_configurations(plane: ControlPlane) -> None:
                     raise
 
 
+def cluster_networks(plane: ControlPlane) -> list[str]:
+    """The plane's own networks, as a platform names its pod, service and node CIDRs. The host's
+    end of the node's link, where the API server calls webhooks from, is outside them."""
+    return [POD_CIDR, SERVICE_CIDR, f"{plane.node.network.node_ip}/32"]
+
+
 def real_vcluster_config(plane: ControlPlane, path: Path) -> Path:
     """examples/config.yaml with the upstream chart from ../shared/third_party, exposed by
     NodePort at the node's address: the operator runs on the host, outside the node's network
@@ -108,8 +114,8 @@ def real_vcluster_config(plane: ControlPlane, path: Path) -> Path:
     document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
     document["vcluster"].update(localPath=str(REAL_VCLUSTER_CHART),
                                 exposure={"type": "NodePort", "address": node_ip})
-    document.update(clusterNetworks=[POD_CIDR, SERVICE_CIDR, f"{node_ip}/32"],
-                    apiServerNetworks=[f"{node_ip}/32"], apiServerPort=API_FORWARD_PORT)
+    document.update(clusterNetworks=cluster_networks(plane), apiServerNetworks=[f"{node_ip}/32"],
+                    apiServerPort=API_FORWARD_PORT)
     OperatorConfig.model_validate(document)
     path.write_text(yaml.safe_dump(document))
     return path
