@@ -26,11 +26,13 @@ VCLUSTER_VERSION=v0.36.1
 KINE_VERSION=v0.17.5
 COREDNS_VERSION=v1.14.1
 LOCAL_PATH_PROVISIONER_VERSION=v0.0.30
+KUBE_ROUTER_VERSION=v2.1.0
 
 if [[ ${1:-} == --versions ]]; then
   echo "kube=$KUBE_VERSION etcd=$ETCD_VERSION helm=$HELM_VERSION kwok=$KWOK_VERSION kai=$KAI_VERSION" \
     "pause=$PAUSE_VERSION httpsget=$HTTPSGET_VERSION vcluster=$VCLUSTER_VERSION kine=$KINE_VERSION" \
-    "coredns=$COREDNS_VERSION local-path-provisioner=$LOCAL_PATH_PROVISIONER_VERSION"
+    "coredns=$COREDNS_VERSION local-path-provisioner=$LOCAL_PATH_PROVISIONER_VERSION" \
+    "kube-router=$KUBE_ROUTER_VERSION"
   exit 0
 fi
 
@@ -63,11 +65,11 @@ build helm "$HELM_VERSION" helm helm.sh/helm/v3/cmd/helm \
   "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 
 # The node: Debian's containerd, runc, CNI plugins, iptables (for kube-proxy), conntrack and a static
-# busybox (the test image's root filesystem); kubelet, kube-proxy and kube-scheduler from the same
+# busybox (the test image's root filesystem), ipset (for kube-router's network-policy controller); kubelet, kube-proxy and kube-scheduler from the same
 # pinned module as the apiserver; the project's own pause program for pod sandboxes and HTTPS
 # client for the test image. mmdebstrap writes the operator image's root filesystem from Debian
 # packages (e2e/kubeplane/operator_image.py).
-NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack busybox-static mmdebstrap)
+NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack ipset busybox-static mmdebstrap)
 install_node_packages() {
   local package missing=()
   for package in "${NODE_PACKAGES[@]}"; do
@@ -87,6 +89,11 @@ build kube-proxy "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-proxy "$(kube_l
 build kube-scheduler "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler "$(kube_ldflags)"
 build pause "$PAUSE_VERSION" pause .
 build httpsget "$HTTPSGET_VERSION" httpsget .
+# The node's NetworkPolicy enforcement: kube-router with only its firewall (network-policy
+# controller) running, iptables and ipset inside the node's namespace (e2e/kubeplane/kube_router.py).
+# v2.1.0 is the newest v2 version the module proxy serves (later tags answer 403 there).
+build kube-router "$KUBE_ROUTER_VERSION" kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router \
+  "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION"
 
 # Simulated GPU nodes (kwok) and the real KAI-Scheduler components that enforce queues. KAI v0.12.0
 # is the newest version the module proxy serves in full; its CRDs are read from the module cache

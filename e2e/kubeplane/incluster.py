@@ -12,7 +12,7 @@ import kubernetes
 import yaml
 
 from .operator_image import CHART, operator_image
-from .operator_process import GUARD_CONFIGURATION, remove_guard_configurations
+from .operator_process import GUARD_CONFIGURATION, cluster_networks, remove_guard_configurations
 from .plane import ControlPlane
 from .process import wait_for
 from .service_routes import remove_service_route, route_service_to_node
@@ -42,7 +42,11 @@ class InClusterOperator:
         _, archive = operator_image(self.plane.bin_dir)
         self.plane.node.containerd.import_images([archive])
         values_file = values_dir / "operator-values.yaml"
-        values_file.write_text(yaml.safe_dump({"crd": {"install": False}, **self.values}))
+        values = {"crd": {"install": False}, **self.values}
+        # The chart's default clusterNetworks (every private range) hold the host's end of the node's
+        # link too, from where this API server calls the guard; a platform names its own networks.
+        values["config"] = {"clusterNetworks": cluster_networks(self.plane), **values.get("config", {})}
+        values_file.write_text(yaml.safe_dump(values))
         self.plane.helm("install", RELEASE, str(CHART), "--namespace", self.namespace, "--create-namespace",
                         "--values", str(values_file))
         with self.plane.api_client() as client:

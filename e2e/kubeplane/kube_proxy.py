@@ -3,7 +3,6 @@ pods and from the node's own namespace, and its rules vanish with the namespace.
 
 from __future__ import annotations
 
-import http.client
 import json
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from .containerd import POD_CIDR
 from .kubeconfig import kubeconfig, write_kubeconfig
 from .netns import NodeNetwork
 from .pki import CertificateAuthority
-from .process import Process, wait_until_serving
+from .process import Process, healthz_ok, wait_until_serving
 
 KUBE_PROXY_USER = "system:kube-proxy"
 """Bound to the system:node-proxier ClusterRole by the API server's default RBAC."""
@@ -33,18 +32,9 @@ def kube_proxy_config(*, kubeconfig_path: Path, node_name: str, node_ip: str) ->
     }
 
 
-def _healthy(host: str) -> bool:
-    connection = http.client.HTTPConnection(host, HEALTHZ_PORT, timeout=2)
-    try:
-        connection.request("GET", "/healthz")
-        return connection.getresponse().status == 200
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        connection.close()
+class NodeDaemon:
+    """A node process with its own directory, run in the node's namespace and cgroup."""
 
-
-class KubeProxy:
     def __init__(self, directory: Path, node_name: str, network: NodeNetwork, cgroup: NodeCgroup):
         self.directory = directory
         self.node_name = node_name
@@ -55,6 +45,14 @@ class KubeProxy:
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
+
+    def stop(self) -> None:
+        if self._process:
+            self._process.stop()
+            self._process = None
+
+
+class KubeProxy(NodeDaemon):
 
     def start(self, binary: Path, ca: CertificateAuthority, ca_pem: bytes, api_url: str,
               log_path: Path) -> KubeProxy:
@@ -69,11 +67,6 @@ class KubeProxy:
             [str(binary), f"--config={config}"]), log_path)
         self.cgroup.add_daemon(self._process.pid)
         # /healthz answers 200 once the first full sync has written the rules.
-        wait_until_serving(self._process, lambda: _healthy(self.network.node_ip),
+        wait_until_serving(self._process, lambda: healthz_ok(self.network.node_ip, HEALTHZ_PORT),
                            f"kube-proxy /healthz on {self.network.node_ip}:{HEALTHZ_PORT}")
         return self
-
-    def stop(self) -> None:
-        if self._process:
-            self._process.stop()
-            self._process = None

@@ -1,6 +1,7 @@
-"""A real node for the plane: containerd + runc, the CNI bridge, the kubelet and kube-proxy, in a
-network namespace and a cgroup of their own (see netns.py and cgroups.py), with the project's
-images imported (images.py).
+"""A real node for the plane: containerd + runc, the CNI bridge, the kubelet, kube-proxy and
+kube-router's network-policy controller (NetworkPolicies enforced, kube_router.py), in a network
+namespace and a cgroup of their own (see netns.py and cgroups.py), with the project's images
+imported (images.py).
 
 Pods reach the API server, which listens on the host's loopback only, through the `kubernetes`
 Service: its EndpointSlice names `node_ip:API_FORWARD_PORT`, where apiforward.py listens inside
@@ -28,6 +29,7 @@ from . import images
 from .cgroups import NodeCgroup
 from .containerd import Containerd
 from .kube_proxy import KubeProxy
+from .kube_router import KubeRouter
 from .kubelet import Kubelet
 from .netns import NodeNetwork
 from .pki import CertificateAuthority
@@ -36,6 +38,9 @@ from .process import PlaneError, Process, pid_alive, wait_for, wait_until_servin
 NODE_NAME = "kubeplane-node"
 API_FORWARD_PORT = 6443
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+NETWORK_POLICIES_ENV = "KUBEPLANE_NETWORK_POLICIES"
+"""`0`: the node runs no NetworkPolicy enforcer, as a plain CNI bridge would (to see that the
+network tests fail without it)."""
 RECORDS_DIR = Path("/run/kubeplane/nodes")
 """One file per running node naming its owner process and directory, so that the node of a plane
 whose process was killed (SIGKILL leaves its namespace, cgroup, shims and mounts) is removed by
@@ -77,6 +82,7 @@ class Node:
         self.kubelet = Kubelet(directory / "kubelet", name, self.network, self.cgroup,
                                self.containerd.endpoint)
         self.kube_proxy = KubeProxy(directory / "kube-proxy", name, self.network, self.cgroup)
+        self.kube_router = KubeRouter(directory / "kube-router", name, self.network, self.cgroup)
         self._forwarder: Process | None = None
         self._started = False
 
@@ -96,11 +102,11 @@ class Node:
     def pids(self) -> dict[str, int]:
         named = {"apiserver-forward": self._forwarder and self._forwarder.pid,
                  "containerd": self.containerd.pid, "kubelet": self.kubelet.pid,
-                 "kube-proxy": self.kube_proxy.pid}
+                 "kube-proxy": self.kube_proxy.pid, "kube-router": self.kube_router.pid}
         return {name: pid for name, pid in named.items() if pid}
 
     def start(self, *, bin_dir: Path, ca: CertificateAuthority, ca_file: Path, apiserver_port: int,
-              admin: kubernetes.client.ApiClient, log_dir: Path) -> Node:
+              service_cidr: str, admin: kubernetes.client.ApiClient, log_dir: Path) -> Node:
         remove_stale_nodes()
         self._started = True
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -123,6 +129,9 @@ class Node:
         self._untaint_ready_node(admin)
         self.kube_proxy.start(bin_dir / "kube-proxy", ca, ca_file.read_bytes(), self.api_url,
                               log_dir / "kube-proxy.log")
+        if os.environ.get(NETWORK_POLICIES_ENV) != "0":
+            self.kube_router.start(bin_dir / "kube-router", ca, ca_file.read_bytes(), self.api_url, service_cidr,
+                                   admin, log_dir / "kube-router.log")
         return self
 
     def _untaint_ready_node(self, admin: kubernetes.client.ApiClient) -> None:
@@ -173,7 +182,7 @@ class Node:
             except (TimeoutError, kubernetes.client.ApiException, PlaneError) as error:
                 print(f"kubeplane: {error}; removing the node's containers directly", file=sys.stderr)
         failures = []
-        for step in (self.kube_proxy.stop, self.kubelet.stop, self._remove_containers,
+        for step in (self.kube_router.stop, self.kube_proxy.stop, self.kubelet.stop, self._remove_containers,
                      self.containerd.stop, self.containerd.remove_network_results, self.cgroup.remove,
                      self._unmount, self.network.stop, self._stop_forwarder):
             try:

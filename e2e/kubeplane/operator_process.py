@@ -20,8 +20,10 @@ import yaml
 
 from gputenant.config.models import OperatorConfig
 
+from .containerd import POD_CIDR
 from .fixtures import REAL_VCLUSTER_CHART
-from .plane import ControlPlane
+from .node import API_FORWARD_PORT
+from .plane import SERVICE_CIDR, ControlPlane
 from .tools import REPO_ROOT
 
 GPUTENANT = Path(sys.executable).parent / "gputenant"
@@ -96,13 +98,24 @@ def remove_guard_configurations(plane: ControlPlane) -> None:
                     raise
 
 
+def cluster_networks(plane: ControlPlane) -> list[str]:
+    """The plane's own networks, as a platform names its pod, service and node CIDRs. The host's
+    end of the node's link, where the API server calls webhooks from, is outside them."""
+    return [POD_CIDR, SERVICE_CIDR, f"{plane.node.network.node_ip}/32"]
+
+
 def real_vcluster_config(plane: ControlPlane, path: Path) -> Path:
     """examples/config.yaml with the upstream chart from ../shared/third_party, exposed by
     NodePort at the node's address: the operator runs on the host, outside the node's network
-    namespace, so that address is the one it (and the kubeconfigs it issues) can reach."""
+    namespace, so that address is the one it (and the kubeconfigs it issues) can reach. The
+    plane's own networks are its clusterNetworks (pods, Services, the node), and the API server
+    is where pods reach it: the node's address, on the forwarder's port."""
+    node_ip = plane.node.network.node_ip
     document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
     document["vcluster"].update(localPath=str(REAL_VCLUSTER_CHART),
-                                exposure={"type": "NodePort", "address": plane.node.network.node_ip})
+                                exposure={"type": "NodePort", "address": node_ip})
+    document.update(clusterNetworks=cluster_networks(plane), apiServerNetworks=[f"{node_ip}/32"],
+                    apiServerPort=API_FORWARD_PORT)
     OperatorConfig.model_validate(document)
     path.write_text(yaml.safe_dump(document))
     return path

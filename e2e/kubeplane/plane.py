@@ -275,7 +275,7 @@ class ControlPlane:
                 self._start_scheduler()
                 with self.api_client() as admin:
                     self.node.start(bin_dir=self.bin_dir, ca=self._ca, ca_file=self._apiserver.ca_cert,
-                                    apiserver_port=self.ports["apiserver"], admin=admin,
+                                    apiserver_port=self.ports["apiserver"], service_cidr=SERVICE_CIDR, admin=admin,
                                     log_dir=self.log_dir)
         except BaseException:
             self.keep = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import http.client
 import os
 import signal
 import socket
@@ -127,6 +128,18 @@ def wait_for(probe: Callable[[], T], *, timeout: float = 30, interval: float = 0
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def healthz_ok(host: str, port: int) -> bool:
+    """Whether plain-HTTP `/healthz` on host:port answers 200 (kube-proxy's and kube-router's)."""
+    connection = http.client.HTTPConnection(host, port, timeout=2)
+    try:
+        connection.request("GET", "/healthz")
+        return connection.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
 
 
 def wait_until_serving(process: Process, probe: Callable[[], bool], what: str,

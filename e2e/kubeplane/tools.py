@@ -16,13 +16,13 @@ PINS = {"etcd": "etcd", "kube-apiserver": "kube", "kube-controller-manager": "ku
         **{f"kai-{component}": "kai" for component in (
             "scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller")},
         "vcluster": "vcluster", "kine": "kine", "coredns": "coredns",
-        "local-path-provisioner": "local-path-provisioner"}
+        "local-path-provisioner": "local-path-provisioner", "kube-router": "kube-router"}
 
 # Files of the Debian packages build.sh installs for the node (containerd, runc,
-# containernetworking-plugins, iptables, conntrack, busybox-static).
+# containernetworking-plugins, iptables, conntrack, ipset, busybox-static).
 NODE_PACKAGE_FILES = [Path(p) for p in ("/usr/bin/containerd", "/usr/bin/ctr", "/usr/sbin/runc",
                                         "/usr/lib/cni/bridge", "/usr/sbin/iptables",
-                                        "/usr/sbin/conntrack", "/bin/busybox")]
+                                        "/usr/sbin/conntrack", "/usr/sbin/ipset", "/bin/busybox")]
 
 
 def tools_bin_dir() -> Path:
@@ -34,7 +34,7 @@ def tools_bin_dir() -> Path:
 
 def pinned_versions() -> dict[str, str]:
     """The versions build.sh pins, by key (kube, etcd, helm, kwok, kai, pause, httpsget, vcluster,
-    kine, coredns, local-path-provisioner)."""
+    kine, coredns, local-path-provisioner, kube-router)."""
     output = subprocess.run(["bash", str(BUILD_SCRIPT), "--versions"], check=True,
                             capture_output=True, text=True).stdout
     return dict(item.split("=", 1) for item in output.split())

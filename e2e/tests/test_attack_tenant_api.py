@@ -348,8 +348,11 @@ def test_no_egress_rule_of_a_tenant_namespace_selects_the_operators_namespace(pl
         selector = {"matchLabels": peer["namespace_selector"]["match_labels"],
                     "matchExpressions": peer["namespace_selector"]["match_expressions"]}
         assert not selects(selector, operator_labels), f"{peer} lets tenant pods reach {OPERATOR_NAMESPACE}"
-    [ip_block] = [peer["ip_block"] for peer in peers if peer.get("ip_block")]
+    [ip_block] = [peer["ip_block"] for peer in peers if (peer.get("ip_block") or {}).get("cidr") == "0.0.0.0/0"]
     assert ip_block == {"cidr": "0.0.0.0/0", "_except": [str(n) for n in CONFIG.cluster_networks]}
+    api_server = [peer["ip_block"]["cidr"] for rule in isolation["spec"]["egress"] if rule.get("ports")
+                  for peer in rule["to"] if peer.get("ip_block")]
+    assert api_server == [str(n) for n in CONFIG.api_server_networks], "addresses the rest of the cluster opens by port only"
 
 
 # -- class 8: host-side readers of a tenant namespace do not get its service-account tokens ---------

@@ -179,6 +179,17 @@ def test_gputenant_run_accepts_the_webhook_flags():
     provided = guard_server("--set", "webhook.certificateSecret=guard-tls")
     assert provided.generated is False
     assert [p.name for p in (provided.cert_file, provided.key_file, provided.ca_file)] == ["tls.crt", "tls.key", "ca.crt"]
+    assert generated.client_ca_file is None, "the chart cannot know the API server's client CA"
+
+
+def test_given_the_api_servers_client_ca_the_guard_answers_only_its_certificates():
+    objects = render("--set", "webhook.clientCAConfigMap=apiserver-webhook-client-ca")
+    pod = find(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]
+    command = pod["containers"][0]["command"]
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "webhook-client-ca")
+    assert command[command.index("--webhook-client-ca") + 1] == f"{mount['mountPath']}/ca.crt"
+    assert next(v for v in pod["volumes"] if v["name"] == "webhook-client-ca")["configMap"] == {
+        "name": "apiserver-webhook-client-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
 
 
 def test_configmap_holds_a_config_the_operator_loads(tmp_path):

@@ -115,13 +115,29 @@ def render_chart(template: str, *args: str) -> list[dict]:
 
 
 def test_the_operators_pods_admit_no_tenant_namespace_and_no_cluster_network():
-    [policy] = render_chart("networkpolicy.yaml", "--set", "config.clusterNetworks={10.244.0.0/16,10.96.0.0/12}")
+    [policy] = render_chart("networkpolicy.yaml", "--set", "config.clusterNetworks={10.244.0.0/16,10.96.0.0/12}",
+                            "--set", "config.apiServerNetworks={192.168.0.10/32}")
     assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/instance"] == "gto"
-    [rule] = policy["spec"]["ingress"]
-    assert rule["from"] == [
-        {"namespaceSelector": {"matchExpressions": [{"key": "gputenant.io/tenant", "operator": "DoesNotExist"}]}},
-        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16", "10.96.0.0/12"]}}]
-    assert "ports" not in rule, "liveness and guard alike: the sources are what is limited"
+    outside_cluster = {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16", "10.96.0.0/12"]}}
+    guard, liveness, metrics = policy["spec"]["ingress"]
+    assert guard == {"from": [outside_cluster, {"ipBlock": {"cidr": "192.168.0.10/32"}}],
+                     "ports": [{"protocol": "TCP", "port": 9443}]}
+    assert liveness == {"from": [outside_cluster], "ports": [{"protocol": "TCP", "port": 8080}]}
+    assert metrics == {"from": [{"namespaceSelector": {
+        "matchLabels": {"kubernetes.io/metadata.name": "monitoring"},
+        "matchExpressions": [{"key": "gputenant.io/tenant", "operator": "DoesNotExist"}]}}],
+        "ports": [{"protocol": "TCP", "port": 8081}]}
+
+
+def test_by_default_no_private_address_reaches_the_operators_pods():
+    """The chart's default clusterNetworks: every private range, so no pod of any usual pod
+    network gets to the guard or the liveness port by address."""
+    [policy] = render_chart("networkpolicy.yaml")
+    [config] = [doc for doc in render_chart("configmap.yaml")]
+    networks = yaml.safe_load(config["data"]["config.yaml"])["clusterNetworks"]
+    assert networks == ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"]
+    for rule in policy["spec"]["ingress"]:
+        assert all(peer.get("ipBlock", {}).get("except", networks) == networks for peer in rule["from"])
 
 
 def test_the_charts_pod_status_policy_protects_the_same_keys_as_the_code():

@@ -172,6 +172,19 @@ def test_tenant_pods_cannot_reach_the_operator_namespace_by_namespace_or_by_clus
     assert {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16", "10.96.0.0/12"]}} in egress_peers
 
 
+def test_tenant_pods_reach_the_api_server_addresses_on_its_port_only():
+    """With the node network in clusterNetworks the syncer still reaches the host API server (and
+    nothing else of those addresses: not the kubelet)."""
+    config = CONFIG.model_copy(update=OperatorConfig.model_validate(
+        {"clusterNetworks": ["10.244.0.0/16", "192.168.0.0/24"], "apiServerNetworks": ["192.168.0.10/32"],
+         "apiServerPort": 6443}).model_dump(include={"cluster_networks", "api_server_networks", "api_server_port"}))
+    isolation, _ = by_kind(render_tenant(tenant(), decision(SharingMode.MIG), config).objects, "NetworkPolicy")
+    assert {"to": [{"ipBlock": {"cidr": "192.168.0.10/32"}}], "ports": [{"protocol": "TCP", "port": 6443}]} \
+        in isolation["spec"]["egress"]
+    assert [rule for rule in isolation["spec"]["egress"] if "ports" not in rule and rule["to"][0].get("ipBlock")] == [
+        {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16", "192.168.0.0/24"]}}]}]
+
+
 # -- RBAC --------------------------------------------------------------------------------------
 
 def _secret_rules(role: dict) -> list[dict]:

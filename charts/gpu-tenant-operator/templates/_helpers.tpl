@@ -55,6 +55,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* The OperatorConfig document: the user's `config` values plus what only the chart knows. */}}
 {{- define "gto.operatorConfig" -}}
 {{- $fromChart := dict "operatorNamespace" .Release.Namespace "operatorServiceAccount" (include "gto.serviceAccountName" .) "tenantNamespaceClusterRole" (include "gto.tenantNamespaceRole" .) -}}
+{{- if not (hasKey .Values.config "apiServerNetworks") -}}
+{{- $_ := merge $fromChart (include "gto.apiServerEndpoints" . | fromYaml) -}}
+{{- end -}}
 {{- toYaml (merge $fromChart (deepCopy .Values.config)) -}}
 {{- end -}}
 
@@ -87,6 +90,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - --webhook-cert-dir
 - /tmp/webhook-certs
 {{- end }}
+{{- if .Values.webhook.clientCAConfigMap }}
+- --webhook-client-ca
+- /etc/gputenant/webhook-client-ca/ca.crt
+{{- end }}
 {{- end }}
 {{- if .Values.metrics.enabled }}
 - --metrics-address
@@ -104,4 +111,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if .Values.logs.verbose }}
 - --verbose
 {{- end }}
+{{- end -}}
+
+{{/* apiServerNetworks and apiServerPort from the EndpointSlice of Service default/kubernetes (its
+IPv4 addresses); empty where Helm cannot read the cluster (`helm template`). */}}
+{{- define "gto.apiServerEndpoints" -}}
+{{- $slice := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernetes" -}}
+{{- $networks := list -}}
+{{- range ($slice.endpoints | default list) -}}
+{{- range .addresses -}}
+{{- if not (contains ":" .) -}}
+{{- $networks = append $networks (printf "%s/32" .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $networks -}}
+apiServerNetworks: {{ toJson $networks }}
+apiServerPort: {{ (index $slice.ports 0).port }}
+{{- end -}}
 {{- end -}}

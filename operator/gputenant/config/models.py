@@ -413,8 +413,20 @@ class OperatorConfig(ConfigModel):
         default_factory=list,
         description=(
             "The host cluster's IPv4 pod and service CIDRs. Tenant NetworkPolicies allow egress to addresses outside the "
-            "cluster except these, so that rule cannot reach the operator's pods (CNIs apply ipBlock to pod IPs too)."
+            "cluster except these, so that rule cannot reach the operator's pods (CNIs apply ipBlock to pod IPs too). "
+            "List the node networks too, and tenant pods reach no node's kubelet either."
         ),
+    )
+    api_server_networks: list[IPv4Network] = Field(
+        default_factory=list,
+        description=(
+            "The host API server's addresses (the endpoints of Service default/kubernetes). Tenant NetworkPolicies "
+            "allow egress to them on apiServerPort, which each vCluster's syncer needs when clusterNetworks covers them."
+        ),
+    )
+    api_server_port: int = Field(
+        default=6443, ge=1, le=65535,
+        description="The port of apiServerNetworks the syncers reach (that of Service default/kubernetes' endpoints).",
     )
     trust_modes: dict[Trust, SharingMode] = Field(
         default_factory=lambda: {trust: weakest_allowed(trust) for trust in Trust},

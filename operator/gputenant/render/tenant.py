@@ -71,6 +71,8 @@ def render_tenant(tenant: GpuTenant, decision: Decision, config: OperatorConfig)
             "networkpolicy.yaml", **context, tenant_label=naming.TENANT_LABEL,
             operator_namespace=config.operator_namespace,
             cluster_networks=[str(network) for network in config.cluster_networks],
+            api_server_networks=[str(network) for network in config.api_server_networks],
+            api_server_port=config.api_server_port,
             vcluster_pod_labels=naming.vcluster_pod_labels(name),
             argocd_namespace=spec.argocd.namespace if spec.argocd.enabled else None,
             exposed=config.vcluster.exposure.type is not ExposureType.CLUSTER_IP)
