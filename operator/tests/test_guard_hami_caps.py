@@ -223,6 +223,7 @@ def test_a_pool_names_where_its_library_comes_from():
     library = EXAMPLE.pool("l4-hami").hami_settings().library
     init = hami_caps.init_container(library)
     assert init["command"][-1] == library.path
+    assert init["terminationMessagePolicy"] == "FallbackToLogsOnError", "a failed copy's reason reaches the status"
     with pytest.raises(ValueError, match="path"):
         OperatorConfig.model_validate({"pools": [{"name": "h", "mode": "HAMi", "gpuModel": "L4", "gpuMemoryMiB": 1,
                                                   "hami": {"library": {"path": "lib; rm -rf /"}}}]})
