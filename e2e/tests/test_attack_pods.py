@@ -288,8 +288,10 @@ ATTACKS = [
            refused=("fraction-annotation",)),
     Attack("share-sized-by-memory", 4, INTERNAL, pod(annotations={"gpu-memory": "81920"}),
            refused=("fraction-annotation",)),
+    # (the stored HAMi-core caps are the old share's, so hami-caps refuses the new one too)
     Attack("share-grows-on-update", 3, INTERNAL, gpu_pod(INTERNAL),
-           update=lambda _: {"metadata": {"annotations": {"gpu-fraction": "0.75"}}}, refused=("fraction-annotation",)),
+           update=lambda _: {"metadata": {"annotations": {"gpu-fraction": "0.75"}}},
+           refused=("fraction-annotation", "hami-caps")),
     # The guard replaces a prefix the tenant pre-set; the KAI-shaped references it hung on its own prefix
     # then name ConfigMaps that are not the pod's.
     Attack("kai-configmap-named-after-a-synced-configmap", 4, INTERNAL,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import kubernetes
@@ -20,7 +21,7 @@ from kubernetes.client.rest import ApiException
 
 from gputenant import naming
 from gputenant.config.models import OperatorConfig
-from gputenant.guard import kai_sharing
+from gputenant.guard import hami_caps, kai_sharing
 from gputenant.guard.standalone import GuardThread
 from kubeplane import wait_for
 from kubeplane.fixtures import install_crds
@@ -113,13 +114,26 @@ def pod(*containers: dict, labels: dict | None = None, annotations: dict | None 
 
 @dataclass
 class Admitted:
-    """The stored pod's scheduling fields and container limits, exactly."""
+    """The stored pod's scheduling fields, container limits and HAMi-core caps, exactly."""
 
     labels: dict
     scheduler: str
     node_selector: dict
     tolerations: list
     limits: list
+    caps: dict = field(default_factory=dict)
+    """HAMi-core's variables in the first container, the init containers and the read-only mounts of the
+    guard's library volume (empty for a pod without caps)."""
+
+
+def caps_view(spec: dict) -> dict:
+    first = spec["containers"][0]
+    env = {v["name"]: v.get("value") for v in first.get("env") or [] if v["name"] in hami_caps.CAP_VARIABLES}
+    if not env:
+        return {}
+    return {"env": env, "init": [c["name"] for c in spec.get("initContainers", [])],
+            "readOnly": sorted(m["mountPath"] for m in first.get("volumeMounts") or []
+                               if m.get("readOnly") and m["name"] == hami_caps.LIBRARY_VOLUME)}
 
 
 def untouched(manifest: dict) -> Admitted:
@@ -127,18 +141,35 @@ def untouched(manifest: dict) -> Admitted:
     return Admitted(labels=manifest["metadata"].get("labels", {}), scheduler=spec.get("schedulerName", "default-scheduler"),
                     node_selector=spec.get("nodeSelector", {}), tolerations=spec.get("tolerations", []),
                     limits=[(c.get("resources") or {}).get("limits", {})
-                            for c in spec.get("initContainers", []) + spec["containers"]])
+                            for c in spec.get("initContainers", []) + spec["containers"]], caps=caps_view(spec))
+
+
+def capped(mode: Mode, manifest: dict, base: Admitted) -> tuple[list, dict]:
+    """(limits, caps) of a HAMi share as the guard stores it: its library init container first, and the caps
+    of its fraction of the pool's GPU (CONFIG's pools have 81920 MiB GPUs)."""
+    fraction = (manifest["metadata"].get("annotations") or {}).get("gpu-fraction")
+    pool = CONFIG.pool(mode.pool)
+    if mode is not HAMI or fraction is None or pool is None:
+        return base.limits, base.caps
+    caps = hami_caps.caps_for(Fraction(fraction), pool)
+    init = hami_caps.init_container(hami_caps.library_settings(pool))
+    tenant_init = [c["name"] for c in manifest["spec"].get("initContainers", [])]
+    return [init["resources"]["limits"], *base.limits], {
+        "env": {v["name"]: v["value"] for v in caps.env()}, "init": [hami_caps.INIT_CONTAINER, *tenant_init],
+        "readOnly": sorted([hami_caps.LIBRARY_DIR, hami_caps.OVERRIDE_ENV_FILE, hami_caps.PRELOAD])}
 
 
 def steered(mode: Mode, manifest: dict, limits: list | None = None) -> Admitted:
     """What the guard should make of a GPU pod: the tenant's queue, KAI, the pool's selector and
     toleration; `limits` overrides the containers' limits (HAMi defaults)."""
     base = untouched(manifest)
+    base.limits = limits if limits is not None else base.limits
+    all_limits, caps = capped(mode, manifest, base)
     return Admitted(
         labels={**base.labels, QUEUE: mode.tenant}, scheduler="kai-scheduler",
         node_selector={**base.node_selector, POOL_KEY: mode.pool},
         tolerations=base.tolerations + [{"key": POOL_KEY, "operator": "Equal", "value": mode.pool, "effect": "NoSchedule"}],
-        limits=limits if limits is not None else base.limits)
+        limits=all_limits, caps=caps)
 
 
 def denied(mode: Mode, *violations: str) -> str:
@@ -301,6 +332,34 @@ def hami_cases(mode: Mode, allowed, rejected) -> None:
     for resource in ("nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores"):
         rejected(f"hami-resource-{resource.removeprefix('nvidia.com/')}", pod(container(limits={resource: "1"})),
                  f"[gpu-resource] {resource} belongs to another sharing mechanism than HAMi; request {mode.granted}")
+    # HAMi-core's caps, as the tenant would try to lift or fake them (guard/hami_caps.py)
+    rejected("share-raises-its-memory-cap", pod(container(env=[{"name": "CUDA_DEVICE_MEMORY_LIMIT", "value": "81920m"}]),
+                                                annotations=SHARE),
+             "[hami-caps] container main: CUDA_DEVICE_MEMORY_LIMIT must be exactly '20480m' (the pod's 0.25 share of "
+             "a GPU; the guard sets it, remove the tenant's variable)")
+    rejected("share-lifts-its-compute-cap", pod(container(env=[{"name": "CUDA_DEVICE_SM_LIMIT", "value": "0"}]),
+                                                annotations=SHARE),
+             "[hami-caps] container main: CUDA_DEVICE_SM_LIMIT must be exactly '25' (the pod's 0.25 share of a GPU; "
+             "the guard sets it, remove the tenant's variable)")
+    rejected("share-narrows-visible-devices", pod(container(env=[{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}]),
+                                                  annotations=SHARE),
+             "[hami-caps] container main sets CUDA_VISIBLE_DEVICES, with which HAMi-core does not enforce its memory "
+             "cap (Project-HAMi/HAMi-core#319); the container sees only its share's GPU (remove the variable)")
+    # (its own /overrideEnv would collide with the guard's mount there, which the API server refuses too)
+    rejected("share-mounts-over-the-library-directory",
+             pod(container(volumeMounts=[{"name": "v", "mountPath": "/usr/local"}]), annotations=SHARE,
+                 volumes=[{"name": "v", "emptyDir": {}}]),
+             "[hami-preload] container main mounts a volume at /usr/local, which hides or replaces /usr/local/vgpu that "
+             "loads or configures GPU isolation (mount it elsewhere)")
+    rejected("share-with-a-look-alike-library-init-container",
+             pod(container(), annotations=SHARE, initContainers=[container(hami_caps.INIT_CONTAINER)]),
+             f"[hami-caps] init container {hami_caps.INIT_CONTAINER}: names starting with gputenant-hami are the "
+             "guard's, and only the guard's own init container may use one (rename the container)")
+    rejected("share-mounts-the-guards-library-volume-writable-in-a-sidecar",
+             pod(container(), container("sidecar", volumeMounts=[{"name": hami_caps.LIBRARY_VOLUME, "mountPath": "/lib2"}]),
+                 annotations=SHARE),
+             f"[hami-caps] container sidecar mounts the guard's volume {hami_caps.LIBRARY_VOLUME} at /lib2; only the "
+             "guard's mounts may (remove the mount)")
 
 
 ALL_MODES = [TIME_SLICING, HAMI, MIG, EXCLUSIVE]
@@ -392,7 +451,8 @@ def admitted_view(stored: dict) -> Admitted:
         node_selector=spec.get("nodeSelector", {}),
         # DefaultTolerationSeconds adds node.kubernetes.io/* tolerations to every pod; not the guard's.
         tolerations=[t for t in spec.get("tolerations", []) if not t["key"].startswith("node.kubernetes.io/")],
-        limits=[(c.get("resources") or {}).get("limits", {}) for c in spec.get("initContainers", []) + spec["containers"]])
+        limits=[(c.get("resources") or {}).get("limits", {}) for c in spec.get("initContainers", []) + spec["containers"]],
+        caps=caps_view(spec))
 
 
 @pytest.mark.parametrize("mode", ALL_MODES, ids=lambda m: MODE_NAMES[m])

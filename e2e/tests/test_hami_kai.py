@@ -20,11 +20,13 @@ What is SIMULATED, and why:
   `guard.kai_sharing.with_kai_shape` after the guard's mutation and before its validation, the order
   the apiserver calls them in; as KAI does, it keeps the prefix the guard's mutation wrote.
 
-Memory caps are not shown here: at the pinned KAI v0.12.0 nothing enforces a fraction's memory
-(KAI's docs: it "does not enforce memory allocation limits"), and on a real cluster that is HAMi-core
-loaded by KAI's resource isolator (KAI >= v0.17). Whether a cap holds on a real GPU is the
-attestation's business (issue 11, item 4). What is shown: each pod's share is the one the policy
-grants (`gpu-fraction: 0.25`; the binder writes `GPU_PORTION=0.25` and the reserved GPU for the
+Memory and compute caps: KAI v0.12.0 enforces none ("does not enforce memory allocation limits"); the
+guard writes HAMi-core's caps into every share (guard/hami_caps.py), and each running share here is
+stored with them: memory within 1% of its fraction of the GPU of the node KAI bound it to (that node's
+`nvidia.com/gpu.memory` label, which KAI >= v0.16's hamicore plugin reads), compute its fraction in
+percent, the library preloaded read-only. Whether a cap holds on a real GPU is the attestation's
+business (docs/attestation.md); nothing here runs CUDA. Also shown: each pod's share is the one the
+policy grants (`gpu-fraction: 0.25`; the binder writes `GPU_PORTION=0.25` and the reserved GPU for the
 container), and the queue admits exactly the tenant's limit in shares.
 """
 
@@ -41,7 +43,7 @@ import yaml
 
 from gputenant.api.trust import SharingMode
 from gputenant.api.v1alpha1 import GpuTenant
-from gputenant.guard import kai_sharing
+from gputenant.guard import hami_caps, kai_sharing
 from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.rules import validate_pod
 from gputenant.kube import KubeClient
@@ -96,12 +98,27 @@ def internal_tenant(kai_cluster: KaiCluster) -> Iterator[tuple[GpuTenant, Decisi
     kai_cluster.plane.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
-def tenant_pod(model: GpuTenant, decision: Decision, namespace: str, name: str) -> dict:
+def assert_capped(core: kubernetes.client.CoreV1Api, pod, fraction: Fraction) -> None:
+    """The stored share carries HAMi-core's caps for its fraction of the GPU of the node KAI bound it to: memory
+    within 1% of the node's `nvidia.com/gpu.memory` label (what KAI >= v0.16's hamicore plugin reads) times the
+    fraction, compute the fraction in percent, and the library preloaded read-only by the guard's init container."""
+    first = pod.spec.containers[0]
+    env = {v.name: v.value for v in first.env or []}
+    node_memory = int(core.read_node(pod.spec.node_name).metadata.labels["nvidia.com/gpu.memory"])
+    memory = int(env[hami_caps.MEMORY_LIMIT].removesuffix("m"))
+    assert abs(memory - node_memory * fraction) <= node_memory * fraction / 100, (memory, node_memory)
+    assert env[hami_caps.SM_LIMIT] == str(int(fraction * 100))
+    assert [c.name for c in pod.spec.init_containers] == [hami_caps.INIT_CONTAINER]
+    mounts = {m.mount_path: m for m in first.volume_mounts}
+    assert all(mounts[path].read_only for path in (hami_caps.PRELOAD, hami_caps.LIBRARY_DIR, hami_caps.OVERRIDE_ENV_FILE))
+
+
+def tenant_pod(model: GpuTenant, decision: Decision, namespace: str, name: str, share: str = SHARE) -> dict:
     """A share as the tenant writes it, mutated by the guard, then by KAI's admission (SIMULATED, see the
     module docstring), and checked by the guard."""
     pod = {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "annotations": {GPU_FRACTION: SHARE}},
+        "metadata": {"name": name, "namespace": namespace, "annotations": {GPU_FRACTION: share}},
         "spec": {
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{"name": "infer", "image": "registry.example/infer:1",
@@ -168,6 +185,7 @@ def test_eight_quarter_shares_run_within_the_queue_and_a_ninth_waits(kai_cluster
             assert float(capabilities["GPU_PORTION"]) == float(SHARE)
             assert capabilities["NVIDIA_VISIBLE_DEVICES"] == uuid
             assert not core.read_namespaced_config_map(kai_sharing.env_configmap(maps), namespace).data
+            assert_capped(core, pod, Fraction(SHARE))
         # Not asserted: at most one GPU of shares per GPU. KAI v0.12.0 plans that, but a bind that fails and is
         # retried can land a share on a GPU that filled up meanwhile (seen here: 5 quarter shares on one GPU after
         # the binder's PreBind read a ConfigMap it had just created through its cache, "not found", and retried).
@@ -179,3 +197,21 @@ def test_eight_quarter_shares_run_within_the_queue_and_a_ninth_waits(kai_cluster
         core.delete_namespaced_pod(running[0].metadata.name, namespace)
         wait_for(lambda: core.read_namespaced_pod(ninth.metadata.name, namespace).status.phase == "Running",
                  timeout=TIMEOUT, what=f"{ninth.metadata.name} to run once a share is freed")
+
+
+def test_a_half_share_runs_capped_at_half_the_gpu(kai_cluster: KaiCluster, internal_tenant):
+    """Two shares in one pod (0.5): KAI binds it as half a GPU and the guard's caps are half the GPU's memory
+    and SMs."""
+    model, decision, objects = internal_tenant
+    [namespace] = [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"]
+    with kai_cluster.plane.api_client() as client:
+        core = kubernetes.client.CoreV1Api(client)
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        wait_for(lambda: not core.list_namespaced_pod(namespace).items, timeout=TIMEOUT, what="the shares to go")
+        core.create_namespaced_pod(namespace, tenant_pod(model, decision, namespace, "half", "0.5"))
+        half = wait_for(lambda: (p := core.read_namespaced_pod("half", namespace)).status.phase == "Running" and p,
+                        timeout=TIMEOUT, what="the half share to run")
+        assert_capped(core, half, Fraction("0.5"))
+        maps = half.metadata.annotations[kai_sharing.CONFIGMAP_ANNOTATION]
+        assert float(core.read_namespaced_config_map(kai_sharing.capabilities_configmap(maps), namespace)
+                     .data["GPU_PORTION"]) == 0.5

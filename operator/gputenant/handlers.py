@@ -285,7 +285,7 @@ async def pools_probe(**_) -> dict:
 def pool_summary(report: PoolReport) -> dict:
     return {"mode": report.mode, "nodes": len(report.nodes), "gpus": report.capacity,
             "granted": report.granted, "burst": report.burst, "overcommit": report.overcommit,
-            "tenants": report.tenants, "isolation": report.isolation}
+            "tenants": report.tenants, "isolation": report.isolation, "problems": report.problems}
 
 
 async def keep_pools(rt: Runtime) -> None:

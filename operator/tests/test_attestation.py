@@ -29,16 +29,22 @@ POOLS = {pool.name: pool for pool in CONFIG.pools}
 STRONGEST_FIRST = (Trust.UNTRUSTED, Trust.INTERNAL, Trust.TRUSTED)
 
 
-def report(devices=(9984,), allocated=9728, refused=True, forbidden=None, tried=11264) -> dict:
-    """A canary report as canary.py writes it, with one CUDA view."""
+def report(devices=(9984,), allocated=9728, refused=True, forbidden=None, tried=11264, compute=None) -> dict:
+    """A canary report as canary.py writes it, with one CUDA view (and its compute reading, when measured)."""
     return {"canary": 1, "expectMemoryMiB": 10240, "nvml": {"ok": True, "driver": "580.65", "devices": []},
-            "cuda": cuda(devices, allocated, refused, tried), **({"forbidden": forbidden} if forbidden else {})}
+            "cuda": cuda(devices, allocated, refused, tried, compute), **({"forbidden": forbidden} if forbidden else {})}
 
 
-def cuda(devices, allocated, refused, tried=11264) -> dict:
-    return {"ok": True, "devices": [{"name": "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "totalMiB": m} for m in devices],
+def cuda(devices, allocated, refused, tried=11264, compute=None) -> dict:
+    view = {"ok": True, "devices": [{"name": "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "totalMiB": m} for m in devices],
             "overCap": {"targetMiB": tried, "allocatedMiB": allocated, "refused": refused,
                         "error": "CUDA_ERROR_OUT_OF_MEMORY" if refused else None}}
+    return {**view, "compute": compute} if compute is not None else view
+
+
+def share(value: float) -> dict:
+    """The canary's compute reading: `value` of the whole GPU's speed (2 ms kernels, 250 of them)."""
+    return {"seconds": round(0.5 / value, 4), "wholeGpuSeconds": 0.5, "share": value}
 
 
 def test_promises_follow_the_pool_mechanism():
@@ -102,7 +108,7 @@ def test_a_slice_of_the_promised_size_that_refuses_more_is_verified_with_its_num
     verdict = judge(promise_of(POOLS["h100-mig-small"]), report())
     assert verdict.outcome is Outcome.VERIFIED
     assert verdict.measured == {"devices": 1, "totalMiB": 9984, "allocatedMiB": 9728, "triedMiB": 11264,
-                                "refused": True}
+                                "refused": True, "computeShare": None, "computeError": None}
     assert "devices=1, totalMiB=9984, allocatedMiB=9728 of 11264 tried, refused=yes" in verdict.message
 
 
@@ -128,12 +134,12 @@ def test_a_canary_that_sees_no_gpu_fails_rather_than_being_unattested():
 
 
 def test_widening_by_changed_variables_fails_mig_but_is_only_reported_for_hami():
-    widened = {"changed": ["CUDA_DEVICE_MEMORY_LIMIT"], "cuda": cuda((81559,), 6782, False, 6782)}
+    widened = {"changed": ["CUDA_DEVICE_MEMORY_LIMIT"], "cuda": cuda((81559,), 6782, False, 6782, share(0.97))}
     hami = judge(promise_of(POOLS["l4-hami"]),
-                 report(devices=(5758,), allocated=5632, tried=6782, forbidden=widened))
+                 report(devices=(5758,), allocated=5632, tried=6782, forbidden=widened, compute=share(0.26)))
     assert hami.outcome is Outcome.VERIFIED
-    assert ("a program that changes CUDA_DEVICE_MEMORY_LIMIT gets total memory 81559 MiB, 6782 MiB allocated "
-            "(this tier does not promise to resist that)") in hami.message
+    assert ("a program that changes CUDA_DEVICE_MEMORY_LIMIT gets total memory 81559 MiB, 6782 MiB allocated, "
+            "97% of the SMs (this tier does not promise to resist that)") in hami.message
     assert hami.measured["forbiddenTotalMiB"] == 81559
     mig = judge(promise_of(POOLS["h100-mig-small"]),
                 report(forbidden={"changed": ["NVIDIA_VISIBLE_DEVICES"], "cuda": cuda((9984, 9984), 9728, True)}))
@@ -226,3 +232,35 @@ def test_the_canary_allocates_past_the_expectation_only_when_told_how_far():
     assert canary.allocation_target(10240, 1024) == 11264
     assert canary.allocation_target(10240, 0) is None
     assert canary.allocation_target(None, 1024) is None
+
+
+def test_a_hami_share_must_see_exactly_its_cap_and_about_its_compute_share():
+    """l4-hami (23034 MiB GPUs) at the default corePercent 25: 5758 MiB and 25% of the SMs."""
+    promise = promise_of(POOLS["l4-hami"])
+    assert (promise.memory_mib, promise.compute_percent) == (5758, 25)
+    kept = judge(promise, report(devices=(5758,), allocated=5632, tried=6782, compute=share(0.3)))
+    assert kept.outcome is Outcome.VERIFIED and "computeShare=0.3" in kept.message
+    for reading, problem in [
+        (report(devices=(5500,), allocated=5120, tried=6782, compute=share(0.25)), "total memory 5500 MiB, 5758 MiB"),
+        (report(devices=(5758,), allocated=5632, tried=6782, compute=share(0.9)), "got 90% of the SMs, 25% promised"),
+        (report(devices=(5758,), allocated=5632, tried=6782), "the compute share was not measured (no reading)"),
+        (report(devices=(5758,), allocated=5632, tried=6782, compute={"error": "cuModuleLoadData: CUDA_ERROR_X"}),
+         "not measured (cuModuleLoadData: CUDA_ERROR_X)"),
+    ]:
+        verdict = judge(promise, reading)
+        assert verdict.outcome is Outcome.FAILED and problem in verdict.message, verdict.message
+
+
+def test_only_a_hami_canary_measures_compute():
+    hami = canary_pod(POOLS["l4-hami"], "ns", "img")["spec"]["containers"][0]["command"]
+    mig = canary_pod(POOLS["h100-mig-small"], "ns", "img")["spec"]["containers"][0]["command"]
+    assert "--measure-compute" in hami and "--measure-compute" not in mig
+
+
+def test_a_tenant_on_an_unattested_hami_pool_is_told_its_caps_are_best_effort():
+    attestor = Attestor(image="img", namespace="ops", interval=60)
+    status, reason, message = tenant_condition(attestor, "l4-hami", "HAMi")
+    assert (status, reason) == ("Unknown", "Unattested")
+    assert message.startswith("HAMi-core's memory and compute caps are best effort and not yet attested on a GPU")
+    assert tenant_condition(attestor, "h100-mig-small", "MIG")[2].startswith(
+        "the isolation this tier promises is not verified")

@@ -227,3 +227,19 @@ def test_a_pool_names_where_its_library_comes_from():
     with pytest.raises(ValueError, match="path"):
         OperatorConfig.model_validate({"pools": [{"name": "h", "mode": "HAMi", "gpuModel": "L4", "gpuMemoryMiB": 1,
                                                   "hami": {"library": {"path": "lib; rm -rf /"}}}]})
+
+
+def test_the_guards_init_container_is_recognised_as_the_api_server_stores_it():
+    """After the guard's mutation the API server defaults the termination message fields and reinvokes the
+    ServiceAccount plugin, which mounts the pod's token; anything else added makes it a look-alike."""
+    model = internal()
+    decision = decide("shares", model.spec, EXAMPLE)
+    pod = share_pod("0.25")
+    stored = jsonpatch.apply_patch(pod, mutate_pod(pod, "shares", decision))
+    init = stored["spec"]["initContainers"][0]
+    init.update(terminationMessagePath="/dev/termination-log", terminationMessagePolicy="File")
+    init["volumeMounts"].append({"name": "kube-api-access-x", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                                 "readOnly": True})
+    assert validate_pod(stored, "shares", model.spec.trust, decision) == []
+    init["volumeMounts"].append({"name": "data", "mountPath": "/data"})
+    assert "hami-caps" in {v.rule for v in validate_pod(stored, "shares", model.spec.trust, decision)}

@@ -95,6 +95,24 @@ def test_explain_prints_a_table(tmp_path, capsys):
     assert "ext-a: Untrusted tenants get MIG" in out
 
 
+def test_explain_shows_the_hami_core_caps_of_each_pod_size(capsys):
+    """An Internal tenant at corePercent 25 on l4-hami (23034 MiB GPUs, limit 3): pods of 1, 2 or 3 shares."""
+    code, out, _ = run_cli(capsys, "explain", "-f", str(EXAMPLE_CONFIG.parent / "tenants" / "internal.yaml"),
+                           "--config", str(EXAMPLE_CONFIG))
+    assert code == 0
+    assert "gpu-fraction 0.25: CUDA_DEVICE_MEMORY_LIMIT=5758m (5758 MiB), CUDA_DEVICE_SM_LIMIT=25" in out
+    assert "gpu-fraction 0.5: CUDA_DEVICE_MEMORY_LIMIT=11517m (11517 MiB), CUDA_DEVICE_SM_LIMIT=50" in out
+    assert "gpu-fraction 0.75: CUDA_DEVICE_MEMORY_LIMIT=17275m" in out
+    assert "not yet attested" in out
+
+
+def test_explain_shows_no_caps_for_mechanisms_without_them(tmp_path, capsys):
+    tenant_file = tmp_path / "tenant.yaml"
+    tenant_file.write_text(UNTRUSTED_TENANT)
+    code, out, _ = run_cli(capsys, "explain", "-f", str(tenant_file), "--config", str(EXAMPLE_CONFIG))
+    assert code == 0 and "HAMi-core caps" not in out
+
+
 @pytest.mark.parametrize("command", ["render", "explain"])
 def test_bad_field_exits_2_naming_the_field(tmp_path, capsys, command):
     tenant_file = tmp_path / "tenant.yaml"

@@ -29,6 +29,8 @@ COMPONENT = "isolation-canary"
 CANARY_PATH = "/canary/canary.py"
 OVER_MIB = 1024
 """How far past the promised memory the canary tries to allocate."""
+HAMI_MEMORY_FLOOR = 0.99
+"""HAMi-core answers cuDeviceTotalMem with the cap itself: the total must equal it (within 1%)."""
 NOBODY = 65534
 """The canary runs as nobody and needs no privilege, so Pod Security "restricted" admits it; the
 NVIDIA driver's device files are world-accessible by default (NVreg_DeviceFileMode 0666)."""
@@ -56,6 +58,9 @@ class Promise:
     capped: bool = True
     """Whether allocating past `memory_mib` must be refused. Time-slicing promises no cap, and its
     memory is its neighbours' too: the canary allocates nothing there, so it never starves them."""
+    compute_percent: int | None = None
+    """The share of the GPU's SMs the pod may use (HAMi-core's ``CUDA_DEVICE_SM_LIMIT``); None: no compute
+    cap is promised (MIG slices and whole GPUs are sized by hardware, time-slices by turn-taking)."""
 
 
 def promise_of(pool: Pool) -> Promise:
@@ -70,12 +75,12 @@ def promise_of(pool: Pool) -> Promise:
         return Promise(pool.name, mode.value, 1, memory, 0.9, True, {resource: "1"},
                        f"one MIG {name} instance of at most {memory} MiB, isolated in hardware")
     if mode is PoolMode.HAMI:
-        cores = HamiSpec().core_percent
-        cap = whole * cores // 100
-        return Promise(pool.name, mode.value, 1, cap, 0.9, False, {},
-                       f"one KAI GPU fraction of {cores / 100:g}, its memory capped at {cap} MiB by HAMi-core "
-                       "(against mistakes, not evasion)",
-                       annotations={FRACTION_ANNOTATIONS[0]: f"{cores / 100:g}"})
+        caps = hami_caps.caps_for(Fraction(HamiSpec().core_percent, 100), pool)
+        return Promise(pool.name, mode.value, 1, caps.memory_mib, HAMI_MEMORY_FLOOR, False, {},
+                       f"one KAI GPU fraction of {float(caps.fraction):g}, capped by HAMi-core at {caps.memory_mib} MiB "
+                       f"and {caps.sm_percent}% of the SMs (best effort, in the process: against mistakes, not evasion)",
+                       annotations={FRACTION_ANNOTATIONS[0]: f"{float(caps.fraction):g}"},
+                       compute_percent=caps.sm_percent)
     if mode is PoolMode.TIME_SLICING and pool.time_slicing is not None:
         resource = "nvidia.com/gpu.shared" if pool.time_slicing.rename_by_default else "nvidia.com/gpu"
         return Promise(pool.name, mode.value, 1, whole, 0.9, False, {resource: "1"},
@@ -109,7 +114,8 @@ def canary_pod(pool: Pool, namespace: str, image: str, queue: str | None = None)
         "containers": [{
             "name": "canary", "image": image, "imagePullPolicy": "IfNotPresent",
             "command": ["python3", CANARY_PATH, "--expect-memory-mib", str(promise.memory_mib),
-                        "--over-mib", str(OVER_MIB if promise.capped else 0)],
+                        "--over-mib", str(OVER_MIB if promise.capped else 0),
+                        *(["--measure-compute"] if promise.compute_percent else [])],
             "resources": {"limits": {**promise.resources, "cpu": "500m", "memory": "512Mi"},
                           "requests": {"cpu": "100m", "memory": "256Mi"}},
             "terminationMessagePolicy": "File",

@@ -174,13 +174,17 @@ class Attestor:
         return result.summary()
 
 
-def tenant_condition(attestor: Attestor, pool: str) -> tuple[str, str, str]:
+HAMI_NOT_ATTESTED = "HAMi-core's memory and compute caps are best effort and not yet attested on a GPU"
+
+
+def tenant_condition(attestor: Attestor, pool: str, mode: str | None = None) -> tuple[str, str, str]:
     """IsolationVerified's (status, reason, message) for a tenant on `pool`; a failed or missing
-    attestation says the tier's promise is withheld."""
+    attestation says the tier's promise is withheld, and for HAMi mode that its caps are best effort."""
     summary = attestor.summary(pool)
     status, reason, message = summary["isolationVerified"], summary["reason"], summary["message"]
     if status != "True":
-        message = f"the isolation this tier promises is not verified: {message}"
+        withheld = HAMI_NOT_ATTESTED if mode == "HAMi" else "the isolation this tier promises is not verified"
+        message = f"{withheld}: {message}"
     return status, reason, message
 
 
@@ -199,11 +203,12 @@ async def publish_tenant_conditions(client: KubeClient, attestor: Attestor, lock
         raise
     written = []
     for tenant in tenants:
-        pool = ((tenant.get("status") or {}).get("sharing") or {}).get("pool")
+        sharing = (tenant.get("status") or {}).get("sharing") or {}
+        pool = sharing.get("pool")
         if not pool:
             continue
         name = tenant["metadata"]["name"]
-        wanted = tenant_condition(attestor, pool)
+        wanted = tenant_condition(attestor, pool, sharing.get("mode"))
         if _holds(tenant, wanted):
             continue
         async with lock_for(name):

@@ -17,6 +17,9 @@ from gputenant.attestation.promise import Promise
 
 MEMORY_SLACK = 0.01
 """A reading up to 1% above the promised memory still keeps it (drivers round, MIG names round)."""
+COMPUTE_SLACK = 0.5
+"""HAMi-core's SM limit is a token bucket refilled from sampled utilisation: a measured share up to 1.5x
+the promised one still keeps it; more means the limit did not throttle."""
 
 
 class Outcome(str, Enum):
@@ -74,9 +77,11 @@ def judge(promise: Promise, report: dict | None, why_missing: str = "the canary 
 def _measure(cuda: dict) -> dict[str, object]:
     devices = cuda.get("devices") or []
     over = cuda.get("overCap") or {}
+    compute = cuda.get("compute") or {}
     return {"devices": len(devices), "totalMiB": devices[0].get("totalMiB") if devices else None,
             "allocatedMiB": over.get("allocatedMiB"), "triedMiB": over.get("targetMiB"),
-            "refused": over.get("refused")}
+            "refused": over.get("refused"), "computeShare": compute.get("share"),
+            "computeError": compute.get("error")}
 
 
 def _ceiling(promise: Promise) -> float:
@@ -90,6 +95,7 @@ def _broken(promise: Promise, measured: dict) -> list[str]:
     total = measured["totalMiB"]
     if isinstance(total, int) and not promise.memory_mib * promise.memory_floor <= total <= _ceiling(promise):
         problems.append(f"total memory {total} MiB, {promise.memory_mib} MiB promised")
+    problems.extend(_compute_broken(promise, measured))
     if not promise.capped:
         return problems
     if measured["refused"] is None:
@@ -100,6 +106,17 @@ def _broken(promise: Promise, measured: dict) -> list[str]:
     return problems
 
 
+def _compute_broken(promise: Promise, measured: dict) -> list[str]:
+    if promise.compute_percent is None:
+        return []
+    share = measured["computeShare"]
+    if not isinstance(share, (int, float)):
+        return [f"the compute share was not measured ({measured['computeError'] or 'no reading'})"]
+    if share * 100 > promise.compute_percent * (1 + COMPUTE_SLACK):
+        return [f"the process got {share * 100:.0f}% of the SMs, {promise.compute_percent}% promised"]
+    return []
+
+
 def _widened(promise: Promise, measured: dict, forbidden: dict) -> str | None:
     """How changed variables widened access, if they did; also recorded into `measured`."""
     cuda = forbidden.get("cuda") or {}
@@ -107,7 +124,7 @@ def _widened(promise: Promise, measured: dict, forbidden: dict) -> str | None:
         return None
     changed = _measure(cuda)
     measured.update(forbiddenDevices=changed["devices"], forbiddenTotalMiB=changed["totalMiB"],
-                    forbiddenAllocatedMiB=changed["allocatedMiB"])
+                    forbiddenAllocatedMiB=changed["allocatedMiB"], forbiddenComputeShare=changed["computeShare"])
     widened = []
     if changed["devices"] > measured["devices"]:
         widened.append(f"{changed['devices']} devices instead of {measured['devices']}")
@@ -116,6 +133,10 @@ def _widened(promise: Promise, measured: dict, forbidden: dict) -> str | None:
         widened.append(f"total memory {total} MiB")
     if changed["refused"] is False:
         widened.append(f"{changed['allocatedMiB']} MiB allocated")
+    share = changed["computeShare"]
+    if promise.compute_percent is not None and isinstance(share, (int, float)) \
+            and share * 100 > promise.compute_percent * (1 + COMPUTE_SLACK):
+        widened.append(f"{share * 100:.0f}% of the SMs")
     if not widened:
         return None
     return f"a program that changes {', '.join(forbidden.get('changed') or [])} gets " + ", ".join(widened)
@@ -126,6 +147,8 @@ def _numbers(measured: dict) -> str:
     if measured["refused"] is not None:
         parts += [f"allocatedMiB={measured['allocatedMiB']} of {measured['triedMiB']} tried",
                   f"refused={'yes' if measured['refused'] else 'no'}"]
+    if measured.get("computeShare") is not None:
+        parts.append(f"computeShare={measured['computeShare']}")
     if "forbiddenTotalMiB" in measured:
         parts.append(f"with forbidden variables: devices={measured['forbiddenDevices']}, "
                      f"totalMiB={measured['forbiddenTotalMiB']}, allocatedMiB={measured['forbiddenAllocatedMiB']}")

@@ -39,6 +39,21 @@ def rows(results) -> list[tuple[str, ...]]:
     return table
 
 
+def caps_lines(decision) -> str:
+    """What HAMi-core caps a pod of each size at (docs/trust-levels.md: best effort, not yet attested on a GPU)."""
+    from gputenant.guard.hami_caps import MEMORY_LIMIT, SM_LIMIT, caps_by_size
+
+    sizes = caps_by_size(decision)
+    if not sizes or decision.pool is None:
+        return ""
+    lines = [f"  HAMi-core caps per pod (pool {decision.pool.name}, {decision.pool.gpu_memory_mi_b} MiB per GPU; "
+             "best effort, not yet attested on a GPU):\n"]
+    lines += [f"    gpu-fraction {_number(float(caps.fraction))}: {MEMORY_LIMIT}={caps.memory_mib}m "
+              f"({caps.memory_mib} MiB), {SM_LIMIT}={caps.sm_percent} ({caps.sm_percent}% of the SMs)\n"
+              for caps in sizes]
+    return "".join(lines)
+
+
 def format_table(table: list[tuple[str, ...]]) -> str:
     return align_columns([COLUMNS, *table]) + "\n"
 
@@ -55,5 +70,6 @@ def run(args: argparse.Namespace) -> int:
     for result in results:
         output += f"{result.tenant.name}: {result.decision.message}\n"
         output += "".join(f"  warning: {warning}\n" for warning in result.decision.warnings)
+        output += caps_lines(result.decision)
     sys.stdout.write(output)
     return 0

@@ -118,6 +118,17 @@ def pod_caps(pod: dict, decision: Decision) -> Caps | None:
     return caps_for(fraction, pool) if pool and fraction else None
 
 
+def caps_by_size(decision: Decision) -> list[Caps]:
+    """The caps of each pod size a HAMi-mode tenant may ask for: every whole number of its shares up to
+    the largest fraction one pod may hold (for ``gputenant explain``)."""
+    pool = capped_pool(decision)
+    rules = decision.pod_rules
+    if pool is None or rules is None or rules.fraction_share is None or rules.max_fraction is None:
+        return []
+    share = rules.fraction_share
+    return [caps_for(share * k, pool) for k in range(1, int(rules.max_fraction / share) + 1)]
+
+
 def library_settings(pool: Pool) -> HamiLibrary:
     return pool.hami_settings().library
 

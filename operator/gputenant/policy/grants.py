@@ -80,8 +80,9 @@ def _grant_time_slicing(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limi
 def _grant_hami(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: float) -> Grant:
     """HAMi mode is KAI GPU fractions (docs/units.md, "Why KAI fractions"): each share is a pod annotated
     ``gpu-fraction: c/100``, which KAI charges to the tenant's queue as c/100 of a GPU and places on a GPU
-    it shares with at most 100/c such shares. Memory caps are HAMi-core's, applied by KAI's isolator
-    from the fraction (KAI >= v0.17, not the pinned v0.12): the share's memory is its portion of the GPU.
+    it shares with at most 100/c such shares. Memory and compute caps are HAMi-core's, which the admission
+    guard loads into each share (guard/hami_caps.py, as KAI >= v0.16's ``hamicore`` plugin would): the share's
+    memory is its portion of the GPU, its SMs its percent.
     """
     hami = spec.sharing.hami or HamiSpec()
     cores = hami.core_percent
@@ -110,8 +111,8 @@ def _grant_hami(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: 
     if hami.memory_mi_b is not None and hami.memory_mi_b != share_memory:
         raise Refused(
             reasons.FRACTION_NOT_GRANTABLE,
-            f"sharing.hami.memoryMiB {hami.memory_mi_b}: a share's memory is its fraction of the GPU (KAI caps a "
-            f"gpu-fraction at that portion), {share_memory} MiB for corePercent {cores} on pool {pool.name} "
+            f"sharing.hami.memoryMiB {hami.memory_mi_b}: a share's memory is its fraction of the GPU (HAMi-core caps "
+            f"a gpu-fraction at that portion), {share_memory} MiB for corePercent {cores} on pool {pool.name} "
             f"({pool.gpu_memory_mi_b} MiB per GPU); unset memoryMiB, or set corePercent to "
             f"{math.ceil(hami.memory_mi_b * 100 / pool.gpu_memory_mi_b)}",
         )

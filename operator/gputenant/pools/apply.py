@@ -140,4 +140,5 @@ async def collect_pool_reports(client: KubeClient, config: OperatorConfig) -> li
         if not error.not_found:
             raise
         tenants = []
-    return pool_reports(config, nodes, grants_from_tenants(tenants))
+    gpu_pods = await client.list("v1", "Pod", label_selector=naming.QUEUE_LABEL)
+    return pool_reports(config, nodes, grants_from_tenants(tenants), gpu_pods)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from gputenant.config.models import OperatorConfig
 from gputenant.metrics import PoolFigures, pool_exposition
+from gputenant.pools.hami_library import library_deliveries
 from gputenant.pools.plan import node_gpus, node_name, pool_nodes
 from gputenant.tables import align_columns
 
@@ -42,6 +43,9 @@ class PoolReport:
     isolation: dict | None = None
     """The pool's isolation attestation (IsolationVerified, reason, message, numbers), when the
     operator runs canaries (docs/attestation.md)."""
+    problems: list[str] = field(default_factory=list)
+    """What keeps the pool from serving as configured, each naming the fix (e.g. a HAMi-core library
+    that does not reach the pool's shares)."""
 
     @property
     def capacity(self) -> int:
@@ -77,7 +81,13 @@ def grants_from_tenants(tenants: list[dict]) -> list[Grant]:
     return grants
 
 
-def pool_reports(config: OperatorConfig, nodes: list[dict], grants: list[Grant]) -> list[PoolReport]:
+def pool_reports(config: OperatorConfig, nodes: list[dict], grants: list[Grant],
+                 pods: list[dict] | None = None) -> list[PoolReport]:
+    """`pods`: the GPU pods of tenants (the guard's queue label), for the problems read from them."""
+    problems: dict[str, list[str]] = {}
+    for delivery in library_deliveries(config, pods or []):
+        if delivery.problem:
+            problems.setdefault(delivery.pool, []).append(delivery.problem)
     reports = []
     for pool in config.pools:
         members = pool_nodes(pool, nodes)
@@ -86,7 +96,7 @@ def pool_reports(config: OperatorConfig, nodes: list[dict], grants: list[Grant])
             name=pool.name, mode=pool.mode.value, nodes=sorted(node_name(n) for n in members),
             node_gpus=sum(node_gpus(n) for n in members), configured_gpus=pool.gpus,
             granted=sum(g.quota for g in mine), burst=sum(g.limit for g in mine),
-            tenants=sorted(g.tenant for g in mine)))
+            tenants=sorted(g.tenant for g in mine), problems=problems.get(pool.name, [])))
     return reports
 
 
@@ -100,7 +110,8 @@ def format_table(reports: list[PoolReport]) -> str:
         r.name, r.mode, str(len(r.nodes)), str(r.capacity), _number(r.granted), _number(r.burst),
         "-" if r.overcommit is None else f"{r.overcommit:.2f}", ",".join(r.tenants) or "-",
     ) for r in reports]
-    return align_columns(rows)
+    problems = [f"problem: {problem}" for r in reports for problem in r.problems]
+    return "\n".join([align_columns(rows), *problems])
 
 
 def pool_figures(reports: list[PoolReport]) -> list[PoolFigures]:
