@@ -237,7 +237,7 @@ def test_the_guards_init_container_is_recognised_as_the_api_server_stores_it():
     pod = share_pod("0.25")
     stored = jsonpatch.apply_patch(pod, mutate_pod(pod, "shares", decision))
     init = stored["spec"]["initContainers"][0]
-    init.update(terminationMessagePath="/dev/termination-log", terminationMessagePolicy="File")
+    init.update(terminationMessagePath="/dev/termination-log")  # its terminationMessagePolicy is the guard's
     init["volumeMounts"].append({"name": "kube-api-access-x", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
                                  "readOnly": True})
     assert validate_pod(stored, "shares", model.spec.trust, decision) == []
