@@ -158,7 +158,7 @@ def test_every_process_of_a_fraction_container_loads_the_library_with_its_shares
 
 
 def test_a_pod_whose_pool_image_lacks_the_library_never_starts_and_the_tenant_sees_which_step_failed(
-        tenants: dict[str, VirtualCluster]):
+        operator, tenants: dict[str, VirtualCluster]):
     """Fail closed: the guard's init container finds no library, so the program never starts (it would
     otherwise run uncapped: the loader skips a missing preload with a warning).
 
@@ -167,7 +167,8 @@ def test_a_pod_whose_pool_image_lacks_the_library_never_starts_and_the_tenant_se
     reaches only the platform, in the host pod's status: vCluster v0.36.1 syncs back no status of an init
     container the virtual pod does not have (`stripInjectedSidecarContainers`,
     pkg/controllers/resources/pods/translate/diff.go), and the virtual API server refuses its log. Both
-    are asserted, so that a vCluster that lifts either shows here."""
+    are asserted, so that a vCluster that lifts either shows here. The operator's pool report names the
+    pool's problem with that reason (pools/hami_library.py)."""
     tenant = tenants[MISSING_TENANT]
     tenant.apply(fraction_pod("no-library", "0.25"))
     pod = finished(tenant, "no-library")
@@ -192,6 +193,11 @@ def test_a_pod_whose_pool_image_lacks_the_library_never_starts_and_the_tenant_se
     terminated = host_init["state"]["terminated"]
     assert (host_init["name"], terminated["exitCode"], terminated["reason"]) == (hami_caps.INIT_CONTAINER, 1, "Error")
     assert terminated["message"].strip() == f"HAMi-core library {MISSING_PATH} is not in this image"
+    problem = (f"pool {MISSING_POOL}: the HAMi-core library {MISSING_PATH} in image {LIBRARY_IMAGE} does not reach "
+               f"1 share(s), which do not start (tenant-{MISSING_TENANT}/{host['metadata']['name']}: exit 1: "
+               f"HAMi-core library {MISSING_PATH} is not in this image)")
+    wait_for(lambda: problem in operator.log_path.read_text(errors="replace"), timeout=60, interval=2,
+             what=f"the pool report's problem in the operator log: {problem}")
 
 
 def host_pod(plane: ControlPlane, tenant: str, virtual_name: str) -> dict:
