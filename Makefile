@@ -20,10 +20,11 @@ help: ## Show the targets and what they do
 dev: venv tools ## Local demo: control plane, operator, example tenants; status until Ready (DEV_ARGS=--exit-when-ready for CI)
 	$(BIN)/python -m kubeplane.demo up $(DEV_ARGS)
 
-generate: venv ## Rewrite every generated file: the CRD, its field reference, the chart's values schema
+generate: venv ## Rewrite every generated file: the CRD, its field reference, the chart's values schema, the docs' tables
 	$(BIN)/gputenant crd > crds/tenant.yaml
 	$(BIN)/gputenant crd --markdown > docs/reference/gputenant.md
 	$(BIN)/python charts/gpu-tenant-operator/generate_schema.py
+	$(BIN)/python docs/generate.py
 
 lint: venv ## ruff, import-linter's layering contracts (.importlinter) and mypy on the package
 	$(BIN)/ruff check $(LINTED)

@@ -94,6 +94,11 @@ def chart_values_schema() -> dict:
                                  "description": "Scrape interval, e.g. 30s."},
                     "labels": k8s_map,
                 }, "A ServiceMonitor for the Prometheus Operator."),
+                "prometheusRule": _object({
+                    "enabled": {"type": "boolean", "description": "Install the alerts as a PrometheusRule "
+                                "(Prometheus Operator CRDs)."},
+                    "labels": k8s_map,
+                }, "The alerts of docs/metrics.md (files/alerts.yaml) as a PrometheusRule."),
                 "dashboard": _object({
                     "enabled": {"type": "boolean", "description": "Install the Grafana dashboard ConfigMap."},
                     "labels": k8s_map,

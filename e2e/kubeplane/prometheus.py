@@ -25,9 +25,10 @@ INSTALL_SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "prometheus.sh"
 SCRAPE_INTERVAL = "1s"
 
 
-def prometheus_binary() -> Path:
-    """/usr/bin/prometheus, installed with apt-get first when missing (the script prints the path)."""
-    result = subprocess.run(["bash", str(INSTALL_SCRIPT)], capture_output=True, text=True, timeout=900)
+def prometheus_binary(name: str = "prometheus") -> Path:
+    """/usr/bin/prometheus (or promtool, from the same package), installed with apt-get first when
+    missing (the script prints the path)."""
+    result = subprocess.run(["bash", str(INSTALL_SCRIPT), name], capture_output=True, text=True, timeout=900)
     if result.returncode:
         raise RuntimeError(f"{INSTALL_SCRIPT} failed ({result.returncode}):\n{result.stderr[-2000:]}")
     return Path(result.stdout.strip().splitlines()[-1])
@@ -36,10 +37,12 @@ def prometheus_binary() -> Path:
 class Prometheus:
     """One Prometheus server with its TSDB in `work_dir`, listening on a free loopback port."""
 
-    def __init__(self, work_dir: Path, targets: list[str], job: str = "gputenant"):
+    def __init__(self, work_dir: Path, targets: list[str], job: str = "gputenant", rule_files: tuple[Path, ...] = ()):
         self.work_dir = work_dir
         self.targets = targets
         self.job = job
+        self.rule_files = list(rule_files)
+        """Alerting and recording rule files it loads and evaluates every second."""
         self.port = free_ports(1)[0]
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: Process | None = None
@@ -50,6 +53,7 @@ class Prometheus:
         config.write_text(yaml.safe_dump({
             "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
             "scrape_configs": [{"job_name": self.job, "static_configs": [{"targets": self.targets}]}],
+            **({"rule_files": [str(path) for path in self.rule_files]} if self.rule_files else {}),
         }))
         self.process = Process("prometheus", [
             str(prometheus_binary()), f"--config.file={config}", f"--storage.tsdb.path={self.work_dir / 'data'}",
@@ -95,6 +99,11 @@ class Prometheus:
         if len(result) > 1:
             raise AssertionError(f"{promql} has {len(result)} series, expected one: {result}")
         return float(result[0]["value"][1]) if result else None
+
+    def alerts(self, name: str) -> list[dict]:
+        """The alerts of rule `name` as Prometheus evaluates them now (state pending or firing)."""
+        return [alert for group in self.api("rules", type="alert")["groups"] for rule in group["rules"]
+                if rule["name"] == name for alert in rule["alerts"]]
 
     def wait_for_target_up(self, instances: list[str] | None = None, timeout: float = 60) -> None:
         """Until every target (or those of `instances`, host:port) has been scraped successfully."""

@@ -42,7 +42,7 @@ RELEASE = NAMESPACE = FULLNAME = "gpu-tenant-operator"
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:{FULLNAME}"
 GUARD_CONFIGURATION = "gputenant-guard"
 WRONG_POOL_TENANT = "wrong-pool"
-HELM_REFUSALS = {"HelmForbidden", "HelmAdmissionDenied", "HelmFailed", "HelmRejected", "InvalidValues"}
+HELM_REFUSALS = {"HelmForbidden", "HelmAdmissionDenied", "HelmFailed", "InvalidValues"}
 
 pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(),
                                 reason=f"the real vCluster chart is absent at {REAL_VCLUSTER_CHART}")

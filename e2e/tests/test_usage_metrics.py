@@ -67,6 +67,7 @@ def test_the_operator_publishes_idle_and_busy_but_not_working_gpus_per_tenant(pr
     except TimeoutError:
         raise AssertionError(f"no usage published; operator log:\n{tenants_api.operator.log_tail()}") from None
     assert prometheus.value(f'gputenant_tenant_idle_gpus{{tenant="{TENANT}"}}') == 1
+    assert prometheus.value("gputenant_guard_up") == 1, "the conftest's operator serves the guard"
     assert prometheus.value(f'gputenant_tenant_busy_not_working_gpus{{tenant="{TENANT}"}}') == 1
     held = prometheus.value(f'gputenant_tenant_held_gpu_hours{{tenant="{TENANT}"}}')
     used = prometheus.value(f'gputenant_tenant_used_gpu_hours{{tenant="{TENANT}"}}')

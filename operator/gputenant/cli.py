@@ -6,6 +6,8 @@ import argparse
 import importlib
 import sys
 
+from gputenant.commands import CommandError
+
 # subcommand name -> module under gputenant.commands. Command modules keep heavy imports (kopf,
 # the kube client) inside run(), so building the parser stays cheap.
 COMMANDS: dict[str, str] = {
@@ -32,7 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except CommandError as error:
+        print(f"gputenant {args.command}: {error}", file=sys.stderr)
+        return error.exit_code
 
 
 if __name__ == "__main__":

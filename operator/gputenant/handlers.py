@@ -20,16 +20,19 @@ import kopf
 
 from gputenant import GROUP, KIND, PLURAL, VERSION, naming
 from gputenant.api import conditions as reasons
-from gputenant.attestation.run import Attestor, publish_tenant_conditions
+from gputenant.attestation.run import Attestor
 from gputenant.config.models import OperatorConfig
+from gputenant.config.settings import OperatorSettings
 from gputenant.guard.flags import check_webhook_arguments
 from gputenant.guard.standalone import GuardProcess
 from gputenant.kube import ApiError, KubeClient
 from gputenant.kube.lease import LeaseElector, acquire_standing_by
+from gputenant.loops import Supervisor
+from gputenant.loops.attestation import keep_attestation
+from gputenant.loops.pools import PoolsLoop, pool_summary
+from gputenant.loops.usage import keep_usage
 from gputenant.metrics import OperatorMetrics
-from gputenant.pools import PoolReport, device_plugin_config_data
-from gputenant.pools.apply import apply_pools, collect_pool_reports
-from gputenant.pools.report import pool_figures
+from gputenant.pools import device_plugin_config_data
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.events import API_VERSION, post_event
 from gputenant.reconcile.memory import RETRY_ANNOTATION
@@ -38,25 +41,9 @@ from gputenant.reconcile.pipeline import Reconciler
 from gputenant.reconcile.ports import StepError
 from gputenant.reconcile.steps.argocd import argocd_namespaces
 from gputenant.timefmt import rfc3339
-from gputenant.usage import (
-    PrometheusError,
-    UsageQueries,
-    publish_usage,
-    read_usage,
-    tenant_namespaces,
-    usage_figures,
-)
 
 log = logging.getLogger(__name__)
 
-CONFIG_ENV = "GPUTENANT_CONFIG"
-RESYNC_ENV = "GPUTENANT_RESYNC_SECONDS"
-DELETION_RETRY_ENV = "GPUTENANT_DELETION_RETRY_SECONDS"
-ATTESTATION_IMAGE_ENV = "GPUTENANT_ATTESTATION_IMAGE"
-"""The isolation canary's image (docs/attestation.md); unset: no pool is attested."""
-ATTESTATION_INTERVAL_ENV = "GPUTENANT_ATTESTATION_INTERVAL_SECONDS"
-ATTESTATION_NAMESPACE_ENV = "GPUTENANT_ATTESTATION_NAMESPACE"
-ATTESTATION_QUEUE_ENV = "GPUTENANT_ATTESTATION_QUEUE"
 
 
 def default_reconcile_concurrency() -> int:
@@ -77,22 +64,20 @@ class Runtime:
     """How often the GPU pools are applied; 0: never (no pools, or turned off)."""
     guard: GuardProcess | None = None
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
-    pool_reports: list[PoolReport] = field(default_factory=list)
-    pools_task: asyncio.Task | None = None
+    pools: PoolsLoop | None = None
+    """The GPU pools loop and its last report; None while it does not run."""
+    loops: Supervisor = field(default_factory=Supervisor)
     reconcile_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(default_reconcile_concurrency()))
     """Pipeline runs in flight across all tenants (`gputenant run --reconcile-concurrency`)."""
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     prometheus_url: str | None = None
     """Where the DCGM series are read for allocation against use (`gputenant run --prometheus-url`)."""
     usage_window: str = "1h"
-    usage_task: asyncio.Task | None = None
     attestor: Attestor | None = None
     """Runs each pool's isolation canary and keeps the verdicts; None: attestation is off."""
-    attestation_task: asyncio.Task | None = None
     guard_started: bool = False
     elector: LeaseElector | None = None
     """Set by `lead`: this replica holds the Lease and renews it while kopf runs."""
-    lease_task: asyncio.Task | None = None
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
@@ -123,40 +108,38 @@ def runtime() -> Runtime:
     return _runtime
 
 
-def build_runtime(config: OperatorConfig, kubeconfig: str | None, *, helm_concurrency: int | None = None,
-                  reconcile_concurrency: int | None = None, metrics: OperatorMetrics | None = None) -> Runtime:
-    """The operator's shared parts; a concurrency left None is the default (helm: twice the cores,
-    reconciles: eight times the cores); metrics None: a registry nobody serves."""
-    from gputenant.helm import ChartRef, VClusterReleases
+def build_runtime(config: OperatorConfig, kubeconfig: str | None, settings: OperatorSettings,
+                  metrics: OperatorMetrics | None = None) -> Runtime:
+    """The operator's shared parts; a concurrency the settings leave None is the default (helm:
+    twice the cores, reconciles: eight times the cores); metrics None: a registry nobody serves."""
+    from gputenant.helm import ChartRef, VClusterReleases, default_helm_path
     from gputenant.reconcile.adapters import HelmReleases, TokenKubeconfigs
 
     metrics = metrics or OperatorMetrics()
     client = KubeClient.from_kubeconfig(kubeconfig, config.field_manager)
-    releases = HelmReleases(VClusterReleases(kubeconfig, max_concurrent=helm_concurrency, metrics=metrics),
+    releases = HelmReleases(VClusterReleases(kubeconfig, helm_path=default_helm_path(settings.tools_dir),
+                                             max_concurrent=settings.helm_concurrency, metrics=metrics),
                             ChartRef.from_config(config.vcluster))
     issuer = TokenKubeconfigs(config.field_manager)
     return Runtime(
         config=config, client=client, reconciler=Reconciler(client, config, releases, issuer, metrics=metrics),
         metrics=metrics,
-        resync_seconds=float(os.environ.get(RESYNC_ENV, "60")),
-        deletion_retry_seconds=float(os.environ.get(DELETION_RETRY_ENV, "300")),
-        reconcile_slots=asyncio.Semaphore(reconcile_concurrency or default_reconcile_concurrency()))
+        resync_seconds=settings.resync_seconds, deletion_retry_seconds=settings.deletion_retry_seconds,
+        reconcile_slots=asyncio.Semaphore(settings.reconcile_concurrency or default_reconcile_concurrency()))
 
 
-def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_seconds: float = 0.0,
-            webhook_args: argparse.Namespace | None = None, helm_concurrency: int | None = None,
-            reconcile_concurrency: int | None = None, metrics: OperatorMetrics | None = None,
-            prometheus_url: str | None = None, usage_window: str = "1h") -> Runtime:
+def prepare(config: OperatorConfig, kubeconfig: str | None, settings: OperatorSettings, *,
+            pools_interval_seconds: float = 0.0, webhook_args: argparse.Namespace | None = None,
+            metrics: OperatorMetrics | None = None, usage_window: str = "1h") -> Runtime:
     """Build the runtime and, when the webhook flags ask for it, the admission guard, which the
     startup handler starts in a process of its own (reconciliation must not delay pod admission).
     Raises ValueError for flags or pools that cannot work (the message names the fix)."""
     global _runtime
     device_plugin_config_data(config)  # PoolConfigError now rather than in every pools round
-    rt = build_runtime(config, kubeconfig, helm_concurrency=helm_concurrency,
-                       reconcile_concurrency=reconcile_concurrency, metrics=metrics)
+    rt = build_runtime(config, kubeconfig, settings, metrics=metrics)
     rt.pools_interval_seconds = pools_interval_seconds
-    rt.prometheus_url, rt.usage_window = prometheus_url, usage_window
-    rt.attestor = attestor_from_environment(config)
+    rt.prometheus_url, rt.usage_window = settings.prometheus_url, usage_window
+    rt.attestor = attestor_from_settings(config, settings)
     if webhook_args is not None and webhook_args.webhook_host:
         check_webhook_arguments(webhook_args)
         rt.guard = GuardProcess(Path(kubeconfig) if kubeconfig else None, config, webhook_args,
@@ -165,14 +148,13 @@ def prepare(config: OperatorConfig, kubeconfig: str | None, *, pools_interval_se
     return rt
 
 
-def attestor_from_environment(config: OperatorConfig) -> Attestor | None:
-    """The isolation canaries, when the configuration has pools and the environment names the image."""
-    image = os.environ.get(ATTESTATION_IMAGE_ENV)
-    if not image or not config.pools:
+def attestor_from_settings(config: OperatorConfig, settings: OperatorSettings) -> Attestor | None:
+    """The isolation canaries, when the configuration has pools and the settings name the image."""
+    if not settings.attestation_image or not config.pools:
         return None
-    return Attestor(image=image, namespace=os.environ.get(ATTESTATION_NAMESPACE_ENV, config.operator_namespace),
-                    interval=float(os.environ.get(ATTESTATION_INTERVAL_ENV, "3600")),
-                    queue=os.environ.get(ATTESTATION_QUEUE_ENV) or None)
+    return Attestor(image=settings.attestation_image,
+                    namespace=settings.attestation_namespace or config.operator_namespace,
+                    interval=settings.attestation_interval_seconds, queue=settings.attestation_queue)
 
 
 def lead(rt: Runtime, kubeconfig: str | None, *, lease: str, identity: str, liveness_url: str | None) -> None:
@@ -193,6 +175,7 @@ def start_guard(rt: Runtime) -> None:
     if rt.guard is not None and not rt.guard_started:
         rt.guard.start()
         rt.guard_started = True
+        rt.metrics.watch_guard(lambda: rt.guard is not None and rt.guard.alive)
         lower_priority(RECONCILE_NICENESS)
 
 
@@ -242,14 +225,7 @@ async def startup(settings: kopf.OperatorSettings, **_) -> None:
         prefix=GROUP, key=naming.LAST_HANDLED_ANNOTATION.removeprefix(f"{GROUP}/"))
     settings.posting.level = logging.WARNING
     await asyncio.to_thread(start_guard, rt)
-    if rt.elector is not None:
-        rt.lease_task = asyncio.create_task(rt.elector.keep(on_lost=lambda: lost_lease(rt)), name="gputenant-lease")
-    if rt.pools_interval_seconds > 0:
-        rt.pools_task = asyncio.create_task(keep_pools(rt), name="gputenant-pools")
-    if rt.prometheus_url:
-        rt.usage_task = asyncio.create_task(keep_usage(rt), name="gputenant-usage")
-    if rt.attestor is not None:
-        rt.attestation_task = asyncio.create_task(keep_attestation(rt, rt.attestor), name="gputenant-attestation")
+    start_loops(rt)
     log.info("gpu-tenant-operator started (field manager %s, admission guard %s, GPU pools every %s)",
              rt.config.field_manager, "on" if rt.guard else "off",
              f"{rt.pools_interval_seconds:g}s" if rt.pools_interval_seconds > 0 else "never")
@@ -261,10 +237,7 @@ async def cleanup(**_) -> None:
         return
     if _runtime.guard is not None:
         await asyncio.to_thread(_runtime.guard.stop)
-    for task in (_runtime.pools_task, _runtime.usage_task, _runtime.attestation_task, _runtime.lease_task):
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+    await _runtime.loops.stop()
     if _runtime.elector is not None:
         await _runtime.elector.release()
     await _runtime.client.close()
@@ -279,90 +252,35 @@ async def probe(**_) -> int:
 @kopf.on.probe(id="pools")
 async def pools_probe(**_) -> dict:
     """The last GPU pool report, per pool (also on the liveness endpoint)."""
-    return {report.name: pool_summary(report) for report in runtime().pool_reports}
+    pools = runtime().pools
+    return {report.name: pool_summary(report) for report in (pools.reports if pools else [])}
 
 
-def pool_summary(report: PoolReport) -> dict:
-    return {"mode": report.mode, "nodes": len(report.nodes), "gpus": report.capacity,
-            "granted": report.granted, "burst": report.burst, "overcommit": report.overcommit,
-            "tenants": report.tenants, "isolation": report.isolation, "problems": report.problems}
+def _unheld_to_pools(rt: Runtime):
+    """Where the usage loop hands the GPU-memory sentinel's findings: the pool report's loop."""
+    def hand_over(unheld) -> None:
+        if rt.pools is not None:
+            rt.pools.unheld_memory = unheld
+    return hand_over
 
 
-async def keep_pools(rt: Runtime) -> None:
-    """Apply the GPU pools now and every `pools_interval_seconds` (writes only what differs), and
-    refresh the pool report every resync period, so it follows tenants coming and going. A transient
-    API failure is retried at the next tick; any other (the device-plugin namespace missing, RBAC)
-    at the next pools interval, as retrying it every tick would only repeat a failing write (one
-    per resync period in the benchmark's steady state)."""
-    loop = asyncio.get_running_loop()
-    next_apply = loop.time()
-    while True:
-        try:
-            if loop.time() >= next_apply:
-                await apply_pools_once(rt)
-                next_apply = loop.time() + rt.pools_interval_seconds
-            await refresh_pool_reports(rt)
-        except ApiError as error:
-            retry_in = pools_tick(rt) if error.transient else rt.pools_interval_seconds
-            next_apply = loop.time() + retry_in
-            log.warning("GPU pools not applied: %s; retrying in %gs", error, retry_in)
-        await asyncio.sleep(pools_tick(rt))
-
-
-def pools_tick(rt: Runtime) -> float:
-    return min(rt.pools_interval_seconds, rt.resync_seconds)
-
-
-async def apply_pools_once(rt: Runtime) -> None:
-    result = await apply_pools(rt.client, rt.config)
-    for written in result.written:
-        log.info("GPU pools: applied %s", written)
-    for problem in result.plan.problems:
-        log.warning("GPU pools: %s", problem)
-    for blocked in result.blocked:
-        log.warning("GPU pools: held back: %s", blocked.message)
-
-
-async def refresh_pool_reports(rt: Runtime) -> None:
-    """The report served by the `pools` probe and the pool metrics; logged when it changes."""
-    reports = await collect_pool_reports(rt.client, rt.config)
+def start_loops(rt: Runtime) -> None:
+    """The background loops `prepare` asked for, under the runtime's supervisor (a loop that
+    fails unexpectedly starts again a resync period later)."""
+    elector, period = rt.elector, rt.resync_seconds
+    if elector is not None:
+        rt.loops.start("lease", lambda: elector.keep(on_lost=lambda: lost_lease(rt)), period)
+    if rt.pools_interval_seconds > 0:
+        pools = rt.pools = PoolsLoop(rt.client, rt.config, rt.metrics, rt.pools_interval_seconds, period, rt.attestor)
+        rt.loops.start("pools", pools.run, period)
+    if rt.prometheus_url:
+        url = rt.prometheus_url
+        rt.loops.start("usage", lambda: keep_usage(rt.client, rt.config, rt.metrics, url, rt.usage_window, period,
+                                                   on_unheld=_unheld_to_pools(rt)), period)
     if rt.attestor is not None:
-        for report in reports:
-            report.isolation = rt.attestor.summary(report.name)
-    rt.metrics.publish_pools(pool_figures(reports))
-    if reports != rt.pool_reports:
-        log.info("GPU pools: %s", "; ".join(f"{r.name}: {pool_summary(r)}" for r in reports))
-    rt.pool_reports = reports
-
-
-async def keep_attestation(rt: Runtime, attestor: Attestor) -> None:
-    """Attest the pools that are due (one canary at a time), then bring every placed tenant's
-    IsolationVerified in line with its pool's verdict; every resync period. A failed API call is a
-    warning and waits for the next tick."""
-    while True:
-        try:
-            await attestor.round(rt.client, rt.config)
-            await publish_tenant_conditions(rt.client, attestor, rt.lock)
-        except ApiError as error:
-            log.warning("isolation attestation: %s; retrying in %gs", error, rt.resync_seconds)
-        await asyncio.sleep(rt.resync_seconds)
-
-
-async def keep_usage(rt: Runtime) -> None:
-    """Allocation against use per tenant, read from Prometheus every resync period into the metrics
-    and each tenant's status.usage (with the idle-sleep policy). A failed read is a warning; the last
-    figures stay until the next one succeeds."""
-    queries = UsageQueries.over(rt.usage_window, f"{rt.config.namespace_prefix}.+")
-    while True:
-        try:
-            tenants = await rt.client.list(API_VERSION, KIND)
-            usage = await asyncio.to_thread(read_usage, rt.prometheus_url or "", tenant_namespaces(tenants, rt.config),
-                                            queries)
-            rt.metrics.publish_usage(usage_figures(usage))
-            await publish_usage(rt.client, tenants, usage, rt.usage_window, datetime.now(UTC))
-        except (ApiError, PrometheusError) as error:
-            log.warning("GPU usage not read: %s; retrying in %gs", error, rt.resync_seconds)
-        await asyncio.sleep(rt.resync_seconds)
+        attestor = rt.attestor
+        rt.loops.start("attestation", lambda: keep_attestation(rt.client, rt.config, attestor, rt.lock, period),
+                       period)
 
 
 async def _reconcile(body: kopf.Body, retry: int) -> None:
@@ -380,7 +298,7 @@ async def reconcile(body: kopf.Body, retry: int, **_) -> None:
     await _reconcile(body, retry)
 
 
-@kopf.timer(*RESOURCE, interval=float(os.environ.get(RESYNC_ENV, "60")), idle=5)
+@kopf.timer(*RESOURCE, interval=OperatorSettings().resync_seconds, idle=5)
 async def resync(body: kopf.Body, **_) -> None:
     """Drift check and kubeconfig rotation: the same pipeline; writes only what drifted."""
     await runtime().reconcile(body)

@@ -103,6 +103,10 @@ class UsageCollector(Collector):
 
     def __init__(self) -> None:
         self.tenants: tuple[UsageFigures, ...] = ()
+        self.shares: tuple[tuple[str, str, float], ...] = ()
+        """(tenant, pool, GPUs held by share) from the tenants' running pods."""
+        self.prices: tuple[tuple[str, str, float], ...] = ()
+        """(pool, currency, price per GPU-hour) from the configuration's accounting."""
 
     def collect(self) -> Iterator[Metric]:
         series: tuple[tuple[str, str, Callable[[UsageFigures], float]], ...] = (
@@ -122,6 +126,59 @@ class UsageCollector(Collector):
             for figures in self.tenants:
                 family.add_metric([figures.tenant], float(value(figures)))
             yield family
+        shares = GaugeMetricFamily("gputenant_tenant_gpu_shares", "Physical GPUs the tenant's running pods hold now, "
+                                   "by share (a KAI fraction its fraction, a time-slice replica 1/replicas, a MIG "
+                                   "instance its share of the GPU, a whole GPU 1); integrated over time: GPU-hours.",
+                                   labels=["tenant", "pool"])
+        for tenant, pool, held in self.shares:
+            shares.add_metric([tenant, pool], held)
+        yield shares
+        prices = GaugeMetricFamily("gputenant_pool_price_per_gpu_hour", "Price of one whole GPU for one hour on the "
+                                   "pool (accounting.pricePerGpuHour), for cost queries.", labels=["pool", "currency"])
+        for pool, currency, price in self.prices:
+            prices.add_metric([pool, currency], price)
+        yield prices
+
+
+@dataclass(frozen=True)
+class UnheldMemoryFigures:
+    """GPU memory held by no one on one GPU or MIG instance (from gputenant.usage.sentinel)."""
+
+    node: str
+    gpu: str
+    instance: str
+    """The MIG GPU instance id; "" for a whole GPU."""
+    mib: float
+
+
+class HealthCollector(Collector):
+    """What the alerts on the platform's own health read: the admission guard's process, each
+    pool's isolation verdict and GPU memory held by no one; the last two replaced wholesale."""
+
+    def __init__(self) -> None:
+        self.guard_alive: Callable[[], bool] | None = None
+        self.isolation: tuple[tuple[str, str, str], ...] = ()
+        """(pool, IsolationVerified status, reason) per attested pool."""
+        self.unheld: tuple[UnheldMemoryFigures, ...] = ()
+
+    def collect(self) -> Iterator[Metric]:
+        guard = GaugeMetricFamily("gputenant_guard_up", "1 while the admission guard's process runs, else 0; absent "
+                                  "when the operator serves no guard.")
+        if self.guard_alive is not None:
+            guard.add_metric([], 1.0 if self.guard_alive() else 0.0)
+        yield guard
+        isolation = GaugeMetricFamily("gputenant_pool_isolation_verified", "1 while the pool's isolation canary "
+                                      "measured what its tier promises, else 0 (reason: the IsolationVerified reason).",
+                                      labels=["pool", "reason"])
+        for pool, status, reason in self.isolation:
+            isolation.add_metric([pool, reason], 1.0 if status == "True" else 0.0)
+        yield isolation
+        unheld = GaugeMetricFamily("gputenant_gpu_memory_held_by_no_one_mib", "GPU memory (MiB) used on a GPU or MIG "
+                                   "instance that no live pod holds, for longer than the sentinel's grace period.",
+                                   labels=["node", "gpu", "mig_instance"])
+        for figures in self.unheld:
+            unheld.add_metric([figures.node, figures.gpu, figures.instance], figures.mib)
+        yield unheld
 
 
 class TenantCollector(Collector):
@@ -186,7 +243,9 @@ class OperatorMetrics:
         self.tenants = TenantCollector(clock)
         self.pools = PoolCollector()
         self.usage = UsageCollector()
+        self.health = HealthCollector()
         self.registry.register(self.tenants)
+        self.registry.register(self.health)
         self.registry.register(self.pools)
         self.registry.register(self.usage)
 
@@ -225,6 +284,24 @@ class OperatorMetrics:
 
     def publish_usage(self, tenants: Iterable[UsageFigures]) -> None:
         self.usage.tenants = tuple(tenants)
+
+    def publish_shares(self, shares: Iterable[tuple[str, str, float]]) -> None:
+        """(tenant, pool, GPUs held by share) of every placed tenant."""
+        self.usage.shares = tuple(shares)
+
+    def publish_prices(self, currency: str, prices: dict[str, float]) -> None:
+        self.usage.prices = tuple((pool, currency, price) for pool, price in sorted(prices.items()))
+
+    def watch_guard(self, alive: Callable[[], bool]) -> None:
+        """`gputenant_guard_up` asks `alive` at each scrape."""
+        self.health.guard_alive = alive
+
+    def publish_isolation(self, verdicts: Iterable[tuple[str, str, str]]) -> None:
+        """(pool, IsolationVerified status, reason) of every attested pool."""
+        self.health.isolation = tuple(verdicts)
+
+    def publish_unheld_memory(self, figures: Iterable[UnheldMemoryFigures]) -> None:
+        self.health.unheld = tuple(figures)
 
 
 def pool_exposition(pools: Iterable[PoolFigures]) -> str:

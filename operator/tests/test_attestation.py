@@ -204,16 +204,17 @@ def test_tenants_hear_a_withheld_promise_and_unattested_pools_say_so():
 
 def test_the_operator_attests_only_when_told_the_canary_image(monkeypatch):
     from gputenant import handlers
+    from gputenant.config.settings import OperatorSettings
 
-    monkeypatch.delenv(handlers.ATTESTATION_IMAGE_ENV, raising=False)
-    assert handlers.attestor_from_environment(CONFIG) is None
-    monkeypatch.setenv(handlers.ATTESTATION_IMAGE_ENV, "registry/canary:1")
-    monkeypatch.setenv(handlers.ATTESTATION_QUEUE_ENV, "attestation")
-    attestor = handlers.attestor_from_environment(CONFIG)
+    monkeypatch.delenv("GPUTENANT_ATTESTATION_IMAGE", raising=False)
+    assert handlers.attestor_from_settings(CONFIG, OperatorSettings()) is None
+    monkeypatch.setenv("GPUTENANT_ATTESTATION_IMAGE", "registry/canary:1")
+    monkeypatch.setenv("GPUTENANT_ATTESTATION_QUEUE", "attestation")
+    attestor = handlers.attestor_from_settings(CONFIG, OperatorSettings())
     assert attestor is not None
     assert (attestor.image, attestor.namespace, attestor.interval, attestor.queue) == (
         "registry/canary:1", CONFIG.operator_namespace, 3600.0, "attestation")
-    assert handlers.attestor_from_environment(CONFIG.model_copy(update={"pools": []})) is None
+    assert handlers.attestor_from_settings(CONFIG.model_copy(update={"pools": []}), OperatorSettings()) is None
 
 
 def test_time_slicing_is_never_filled_by_the_canary_and_needs_no_refusal():

@@ -290,7 +290,7 @@ def _real_chart_rbac(tenant_file: Path, sync_ingresses: bool, tmp_path: Path) ->
 
     if not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file():
         pytest.skip(f"the real vCluster chart is absent at {REAL_VCLUSTER_CHART}")
-    results, _ = load_and_render(str(tenant_file), str(EXAMPLE_CONFIG))
+    results, _ = load_and_render([str(tenant_file)], str(EXAMPLE_CONFIG))
     roles = []
     for result in results:
         name = result.tenant.metadata.name
@@ -362,7 +362,7 @@ def test_metrics_port_service_and_flag_agree_and_the_flag_parses():
     """The Service targets the container's metrics port, and `gputenant run` serves that port on all
     addresses of the pod; the ServiceMonitor selects the metrics Service, not the guard's."""
     from gputenant.cli import build_parser
-    from gputenant.commands.run import parse_metrics_address
+    from gputenant.config.settings import parse_metrics_address
 
     objects = render("--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=kps")
     container = find(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]
@@ -390,6 +390,19 @@ def test_metrics_defaults_serve_without_service_monitor_or_dashboard_and_turn_of
     container = find(off, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]
     assert "--metrics-address" not in container["command"]
     assert "metrics" not in [p["name"] for p in container["ports"]]
+
+
+def test_prometheus_rule_ships_the_unit_tested_alerts_only_when_asked():
+    """The PrometheusRule's groups are files/alerts.yaml exactly (what promtool tests in
+    test_alert_rules.py); off by default and with metrics off, as it needs the Prometheus Operator."""
+    assert not [o for o in render() if o["kind"] == "PrometheusRule"]
+    assert not [o for o in render("--set", "metrics.enabled=false", "--set", "metrics.prometheusRule.enabled=true")
+                if o["kind"] == "PrometheusRule"]
+    rule = find(render("--set", "metrics.prometheusRule.enabled=true",
+                       "--set", "metrics.prometheusRule.labels.release=kps"), "PrometheusRule", FULLNAME)
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1" and rule["metadata"]["namespace"] == NAMESPACE
+    assert rule["metadata"]["labels"]["release"] == "kps"
+    assert rule["spec"] == yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
 
 
 def test_dashboard_configmap_carries_the_chart_dashboard_for_grafanas_sidecar():

@@ -37,8 +37,7 @@ def tenant(trust: Trust):
 
 def test_the_docs_rule_table_is_the_registry():
     assert rule_table() in DOC.read_text(), (
-        "docs/admission-guard.md's rule table differs from the registry; paste the output of "
-        ".venv/bin/python -c 'from gputenant.guard.rules import rule_table; print(rule_table())'")
+        "docs/admission-guard.md's rule table differs from the registry; run `make generate`")
 
 
 def test_every_rule_has_an_id_a_summary_and_trust_levels():

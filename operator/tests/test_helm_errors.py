@@ -5,11 +5,15 @@ from __future__ import annotations
 import pytest
 from pyhelm3 import errors as pyhelm3_errors
 
+from gputenant.api import conditions
 from gputenant.helm import (
+    HelmError,
     InvalidValuesError,
     PermanentHelmError,
     TransientHelmError,
+    UpgradePathError,
     classify_helm_failure,
+    helm_needed,
 )
 from gputenant.helm.errors import (
     ChartNotFoundError,
@@ -17,6 +21,7 @@ from gputenant.helm.errors import (
     HelmForbiddenError,
     from_pyhelm3,
 )
+from gputenant.reconcile.adapters import helm_step_error
 
 SCHEMA_FAILURE = """Error: UPGRADE FAILED: values don't meet the specifications of the schema(s) in the following chart(s):
 vcluster:
@@ -92,10 +97,43 @@ def test_pyhelm3_invalid_resource_class_does_not_hide_a_refusal():
     assert type(from_pyhelm3(pyhelm3_errors.InvalidResourceError(1, b"", stderr.encode()))) is HelmAdmissionDeniedError
 
 
-def test_every_permanent_error_has_a_condition_reason():
-    for error_type in (InvalidValuesError, ChartNotFoundError, PermanentHelmError, TransientHelmError,
-                       HelmForbiddenError, HelmAdmissionDeniedError):
-        assert error_type("x").reason.isalpha() and error_type("x").reason[0].isupper()
+def all_subclasses(cls: type) -> list[type]:
+    return [cls] + [sub for direct in cls.__subclasses__() for sub in all_subclasses(direct)]
+
+
+def test_every_helm_failure_has_one_name_from_the_conditions_module():
+    """The class's reason is the condition's reason and the metric's outcome: one name each."""
+    names = {value for value in vars(conditions).values() if isinstance(value, str)}
+    for error_type in all_subclasses(HelmError):
+        assert error_type.reason in names, f"{error_type.__name__}.reason {error_type.reason!r} not in api/conditions.py"
+    assert UpgradePathError.reason == conditions.UPGRADE_REFUSED
+
+
+@pytest.mark.parametrize("error", [
+    TransientHelmError("helm busy"), InvalidValuesError("bad values"), PermanentHelmError("exists"),
+    ChartNotFoundError("no chart"), HelmForbiddenError.of("role \"x\"", "user cannot"),
+    UpgradePathError("too far", installed="0.34.0", wanted="0.36.0"),
+], ids=lambda error: type(error).__name__)
+def test_one_translation_into_a_step_error(error):
+    step_error = helm_step_error(error)
+    assert (step_error.reason, step_error.message, step_error.transient) == (
+        error.reason, str(error), isinstance(error, TransientHelmError))
+    assert helm_step_error(error, "told otherwise").message == "told otherwise"
+
+
+def deployed(status: str) -> dict:
+    return {"metadata": {"labels": {"owner": "helm", "status": status}}}
+
+
+@pytest.mark.parametrize("recorded, revisions, needed", [
+    ("sha256:a", [deployed("deployed")], False),
+    ("sha256:a", [deployed("superseded"), deployed("failed")], True),
+    ("sha256:a", [], True),
+    ("sha256:old", [deployed("deployed")], True),
+    (None, [deployed("deployed")], True),
+])
+def test_the_one_skip_rule(recorded, revisions, needed):
+    assert helm_needed(recorded, "sha256:a", revisions) is needed
 
 
 def test_pyhelm3_classes_are_typed():

@@ -36,7 +36,7 @@ def test_refused_paths_name_versions_and_fix(installed, wanted, words):
         check_upgrade_path(installed, wanted)
     error = raised.value
     assert isinstance(error, PermanentHelmError)
-    assert error.reason == "UpgradePathRefused"
+    assert error.reason == "UpgradeRefused"
     assert (error.installed, error.wanted) == (installed, wanted)
     assert words in error.message
     assert installed in error.message and wanted in error.message

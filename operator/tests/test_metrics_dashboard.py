@@ -11,7 +11,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from gputenant.metrics import OperatorMetrics, PoolFigures, TenantFigures, UsageFigures
+from gputenant.metrics import OperatorMetrics, PoolFigures, TenantFigures, UnheldMemoryFigures, UsageFigures
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "charts" / "gpu-tenant-operator" / "dashboards" / "gputenant.json"
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless",
@@ -30,6 +30,11 @@ def exported_series() -> set[str]:
     metrics.observe_guard_decision("none", "allowed", 0.001)
     metrics.publish_pools([PoolFigures("p", "MIG", 1, 8, 2, 2, 0.25)])
     metrics.publish_usage([UsageFigures("a", 2, 2.0, 0.5, 1, 1)])
+    metrics.watch_guard(lambda: True)
+    metrics.publish_shares([("a", "p", 0.25)])
+    metrics.publish_prices("EUR", {"p": 2.0})
+    metrics.publish_isolation([("p", "True", "Attested")])
+    metrics.publish_unheld_memory([UnheldMemoryFigures("gpu-1", "GPU-a", "", 2048.0)])
     return {sample.name for family in metrics.registry.collect() for sample in family.samples}
 
 
@@ -80,7 +85,9 @@ def test_the_views_a_platform_team_asked_for_are_there():
             "gputenant_guard_decision_duration_seconds_count", "gputenant_guard_decision_duration_seconds_bucket",
             "gputenant_pool_gpus", "gputenant_pool_granted_gpus", "gputenant_kubeconfig_expires_in_seconds",
             "gputenant_tenant_held_gpu_hours", "gputenant_tenant_used_gpu_hours", "gputenant_tenant_idle_gpus",
-            "gputenant_tenant_busy_not_working_gpus"} <= queried
+            "gputenant_tenant_busy_not_working_gpus", "gputenant_tenant_gpu_shares",
+            "gputenant_pool_price_per_gpu_hour", "gputenant_gpu_memory_held_by_no_one_mib", "gputenant_guard_up",
+            "gputenant_pool_isolation_verified"} <= queried
 
 
 def test_metric_names_reads_promql_as_intended():

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from gputenant.cli import main
-from gputenant.commands.run import parse_metrics_address
+from gputenant.config.settings import parse_metrics_address
 from gputenant.metrics import OperatorMetrics, PoolFigures, TenantFigures, pool_exposition, step_label
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -134,3 +134,26 @@ def test_usage_per_tenant_is_replaced_on_each_publish():
     assert sample(metrics, "gputenant_tenant_busy_not_working_gpus", tenant="b") == 1
     metrics.publish_usage([UsageFigures("a", 2, 2.0, 0.5, 1, 0)])
     assert sample(metrics, "gputenant_tenant_gpus", tenant="b") is None
+
+
+def test_guard_isolation_memory_held_by_no_one_shares_and_prices_follow_what_was_published():
+    from gputenant.metrics import UnheldMemoryFigures
+
+    metrics = fresh()
+    assert sample(metrics, "gputenant_guard_up") is None, "no guard served: no series"
+    alive = [True]
+    metrics.watch_guard(lambda: alive[-1])
+    assert sample(metrics, "gputenant_guard_up") == 1
+    alive.append(False)
+    assert sample(metrics, "gputenant_guard_up") == 0, "read at scrape time"
+    metrics.publish_isolation([("mig", "True", "Attested"), ("hami", "Unknown", "Unattested")])
+    assert sample(metrics, "gputenant_pool_isolation_verified", pool="mig", reason="Attested") == 1
+    assert sample(metrics, "gputenant_pool_isolation_verified", pool="hami", reason="Unattested") == 0
+    metrics.publish_unheld_memory([UnheldMemoryFigures("gpu-1", "GPU-a", "", 8000.0)])
+    assert sample(metrics, "gputenant_gpu_memory_held_by_no_one_mib", node="gpu-1", gpu="GPU-a", mig_instance="") == 8000
+    metrics.publish_unheld_memory([])
+    assert sample(metrics, "gputenant_gpu_memory_held_by_no_one_mib", node="gpu-1", gpu="GPU-a", mig_instance="") is None
+    metrics.publish_shares([("a", "l4-hami", 0.25)])
+    metrics.publish_prices("EUR", {"l4-hami": 0.8})
+    assert sample(metrics, "gputenant_tenant_gpu_shares", tenant="a", pool="l4-hami") == 0.25
+    assert sample(metrics, "gputenant_pool_price_per_gpu_hour", pool="l4-hami", currency="EUR") == 0.8

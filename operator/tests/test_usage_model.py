@@ -102,3 +102,23 @@ def test_status_is_rewritten_for_a_new_verdict_at_once_and_for_drifting_hours_on
     assert worth_writing(written, drifted, NOW + REFRESH_FIGURES_AFTER)
     busy = usage_status(tenant_usage(idle=0, spinning=1, held_hours=0.5), "1h", NOW + timedelta(minutes=1), written)
     assert worth_writing(written, busy, NOW + timedelta(minutes=1))
+
+
+def test_status_carries_the_windows_hours_by_share_and_their_cost_and_they_drift_like_the_hours():
+    from gputenant.config.models import Accounting
+
+    accounting = Accounting(currency="EUR", price_per_gpu_hour={"l4-hami": 0.8, "h100": 3.0})
+    shared = tenant_usage(idle=0, held_hours=1.0)
+    shared.share_hours = {"l4-hami": 0.25, "h100": 1.0}
+    written = usage_status(shared, "1h", NOW, None, accounting)
+    assert (written.gpu_hours_by_share, written.cost, written.cost_currency) == (1.25, 3.2, "EUR")
+    assert usage_status(shared, "1h", NOW, None).cost is None, "no accounting: no cost"
+    unshared = usage_status(tenant_usage(idle=0, held_hours=1.0), "1h", NOW, None, accounting)
+    assert (unshared.gpu_hours_by_share, unshared.cost, unshared.cost_currency) == (None, None, None)
+    shared.share_hours = {"l4-hami": 0.5, "h100": 1.0}
+    drifted = usage_status(shared, "1h", NOW + timedelta(minutes=1), written, accounting)
+    assert not worth_writing(written, drifted, NOW + timedelta(minutes=1))
+    assert worth_writing(written, drifted, NOW + REFRESH_FIGURES_AFTER)
+    appeared = usage_status(shared, "1h", NOW + timedelta(minutes=1),
+                            usage_status(tenant_usage(idle=0, held_hours=1.0), "1h", NOW, None, accounting), accounting)
+    assert worth_writing(unshared, appeared, NOW + timedelta(minutes=1)), "hours by share appearing are news"

@@ -109,6 +109,8 @@ HELM_ADMISSION_DENIED: Final = "HelmAdmissionDenied"
 """Admission (a webhook, a policy, Pod Security, quota) refused an object of the chart."""
 INVALID_VALUES: Final = "InvalidValues"
 UPGRADE_REFUSED: Final = "UpgradeRefused"
+CHART_NOT_FOUND: Final = "ChartNotFound"
+CHART_VERSION_MISMATCH: Final = "ChartVersionMismatch"
 
 # -- policy decisions (SharingReady, and the parts a refused decision withholds) ---------------
 
@@ -140,3 +142,12 @@ FRACTION_NOT_GRANTABLE: Final = "FractionNotGrantable"
 KUBECONFIG_ISSUED: Final = "KubeconfigIssued"
 ARGOCD_TOKEN_ISSUED: Final = "ArgoCDTokenIssued"
 DRIFT_REPAIRED: Final = "DriftRepaired"
+MIG_RECONFIGURATION_BLOCKED: Final = "MigReconfigurationBlocked"
+
+# -- the GPU-memory sentinel's Events on Nodes (usage.sentinel) -----------------------------------
+
+GPU_MEMORY_HELD_BY_NO_ONE: Final = "GpuMemoryHeldByNoOne"
+"""Warning on a Node: memory on one of its GPUs has been used by no live pod for longer than
+memorySentinel.grace; drain the node and reset that GPU (the operator never resets one)."""
+GPU_MEMORY_RELEASED: Final = "GpuMemoryReleased"
+"""Normal on a Node: memory reported as held by no one is free again (or a live pod holds it)."""

@@ -115,6 +115,13 @@ class UsageStatus(ApiModel):
         json_schema_extra={"format": "date-time"},
         description="Since when every GPU the tenant holds has been idle (RFC 3339); unset while one works or none is held.",
     )
+    gpu_hours_by_share: float | None = Field(
+        default=None, ge=0,
+        description="GPU-hours held in the window counted by share (a quarter HAMi share counts a quarter, a time-slice "
+                    "replica 1/replicas); unset until the operator's share series reach Prometheus.")
+    cost: float | None = Field(
+        default=None, ge=0, description="gpuHoursByShare priced by its pool's accounting.pricePerGpuHour, in costCurrency.")
+    cost_currency: str | None = Field(default=None, max_length=8, description="The currency of cost (accounting.currency).")
     observed_at: str = Field(json_schema_extra={"format": "date-time"}, description="When these figures were read (RFC 3339).")
 
 

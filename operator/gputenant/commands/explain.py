@@ -1,4 +1,4 @@
-"""`gputenant explain -f tenant.yaml [--config config.yaml]`: one table row per tenant saying what
+"""`gputenant explain -f tenant.yaml [-f DIR] [-f -] [--config config.yaml]`: one table row per tenant saying what
 the policy grants and why, then each decision's message and warnings."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gputenant.commands.render import add_filename_argument, load_and_render
 from gputenant.tables import align_columns
 
 HELP = "explain the policy's decision for GpuTenant files: trust, mode, pool, grant, queue, reason"
@@ -13,7 +14,7 @@ COLUMNS = ("TENANT", "TRUST", "MODE", "POOL", "GRANTED", "QUEUE QUOTA/LIMIT", "R
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-f", "--filename", required=True, help="YAML file with one or more GpuTenant documents")
+    add_filename_argument(parser)
     parser.add_argument("--config", help="operator configuration YAML (default: built-in defaults, no GPU pools)")
 
 
@@ -59,13 +60,7 @@ def format_table(table: list[tuple[str, ...]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gputenant.commands.render import EXIT_BAD_INPUT, InputError, load_and_render
-
-    try:
-        results, _ = load_and_render(args.filename, args.config)
-    except InputError as error:
-        print(f"gputenant explain: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    results, _ = load_and_render(args.filename, args.config)
     output = format_table(rows(results)) + "\n"
     for result in results:
         output += f"{result.tenant.name}: {result.decision.message}\n"

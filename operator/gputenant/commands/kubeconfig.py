@@ -7,44 +7,44 @@ import argparse
 import base64
 import sys
 
+from gputenant.commands import CommandError
+
 HELP = "print a tenant's kubeconfig (admin or view) using your own credentials"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("tenant", help="GpuTenant name")
     parser.add_argument("--role", choices=("admin", "view"), default="view", help="which kubeconfig (default: view)")
-    parser.add_argument("--kubeconfig", help="your kubeconfig for the host cluster (default: $KUBECONFIG)")
+    parser.add_argument("--kubeconfig", help="your kubeconfig for the host cluster (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
     parser.add_argument("--config", help="operator configuration YAML, for its namespace prefix")
 
 
 def run(args: argparse.Namespace) -> int:
-    import kubernetes
-
     from gputenant import naming
-    from gputenant.config.models import OperatorConfig
+    from gputenant.commands.cluster import with_cluster
+    from gputenant.commands.render import load_config
+    from gputenant.kube import ApiError
 
-    config = OperatorConfig.load(args.config) if args.config else OperatorConfig()
+    config = load_config(args.config)
     namespace = naming.host_namespace(args.tenant, config)
     name = naming.kubeconfig_secret_name(args.tenant, args.role)
-    client = kubernetes.config.new_client_from_config(config_file=args.kubeconfig)
-    try:
-        secret = kubernetes.client.CoreV1Api(client).read_namespaced_secret(name, namespace)
-    except kubernetes.client.ApiException as error:
-        if error.status == 403:
-            print(f"gputenant: you may not read Secret {namespace}/{name}: only owners of tenant "
-                  f"{args.tenant} (spec.owners) can read its kubeconfigs", file=sys.stderr)
-        elif error.status == 404:
-            print(f"gputenant: no Secret {namespace}/{name}: is tenant {args.tenant} Ready and is "
-                  f"'{args.role}' in spec.kubeconfig.roles? (kubectl get gputenant {args.tenant})", file=sys.stderr)
-        else:
-            print(f"gputenant: reading {namespace}/{name} failed: {error.status} {error.reason}", file=sys.stderr)
-        return 1
-    finally:
-        client.close()
-    data = secret.data or {}
+
+    async def read_secret(client) -> dict | None:
+        try:
+            return await client.get("v1", "Secret", name, namespace)
+        except ApiError as error:
+            if error.forbidden:
+                raise CommandError(f"you may not read Secret {namespace}/{name}: only owners of tenant {args.tenant} "
+                                   "(spec.owners) can read its kubeconfigs") from None
+            raise
+
+    secret = with_cluster(args.kubeconfig, config.field_manager, read_secret)
+    if secret is None:
+        raise CommandError(f"no Secret {namespace}/{name}: is tenant {args.tenant} Ready and is '{args.role}' in "
+                           f"spec.kubeconfig.roles? (kubectl get gputenant {args.tenant})")
+    data = secret.get("data") or {}
     if "config" not in data:
-        print(f"gputenant: Secret {namespace}/{name} has no key 'config'; it is not a kubeconfig the operator "
-              f"issued (kubectl get gputenant {args.tenant})", file=sys.stderr)
-        return 1
+        raise CommandError(f"Secret {namespace}/{name} has no key 'config'; it is not a kubeconfig the operator "
+                           f"issued (kubectl get gputenant {args.tenant})")
     sys.stdout.write(base64.b64decode(data["config"]).decode())
     return 0

@@ -1,5 +1,6 @@
 """`gputenant pools`: per GPU pool, its nodes, GPUs, what tenants are guaranteed and the
-over-commitment; `--apply` first brings node labels and the device-plugin ConfigMap in line."""
+over-commitment, and GPU memory held by no one as the operator's sentinel recorded it on the
+Nodes; `--apply` first brings node labels and the device-plugin ConfigMap in line."""
 
 from __future__ import annotations
 
@@ -18,27 +19,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from gputenant.config.models import OperatorConfig
-    from gputenant.kube import KubeClient
+    from gputenant.commands.cluster import with_cluster
+    from gputenant.commands.render import load_config
     from gputenant.pools import format_metrics, format_table
     from gputenant.pools.apply import apply_pools, collect_pool_reports
+    from gputenant.pools.memory_sentinel import format_unheld_memory, reported_on
 
-    config = OperatorConfig.load(args.config) if args.config else OperatorConfig()
+    config = load_config(args.config)
 
-    async def main() -> int:
-        async with KubeClient.from_kubeconfig(args.kubeconfig, config.field_manager) as client:
-            if args.apply:
-                result = await apply_pools(client, config)
-                for written in result.written:
-                    print(f"applied {written}", file=sys.stderr)
-                for problem in result.plan.problems:
-                    print(f"warning: {problem}", file=sys.stderr)
-                for blocked in result.blocked:
-                    print(f"held back: {blocked.message}", file=sys.stderr)
-            reports = await collect_pool_reports(client, config)
-        print(format_metrics(reports) if args.metrics else format_table(reports), end="" if args.metrics else "\n")
-        return 0
+    async def report(client):
+        if args.apply:
+            result = await apply_pools(client, config)
+            for written in result.written:
+                print(f"applied {written}", file=sys.stderr)
+            for problem in result.plan.problems:
+                print(f"warning: {problem}", file=sys.stderr)
+            for blocked in result.blocked:
+                print(f"held back: {blocked.message}", file=sys.stderr)
+        return await collect_pool_reports(client, config), reported_on(await client.list("v1", "Node"))
 
-    return asyncio.run(main())
+    reports, unheld = with_cluster(args.kubeconfig, config.field_manager, report)
+    print(format_metrics(reports) if args.metrics else format_table(reports), end="" if args.metrics else "\n")
+    if unheld and not args.metrics:
+        print(f"\nGPU memory held by no one (drain the node and reset the GPU):\n{format_unheld_memory(unheld)}")
+    return 0

@@ -1,4 +1,6 @@
-"""`gputenant render -f tenant.yaml [--config config.yaml]`: what the operator would create, offline.
+"""`gputenant render -f tenant.yaml [-f DIR] [-f -] [--config config.yaml]`: what the operator
+would create, offline. `-f` takes files, directories (their .yaml, .yml and .json files) and `-`
+(standard input), repeated or several at once (`-f examples/tenants/*.yaml`), as kubectl does.
 
 Output is multi-document YAML, per tenant in the file: first a ``kind: Decision`` document (the
 policy's choice and why), then every host object in apply order, then a ``kind: VClusterValues``
@@ -10,21 +12,65 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gputenant.commands import EXIT_BAD_INPUT, CommandError
+
 HELP = "print the decision, host objects and vCluster values for GpuTenant files (no cluster needed)"
-EXIT_BAD_INPUT = 2
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+STDIN = "-"
+
+
+def add_filename_argument(parser: argparse.ArgumentParser) -> None:
+    """`-f`, as render and explain take it: files, directories and `-`, repeated or several at once."""
+    parser.add_argument("-f", "--filename", required=True, action="extend", nargs="+", metavar="FILE|DIR|-",
+                        help="YAML file(s) with one or more GpuTenant documents, a directory of them (.yaml, .yml, "
+                        ".json; not recursive) or - for standard input; repeat -f or give several")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-f", "--filename", required=True, help="YAML file with one or more GpuTenant documents")
+    add_filename_argument(parser)
     parser.add_argument("--config", help="operator configuration YAML (default: built-in defaults, no GPU pools)")
 
 
-class InputError(Exception):
+class InputError(CommandError):
     """Input the renderer refuses; the message names the file and field."""
+
+    def __init__(self, message: str):
+        super().__init__(message, EXIT_BAD_INPUT)
+
+
+def manifest_files(sources: Sequence[str]) -> list[str]:
+    """The files `-f` names: each file as given, a directory's manifests by name, `-` as is."""
+    files: list[str] = []
+    for source in sources:
+        path = Path(source)
+        if source != STDIN and path.is_dir():
+            found = sorted(str(f) for f in path.iterdir() if f.is_file() and f.suffix in MANIFEST_SUFFIXES)
+            if not found:
+                raise InputError(f"{source}: no {', '.join(MANIFEST_SUFFIXES)} file in the directory")
+            files += found
+        else:
+            files.append(source)
+    return files
+
+
+def read_documents(source: str) -> list[Any]:
+    """The non-empty YAML documents of a file or of standard input (`-`)."""
+    import yaml
+
+    name = "standard input" if source == STDIN else source
+    try:
+        text = sys.stdin.read() if source == STDIN else Path(source).read_text()
+        documents = [doc for doc in yaml.safe_load_all(text) if doc]
+    except (OSError, yaml.YAMLError) as error:
+        raise InputError(f"{name}: {error}") from None
+    if not documents:
+        raise InputError(f"{name}: no GpuTenant document in it")
+    return documents
 
 
 @dataclass(frozen=True)
@@ -40,44 +86,50 @@ def _validation_message(source: str, error) -> str:
     return "\n".join(f"{source}: {problem}" for problem in validation_problems(error))
 
 
-def load_and_render(tenant_file: str, config_file: str | None) -> tuple[list[RenderedInput], Any]:
-    """Validate the config and every GpuTenant in `tenant_file`, decide and render each; returns
-    the results and the OperatorConfig. Raises InputError naming the file and field."""
+def load_config(config_file: str | None):
+    """The operator configuration in `config_file` (None: the built-in defaults), validated;
+    InputError naming the file and field otherwise. Every command reads its --config here."""
     import pydantic
     import yaml
 
-    from gputenant.api.v1alpha1 import GpuTenant
     from gputenant.config.models import OperatorConfig
-    from gputenant.policy.choose import decide
-    from gputenant.render import RenderError, render_tenant
 
     try:
-        config = OperatorConfig.load(config_file) if config_file else OperatorConfig()
+        return OperatorConfig.load(config_file) if config_file else OperatorConfig()
     except pydantic.ValidationError as error:
         raise InputError(_validation_message(config_file or "built-in configuration", error)) from None
     except (OSError, yaml.YAMLError) as error:
-        raise InputError(f"{config_file}: {error}") from None
-    try:
-        documents = [doc for doc in yaml.safe_load_all(Path(tenant_file).read_text()) if doc]
-    except (OSError, yaml.YAMLError) as error:
-        raise InputError(f"{tenant_file}: {error}") from None
-    if not documents:
-        raise InputError(f"{tenant_file}: no GpuTenant document in the file")
+        raise InputError(f"{config_file}: {' '.join(str(error).split())}") from None
+
+
+def load_and_render(sources: Sequence[str], config_file: str | None) -> tuple[list[RenderedInput], Any]:
+    """Validate the config and every GpuTenant in the files, directories or `-` of `sources`,
+    decide and render each; returns the results and the OperatorConfig. Raises InputError naming
+    the file and field."""
+    import pydantic
+
+    from gputenant.api.v1alpha1 import GpuTenant
+    from gputenant.policy.choose import decide
+    from gputenant.render import RenderError, render_tenant
+
+    config = load_config(config_file)
     results = []
-    for document in documents:
-        if not isinstance(document, dict) or document.get("kind") != "GpuTenant":
-            kind = document.get("kind") if isinstance(document, dict) else type(document).__name__
-            raise InputError(f"{tenant_file}: kind: expected GpuTenant, got {kind!r}")
-        try:
-            tenant = GpuTenant.from_body(document)
-        except pydantic.ValidationError as error:
-            raise InputError(_validation_message(tenant_file, error)) from None
-        decision = decide(tenant.name, tenant.spec, config)
-        try:
-            rendered = render_tenant(tenant, decision, config)
-        except RenderError as error:
-            raise InputError(f"{tenant_file}: {tenant.name}: {error}") from None
-        results.append(RenderedInput(tenant, decision, rendered))
+    for source in manifest_files(sources):
+        name = "standard input" if source == STDIN else source
+        for document in read_documents(source):
+            if not isinstance(document, dict) or document.get("kind") != "GpuTenant":
+                kind = document.get("kind") if isinstance(document, dict) else type(document).__name__
+                raise InputError(f"{name}: kind: expected GpuTenant, got {kind!r}")
+            try:
+                tenant = GpuTenant.from_body(document)
+            except pydantic.ValidationError as error:
+                raise InputError(_validation_message(name, error)) from None
+            decision = decide(tenant.name, tenant.spec, config)
+            try:
+                rendered = render_tenant(tenant, decision, config)
+            except RenderError as error:
+                raise InputError(f"{name}: {tenant.name}: {error}") from None
+            results.append(RenderedInput(tenant, decision, rendered))
     return results, config
 
 
@@ -145,10 +197,6 @@ def render_stream(results: list[RenderedInput], config) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        results, config = load_and_render(args.filename, args.config)
-    except InputError as error:
-        print(f"gputenant render: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    results, config = load_and_render(args.filename, args.config)
     sys.stdout.write(render_stream(results, config))
     return 0

@@ -12,20 +12,25 @@ import sys
 import uuid
 
 import prometheus_client
+from pydantic import ValidationError
 
-from gputenant.guard.flags import add_webhook_arguments
+from gputenant.commands import EXIT_BAD_INPUT, CommandError
+from gputenant.config.settings import OperatorSettings, env_name, environment_help, settings_problems
+from gputenant.guard.flags import add_webhook_arguments, check_webhook_arguments
 from gputenant.timefmt import parse_duration
 
 HELP = "run the operator against the current cluster (all namespaces)"
 DEFAULT_POOLS_INTERVAL_SECONDS = 300.0
-HELM_CONCURRENCY_ENV = "GPUTENANT_HELM_CONCURRENCY"
-RECONCILE_CONCURRENCY_ENV = "GPUTENANT_RECONCILE_CONCURRENCY"
-METRICS_ADDRESS_ENV = "GPUTENANT_METRICS_ADDRESS"
-PROMETHEUS_URL_ENV = "GPUTENANT_PROMETHEUS_URL"
+SETTING_FLAGS = {"config": "--config", "helm_concurrency": "--helm-concurrency",
+                 "reconcile_concurrency": "--reconcile-concurrency", "metrics_address": "--metrics-address",
+                 "prometheus_url": "--prometheus-url"}
+"""Settings (gputenant.config.settings) a flag can give; the flag wins over the variable."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="operator configuration YAML (default: $GPUTENANT_CONFIG, "
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = environment_help()
+    parser.add_argument("--config", help=f"operator configuration YAML (default: ${env_name('config')}, "
                         "else built-in defaults)")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, "
                         "else the in-cluster service account)")
@@ -37,19 +42,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="apply the config's GPU pools (node labels, device-plugin ConfigMap) at startup "
                         f"and every SECONDS (default {DEFAULT_POOLS_INTERVAL_SECONDS:g}); 0 turns it off")
     parser.add_argument("--helm-concurrency", type=int, metavar="N",
-                        default=os.environ.get(HELM_CONCURRENCY_ENV),
-                        help=f"helm processes at once, across all tenants (default: ${HELM_CONCURRENCY_ENV}, "
+                        help=f"helm processes at once, across all tenants (default: ${env_name('helm_concurrency')}, "
                         "else twice the cores); more only queue for CPU")
     parser.add_argument("--reconcile-concurrency", type=int, metavar="N",
-                        default=os.environ.get(RECONCILE_CONCURRENCY_ENV),
-                        help=f"tenant reconciles in flight at once (default: ${RECONCILE_CONCURRENCY_ENV}, "
-                        "else eight times the cores)")
-    parser.add_argument("--metrics-address", metavar="HOST:PORT", default=os.environ.get(METRICS_ADDRESS_ENV),
-                        help=f"serve Prometheus metrics at http://HOST:PORT/metrics, e.g. 0.0.0.0:9100 (default: "
-                        f"${METRICS_ADDRESS_ENV}, else not served)")
-    parser.add_argument("--prometheus-url", metavar="URL", default=os.environ.get(PROMETHEUS_URL_ENV),
+                        help="tenant reconciles in flight at once (default: "
+                        f"${env_name('reconcile_concurrency')}, else eight times the cores)")
+    parser.add_argument("--metrics-address", metavar="HOST:PORT",
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics, e.g. 0.0.0.0:9100 (default: "
+                        f"${env_name('metrics_address')}, else not served)")
+    parser.add_argument("--prometheus-url", metavar="URL",
                         help="Prometheus scraping the DCGM exporter: publish each tenant's GPUs held against used, "
-                        f"idle and busy-but-not-working GPUs as metrics (default: ${PROMETHEUS_URL_ENV}, else off)")
+                        f"idle and busy-but-not-working GPUs as metrics (default: ${env_name('prometheus_url')}, "
+                        "else off)")
     parser.add_argument("--usage-window", default="1h", metavar="DURATION",
                         help="window of the GPU usage figures, in whole h/m/s (default 1h)")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
@@ -65,60 +69,76 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_webhook_arguments(parser)
 
 
+def settings_from(args: argparse.Namespace) -> OperatorSettings:
+    """The environment's settings with the flags given on top, validated; CommandError naming the
+    flag and variable of every invalid one."""
+    given = {name: getattr(args, name) for name in SETTING_FLAGS if getattr(args, name) is not None}
+    try:
+        return OperatorSettings(**given)
+    except ValidationError as error:
+        raise CommandError(settings_problems(error, SETTING_FLAGS), EXIT_BAD_INPUT) from None
+
+
 def run(args: argparse.Namespace) -> int:
-    import kopf
-
-    from gputenant.config.models import OperatorConfig
-    from gputenant.handlers import CONFIG_ENV, lead, prepare
-    from gputenant.metrics import OperatorMetrics
-
+    settings = settings_from(args)  # before anything is built, and before handlers reads the resync period
     if args.pools_interval < 0:
         print(f"gputenant run: --pools-interval {args.pools_interval:g} is negative; give seconds, or 0 to "
               "turn the GPU pools loop off", file=sys.stderr)
-        return 2
-    try:
-        metrics_address = parse_metrics_address(args.metrics_address) if args.metrics_address else None
-    except ValueError as error:
-        print(f"gputenant run: {error}", file=sys.stderr)
         return 2
     if parse_duration(args.usage_window) is None:
         print(f"gputenant run: --usage-window {args.usage_window!r} is not a duration in whole h/m/s units; give e.g. "
               "1h or 30m", file=sys.stderr)
         return 2
-    for flag, value in (("--helm-concurrency", args.helm_concurrency),
-                        ("--reconcile-concurrency", args.reconcile_concurrency)):
-        if value is not None and value < 1:
-            print(f"gputenant run: {flag} {value} (or its environment variable) must be 1 or more; leave it "
-                  "unset for the default", file=sys.stderr)
-            return 2
-    config_path = args.config or os.environ.get(CONFIG_ENV)
-    config = OperatorConfig.load(config_path) if config_path else OperatorConfig()
+
+    import kopf
+
+    from gputenant.commands.cluster import with_cluster
+    from gputenant.commands.render import load_config
+    from gputenant.handlers import lead, prepare
+    from gputenant.metrics import OperatorMetrics
+    from gputenant.pools import device_plugin_config_data
+
+    config = load_config(str(settings.config) if settings.config else None)
+    try:  # what needs no cluster is refused before one is asked
+        device_plugin_config_data(config)
+        if args.webhook_host:
+            check_webhook_arguments(args)
+    except ValueError as error:  # e.g. --webhook-cert without --webhook-key, two pools with one devicePluginConfig
+        print(f"gputenant run: {error}", file=sys.stderr)
+        return 2
     kubeconfig = os.path.abspath(args.kubeconfig) if args.kubeconfig else None
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # helm, run by pyhelm3, reads it
+    with_cluster(kubeconfig, config.field_manager, api_server_version)  # one line now, not kopf's retries
     kopf.configure(verbose=args.verbose,
                    log_format=kopf.LogFormat.JSON if args.json_logs else kopf.LogFormat.FULL)
     metrics = OperatorMetrics(process_registry())
     try:
-        runtime = prepare(config, kubeconfig, pools_interval_seconds=args.pools_interval, webhook_args=args,
-                helm_concurrency=args.helm_concurrency, reconcile_concurrency=args.reconcile_concurrency,
-                metrics=metrics, prometheus_url=args.prometheus_url, usage_window=args.usage_window)
-    except ValueError as error:  # e.g. --webhook-cert without --webhook-key, two pools with one devicePluginConfig
+        runtime = prepare(config, kubeconfig, settings, pools_interval_seconds=args.pools_interval, webhook_args=args,
+                          metrics=metrics, usage_window=args.usage_window)
+    except ValueError as error:
         print(f"gputenant run: {error}", file=sys.stderr)
         return 2
-    if metrics_address is not None:
-        host, port = metrics_address
+    except FileNotFoundError as error:  # no helm binary
+        raise CommandError(str(error)) from None
+    if settings.metrics_host_and_port is not None:
+        host, port = settings.metrics_host_and_port
         try:
             prometheus_client.start_http_server(port, host, registry=metrics.registry)
         except OSError as error:
-            print(f"gputenant run: cannot serve metrics on {args.metrics_address}: {error.strerror}; choose another "
-                  "--metrics-address", file=sys.stderr)
+            print(f"gputenant run: cannot serve metrics on {settings.metrics_address}: {error.strerror}; choose "
+                  f"another --metrics-address (or ${env_name('metrics_address')})", file=sys.stderr)
             return 2
     if args.leader_elect:
         lead(runtime, kubeconfig, lease=args.leader_elect_lease, identity=args.leader_elect_identity,
              liveness_url=args.liveness)
     kopf.run(clusterwide=True, standalone=True, liveness_endpoint=args.liveness)
     return 0
+
+
+async def api_server_version(client) -> dict:
+    """The API server's /version: proof that the cluster answers before anything is started."""
+    return await client.request("GET", "/version")
 
 
 def process_registry() -> prometheus_client.CollectorRegistry:
@@ -130,13 +150,3 @@ def process_registry() -> prometheus_client.CollectorRegistry:
                       prometheus_client.GCCollector):
         collector(registry=registry)
     return registry
-
-
-def parse_metrics_address(address: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::]:9100`` for IPv6) -> (host, port); ValueError naming the flag otherwise."""
-    host, _, port = address.rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--metrics-address {address!r} (or ${METRICS_ADDRESS_ENV}) is not HOST:PORT; give e.g. "
-                         "0.0.0.0:9100, or 127.0.0.1:9100 to serve only this host")
-    return host, int(port)

@@ -21,6 +21,7 @@ from gputenant.api.gpus import MIG_PROFILES, mig_layout
 from gputenant.api.trust import allowed_modes, names, weakest_allowed
 from gputenant.api.types import DnsLabel
 from gputenant.api.v1alpha1 import SharingMode, Trust
+from gputenant.timefmt import DURATION_PATTERN
 
 
 class ConfigModel(BaseModel):
@@ -359,6 +360,33 @@ class GuardConfig(ConfigModel):
     )
 
 
+class MemorySentinel(ConfigModel):
+    """The GPU-memory sentinel (docs/metrics.md, "GPU memory held by no one"): runs where the
+    operator reads the DCGM exporter's series (gputenant run --prometheus-url); never resets a GPU."""
+
+    floor_mi_b: float = Field(
+        default=256, alias="floorMiB", ge=0,
+        description="GPU memory (MiB) above which a GPU no live pod holds is suspect; below it is noise.")
+    grace: str = Field(
+        default="5m", pattern=DURATION_PATTERN,
+        description="How long memory must stay held by no one before it is reported (whole h/m/s): the time a "
+                    "finished pod's driver teardown and the exporter's pod mapping may lag.")
+    cordon: bool = Field(
+        default=False,
+        description="Cordon a node while memory on one of its GPUs is held by no one (and uncordon it, if the "
+                    "operator cordoned it, once released).")
+
+
+class Accounting(ConfigModel):
+    """Prices that turn GPU-hours by share into a cost per tenant (gputenant usage --since)."""
+
+    currency: str = Field(default="USD", max_length=8, description="Shown next to every cost.")
+    price_per_gpu_hour: dict[str, float] = Field(
+        default_factory=dict,
+        description="Price of one whole GPU for one hour, per pool name; a share costs its fraction of it. A pool "
+                    "left out costs nothing.")
+
+
 class OperatorConfig(ConfigModel):
     """The whole configuration document."""
 
@@ -420,6 +448,18 @@ class OperatorConfig(ConfigModel):
     vcluster: VClusterChart = Field(default_factory=VClusterChart)
     device_plugin_config_map: DevicePluginConfigMap = Field(default_factory=DevicePluginConfigMap)
     guard: GuardConfig = Field(default_factory=GuardConfig)
+    memory_sentinel: MemorySentinel = Field(default_factory=MemorySentinel)
+    accounting: Accounting = Field(default_factory=Accounting)
+
+    @model_validator(mode="after")
+    def _prices_name_pools(self) -> OperatorConfig:
+        unknown = sorted(set(self.accounting.price_per_gpu_hour) - {pool.name for pool in self.pools})
+        if unknown:
+            raise ValueError(f"accounting.pricePerGpuHour names {unknown}, which are not pools; name pools of `pools`")
+        for pool, price in self.accounting.price_per_gpu_hour.items():
+            if price < 0:
+                raise ValueError(f"accounting.pricePerGpuHour.{pool}: {price} is negative; give 0 or more")
+        return self
 
     @model_validator(mode="after")
     def _pools_and_trust_modes_are_consistent(self) -> OperatorConfig:

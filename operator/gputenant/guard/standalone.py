@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import multiprocessing
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from typing import Any
 import kopf
 
 from gputenant.config.models import OperatorConfig
+from gputenant.guard.parent import CHECK_SECONDS, watch_parent
 from gputenant.guard.server import GuardServer, server_from_args
 from gputenant.guard.webhook import DecisionObserver, Guard, register
 from gputenant.kube import KubeClient
@@ -112,7 +114,7 @@ class GuardProcess:
     def start(self, timeout: float = 120) -> GuardProcess:
         self._process = self._context.Process(target=_serve_in_child, name="gputenant-guard", daemon=True,
                                               args=(*self._arguments, self._stop, self._outcome,
-                                                    self._decisions))
+                                                    self._decisions, os.getpid()))
         self._process.start()
         if self._decisions is not None:
             self._drain = threading.Thread(target=self._drain_decisions, name="gputenant-guard-decisions",
@@ -126,6 +128,11 @@ class GuardProcess:
             self.stop()
             raise RuntimeError(f"the admission guard did not start: {error}")
         return self
+
+    @property
+    def alive(self) -> bool:
+        """Started and still running (a guard that crashed reads False)."""
+        return self._process is not None and self._process.is_alive()
 
     def stop(self, timeout: float = 30) -> None:
         self._stop.set()
@@ -145,7 +152,8 @@ class GuardProcess:
 
 
 def _serve_in_child(kubeconfig: str | None, config_json: str, server_args: argparse.Namespace,
-                    stop: Any, outcome: Any, decisions: Any = None) -> None:
+                    stop: Any, outcome: Any, decisions: Any = None, parent_pid: int | None = None) -> None:
+    parent_gone = watch_parent(parent_pid, on_gone=stop.set) if parent_pid is not None else threading.Event()
     # A spawned process starts with Python's default logging: log as `gputenant run` was told to.
     verbose = getattr(server_args, "verbose", False)
     kopf.configure(verbose=verbose,
@@ -172,7 +180,15 @@ def _serve_in_child(kubeconfig: str | None, config_json: str, server_args: argpa
         outcome.put(repr(error))
         return
     outcome.put("")
-    stop.wait()
+    while not stop.wait(CHECK_SECONDS) and not parent_gone.is_set():
+        pass
+    if parent_gone.is_set():
+        logging.getLogger(__name__).warning("the operator (pid %s) is gone; the admission guard stops", parent_pid)
+        for channel in (outcome, decisions):
+            if channel is not None:
+                channel.cancel_join_thread()  # nobody reads them any more: exit without flushing
+        thread.stop(timeout=10)
+        return
     thread.stop()
     if sender is not None:
         sender.stop()

@@ -20,13 +20,13 @@ from gputenant.helm.releases import (
     VClusterReleases,
     default_helm_path,
 )
-from gputenant.helm.state import condition_reason, is_deployed, is_transient, release_revisions
+from gputenant.helm.state import helm_needed, is_deployed, release_revisions
 from gputenant.helm.versions import check_upgrade_path, values_hash
 
 __all__ = [
     "ChartRef", "ChartVersionMismatchError", "HelmAction", "HelmAdmissionDeniedError", "HelmCounters",
     "HelmError", "HelmForbiddenError", "HelmOutcome",
     "InvalidValuesError", "PermanentHelmError", "TransientHelmError", "UpgradePathError",
-    "VClusterReleases", "check_upgrade_path", "classify_helm_failure", "condition_reason", "default_helm_path",
-    "is_deployed", "is_transient", "release_revisions", "values_hash",
+    "VClusterReleases", "check_upgrade_path", "classify_helm_failure", "default_helm_path", "helm_needed",
+    "is_deployed", "release_revisions", "values_hash",
 ]

@@ -1,5 +1,7 @@
 """Typed Helm failures: the pipeline retries a transient one later and turns a permanent one into
-a condition that stays until the tenant's spec (and so the values hash) changes."""
+a condition that stays until the tenant's spec (and so the values hash) changes. A failure has one
+name, its class's ``reason`` (a constant of api/conditions.py): the condition's reason and the
+``outcome`` of the Helm metric alike."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ class HelmError(Exception):
     """
 
     reason = reasons.HELM_FAILED
+    transient = False
+    """Worth retrying unchanged; anything else waits for the spec, configuration or chart to change."""
 
     def __init__(self, message: str, *, values_hash: str | None = None):
         super().__init__(message)
@@ -30,12 +34,11 @@ class TransientHelmError(HelmError):
     release, a timeout."""
 
     reason = reasons.HELM_UNAVAILABLE
+    transient = True
 
 
 class PermanentHelmError(HelmError):
     """Retrying the same values and chart version fails the same way; the spec must change."""
-
-    reason = "HelmRejected"
 
 
 class RefusedByApiServerError(PermanentHelmError):
@@ -43,7 +46,6 @@ class RefusedByApiServerError(PermanentHelmError):
     until the operator's rights, the namespace's admission or the values change. Keeps the object
     and the API server's own words for the condition."""
 
-    reason = "HelmRefused"
     verdict = "the API server refused"
     fix = "change what the API server refused"
 
@@ -89,19 +91,19 @@ class InvalidValuesError(PermanentHelmError):
 
 
 class ChartNotFoundError(PermanentHelmError):
-    reason = "ChartNotFound"
+    reason = reasons.CHART_NOT_FOUND
 
 
 class ChartVersionMismatchError(PermanentHelmError):
     """A local chart directory holds another version than the one asked for."""
 
-    reason = "ChartVersionMismatch"
+    reason = reasons.CHART_VERSION_MISMATCH
 
 
 class UpgradePathError(PermanentHelmError):
     """vCluster supports upgrading one minor version at a time and never downgrading."""
 
-    reason = "UpgradePathRefused"
+    reason = reasons.UPGRADE_REFUSED
 
     def __init__(self, message: str, *, installed: str, wanted: str, values_hash: str | None = None):
         super().__init__(message, values_hash=values_hash)

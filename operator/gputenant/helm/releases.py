@@ -1,8 +1,9 @@
 """Install, upgrade and uninstall a tenant's vCluster release through pyhelm3.
 
-Helm is slow (a process per call, a chart render, a release Secret per revision), so `ensure`
-skips it entirely while the values hash the caller keeps in GpuTenant status still matches, and
-otherwise upgrades only when the deployed chart version or values really differ.
+Helm is slow (a process per call, a chart render, a release Secret per revision), so the caller
+skips it entirely while the values hash it keeps in GpuTenant status still matches
+(``state.helm_needed``), and `ensure` upgrades only when the deployed chart version or values
+really differ.
 """
 
 from __future__ import annotations
@@ -33,17 +34,18 @@ from gputenant.helm.errors import (
     from_pyhelm3,
 )
 from gputenant.helm.versions import check_upgrade_path, parse_version, values_hash
-from gputenant.metrics import HELM_SKIP, SUCCESS, OperatorMetrics
+from gputenant.metrics import SUCCESS, OperatorMetrics
 
 DESCRIPTION_PREFIX = "gputenant values "
 """Each revision's Helm description names its values hash, so `helm history` shows what changed."""
 
 
-def default_helm_path() -> Path:
-    """The helm binary the repository pins: ``$GPUTENANT_TOOLS_DIR/bin/helm``, by default under
-    ``~/.cache/gputenant-operator/tools`` (where tools/build.sh puts it), else ``helm`` on PATH."""
+def default_helm_path(tools_dir: Path | None = None) -> Path:
+    """The helm binary the repository pins: ``<tools_dir>/bin/helm`` (``$GPUTENANT_TOOLS_DIR``, read
+    by the operator's settings), by default under ``~/.cache/gputenant-operator/tools`` (where
+    tools/build.sh puts it), else ``helm`` on PATH."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    tools_dir = os.environ.get("GPUTENANT_TOOLS_DIR") or os.path.join(cache, "gputenant-operator", "tools")
+    tools_dir = tools_dir or Path(cache, "gputenant-operator", "tools")
     pinned = Path(tools_dir).resolve() / "bin" / "helm"
     if pinned.is_file():
         return pinned
@@ -105,8 +107,8 @@ class HelmOutcome:
     """The version in force: ``version``, or a local chart's own version such as 0.36.1-local."""
     values_hash: str
     """Store in status.vcluster.valuesHash and pass back as ``applied_hash`` next time."""
-    revision: int | None
-    """The release revision in force; None when Helm was skipped by the hash."""
+    revision: int
+    """The release revision in force."""
     helm_invocations: int
 
 
@@ -163,12 +165,11 @@ class VClusterReleases:
         self._client = Client(self._command, executable=str(self.helm_path))
 
     async def ensure(self, release: str, namespace: str, chart_ref: ChartRef, version: str,
-                     values: Mapping[str, Any], *, applied_hash: str | None = None,
-                     known_absent: bool = False) -> HelmOutcome:
+                     values: Mapping[str, Any], *, known_absent: bool = False) -> HelmOutcome:
         """Make the release run chart ``version`` with exactly ``values``.
 
-        Skips Helm when ``applied_hash`` equals ``values_hash(values, version)``. Otherwise reads
-        the release: installs it when absent, upgrades it when its chart version or values differ
+        Whether to call this at all is the caller's, by the one skip rule (``helm_needed``). It
+        reads the release: installs it when absent, upgrades it when its chart version or values differ
         or its last revision failed, and does nothing when it already matches. A stuck release
         (pending after a crash) is rolled back or removed first. The namespace must exist.
 
@@ -182,9 +183,6 @@ class VClusterReleases:
         (all PermanentHelmError), and TransientHelmError when retries ran out.
         """
         wanted_hash = values_hash(values, version)
-        if applied_hash == wanted_hash:
-            self.metrics.helm_operation(HELM_SKIP, SUCCESS)
-            return HelmOutcome(HelmAction.UNCHANGED, release, namespace, version, wanted_hash, None, 0)
         started_with = self.counters.invocations
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(TransientHelmError), stop=stop_after_attempt(self._retry_attempts),

@@ -1,18 +1,9 @@
 """What the operator asks about a tenant's release without running Helm: its revisions as Helm
-stores them (Secrets labelled ``owner=helm``), whether one is deployed, and the condition reason
-of a Helm failure. The one place that knows Helm's storage format."""
+stores them (Secrets labelled ``owner=helm``), whether one is deployed, and whether Helm must run
+at all. The one place that knows Helm's storage format."""
 
 from __future__ import annotations
 
-from gputenant.api import conditions as reasons
-from gputenant.helm.errors import (
-    HelmAdmissionDeniedError,
-    HelmError,
-    HelmForbiddenError,
-    InvalidValuesError,
-    TransientHelmError,
-    UpgradePathError,
-)
 from gputenant.kube import KubeClient
 
 
@@ -27,21 +18,8 @@ def is_deployed(revisions: list[dict]) -> bool:
     return any((revision["metadata"].get("labels") or {}).get("status") == "deployed" for revision in revisions)
 
 
-def condition_reason(error: HelmError) -> str:
-    """The VClusterReady reason for a Helm failure."""
-    if isinstance(error, TransientHelmError):
-        return reasons.HELM_UNAVAILABLE
-    if isinstance(error, HelmForbiddenError):
-        return reasons.HELM_FORBIDDEN
-    if isinstance(error, HelmAdmissionDeniedError):
-        return reasons.HELM_ADMISSION_DENIED
-    if isinstance(error, UpgradePathError):
-        return reasons.UPGRADE_REFUSED
-    if isinstance(error, InvalidValuesError):
-        return reasons.INVALID_VALUES
-    return reasons.HELM_FAILED
-
-
-def is_transient(error: HelmError) -> bool:
-    """Worth retrying unchanged; anything else waits for the spec, configuration or chart to change."""
-    return isinstance(error, TransientHelmError)
+def helm_needed(recorded_hash: str | None, wanted_hash: str, revisions: list[dict]) -> bool:
+    """The one rule for skipping Helm: it runs only when the values hash recorded in the tenant's
+    status differs from the wanted one (values or chart version changed) or no revision of the
+    release is deployed (never installed, removed by hand, or its last attempt failed)."""
+    return recorded_hash != wanted_hash or not is_deployed(revisions)

@@ -3,7 +3,7 @@
 from gputenant.kube.applier import Applier, LiveSnapshot
 from gputenant.kube.client import KubeClient, RequestCounters, Resource
 from gputenant.kube.compare import holds, is_subset
-from gputenant.kube.errors import ApiError
+from gputenant.kube.errors import ApiError, NoCluster
 
-__all__ = ["ApiError", "Applier", "KubeClient", "LiveSnapshot", "RequestCounters", "Resource",
+__all__ = ["ApiError", "Applier", "KubeClient", "LiveSnapshot", "NoCluster", "RequestCounters", "Resource",
            "holds", "is_subset"]

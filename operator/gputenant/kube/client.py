@@ -23,17 +23,19 @@ from urllib.parse import quote
 
 import aiohttp
 import kubernetes
+import yaml
 from kubernetes.config.kube_config import KubeConfigLoader
 
 from gputenant.kube.credentials import (
     InlineCredentials,
     kubeconfig_paths,
     memory_file,
+    no_cluster_message,
     read_kubeconfig_files,
     split_inline_credentials,
     tls_context,
 )
-from gputenant.kube.errors import ApiError
+from gputenant.kube.errors import ApiError, NoCluster
 
 if TYPE_CHECKING:
     import kopf
@@ -101,14 +103,18 @@ class KubeClient:
 
     @classmethod
     def from_kubeconfig(cls, path: str | None, field_manager: str, **kwargs) -> KubeClient:
-        """From a kubeconfig file (None: $KUBECONFIG or ~/.kube/config), else in-cluster."""
-        paths = kubeconfig_paths(path)
-        if not paths:
-            configuration = kubernetes.client.Configuration()
-            kubernetes.config.load_incluster_config(client_configuration=configuration)
-            return cls(configuration, field_manager, **kwargs)
-        kubeconfig, base_path = read_kubeconfig_files(paths)
-        return cls._from_dict(kubeconfig, field_manager, base_path, **kwargs)
+        """From a kubeconfig file (None: $KUBECONFIG or ~/.kube/config), else in-cluster; NoCluster
+        (one line: what was tried, what to do) when none of them gives a cluster."""
+        try:
+            paths = kubeconfig_paths(path)
+            if not paths:
+                configuration = kubernetes.client.Configuration()
+                kubernetes.config.load_incluster_config(client_configuration=configuration)
+                return cls(configuration, field_manager, **kwargs)
+            kubeconfig, base_path = read_kubeconfig_files(paths)
+            return cls._from_dict(kubeconfig, field_manager, base_path, **kwargs)
+        except (kubernetes.config.ConfigException, OSError, yaml.YAMLError) as error:
+            raise NoCluster(no_cluster_message(path, error)) from None
 
     @classmethod
     def from_kubeconfig_dict(cls, kubeconfig: dict, field_manager: str, **kwargs) -> KubeClient:
@@ -122,6 +128,11 @@ class KubeClient:
         configuration = kubernetes.client.Configuration()
         KubeConfigLoader(config_dict=stripped, config_base_path=str(base_path or "")).load_and_set(configuration)
         return cls(configuration, field_manager, credentials=credentials, **kwargs)
+
+    @property
+    def server(self) -> str:
+        """The API server's URL this client talks to."""
+        return str(self._configuration.host)
 
     def _ssl_context(self) -> ssl.SSLContext | bool:
         return tls_context(self._configuration, self._credentials)

@@ -66,6 +66,8 @@ def read_kubeconfig_files(paths: list[Path]) -> tuple[dict, Path]:
     seen: dict[str, set] = {section: set() for section in merged}
     for path in paths:
         document = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(document, dict):
+            raise kubernetes.config.ConfigException(f"{path} is not a kubeconfig (no YAML mapping)")
         if not merged.get("current-context"):
             merged["current-context"] = document.get("current-context")
         for section, inner, file_keys in (("clusters", "cluster", ("certificate-authority",)),
@@ -83,11 +85,36 @@ def read_kubeconfig_files(paths: list[Path]) -> tuple[dict, Path]:
     return merged, paths[0].parent
 
 
+def kubeconfig_source(path: str | None) -> str:
+    """Which kubeconfig `kubeconfig_paths` reads, in words, for messages about a missing or
+    unreachable cluster."""
+    if path:
+        return f"--kubeconfig {path}"
+    listed = os.environ.get("KUBECONFIG", "")
+    if listed:
+        return f"$KUBECONFIG={listed}"
+    default = Path.home() / ".kube" / "config"
+    return str(default) if default.is_file() else "the in-cluster service account"
+
+
+def no_cluster_message(path: str | None, error: Exception) -> str:
+    """One line for a kubeconfig that gives no cluster: what was tried, why not, what to do."""
+    source = kubeconfig_source(path)
+    if not path and not kubeconfig_paths(None):
+        listed = os.environ.get("KUBECONFIG", "")
+        tried = (f"$KUBECONFIG={listed} names no existing file" if listed else
+                 f"$KUBECONFIG is unset, {Path.home() / '.kube' / 'config'} does not exist")
+        return (f"no cluster: {tried} and this is not a pod in a cluster; pass --kubeconfig FILE or set "
+                "KUBECONFIG to your cluster's kubeconfig")
+    reason = " ".join(str(error).split()) or type(error).__name__
+    return f"no cluster: cannot load the kubeconfig ({source}): {reason}; pass --kubeconfig FILE with a valid kubeconfig"
+
+
 def kubeconfig_paths(path: str | None) -> list[Path]:
     """--kubeconfig, else $KUBECONFIG's existing files, else ~/.kube/config if it exists."""
     if path:
         if not os.path.isfile(path):
-            raise kubernetes.config.ConfigException(f"kubeconfig {path} is not a file; check --kubeconfig")
+            raise kubernetes.config.ConfigException(f"{path} is not a file")
         return [Path(path)]
     listed = [Path(p) for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
     candidates = listed or [Path.home() / ".kube" / "config"]

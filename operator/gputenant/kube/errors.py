@@ -26,3 +26,8 @@ class ApiError(Exception):
     @property
     def forbidden(self) -> bool:
         return self.status == 403
+
+
+class NoCluster(Exception):
+    """No cluster to talk to: no kubeconfig, one that cannot be loaded, or no in-cluster service
+    account. The message is one line saying what was tried and what to do."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from gputenant import naming
+from gputenant.api import conditions as reasons
 from gputenant.config.models import OperatorConfig, Pool, PoolMode
 from gputenant.render import render_parent_queues
 
@@ -172,7 +173,7 @@ def plan_pools(config: OperatorConfig, nodes: list[dict], gpu_pods_by_node: dict
                 pods = ", ".join(sorted(gpu_pods_by_node[name]))
                 plan.blocked.append(BlockedChange(
                     node=name, pool=pool.name, label=MIG_CONFIG_LABEL, current=current_mig,
-                    wanted=wanted[MIG_CONFIG_LABEL], reason="MigReconfigurationBlocked",
+                    wanted=wanted[MIG_CONFIG_LABEL], reason=reasons.MIG_RECONFIGURATION_BLOCKED,
                     message=(f"pool {pool.name} wants {MIG_CONFIG_LABEL}={wanted[MIG_CONFIG_LABEL]} but GPU pods "
                              f"are bound to node {name} ({pods}); drain the node to change its MIG layout")))
                 if current_mig is None:

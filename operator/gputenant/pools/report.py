@@ -14,6 +14,7 @@ from gputenant.metrics import PoolFigures, pool_exposition
 from gputenant.pools.hami_library import library_deliveries
 from gputenant.pools.plan import node_gpus, node_name, pool_nodes
 from gputenant.tables import align_columns
+from gputenant.usage.sentinel import UnheldMemory
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class PoolReport:
     isolation: dict | None = None
     """The pool's isolation attestation (IsolationVerified, reason, message, numbers), when the
     operator runs canaries (docs/attestation.md)."""
+    unheld_memory: list[UnheldMemory] = field(default_factory=list)
+    """GPU memory on the pool's nodes held by no one (pools/memory_sentinel.py)."""
     problems: list[str] = field(default_factory=list)
     """What keeps the pool from serving as configured, each naming the fix (e.g. a HAMi-core library
     that does not reach the pool's shares)."""

@@ -4,9 +4,15 @@ to StepError reasons that show up in conditions."""
 from __future__ import annotations
 
 from gputenant.api import conditions as reasons
-from gputenant.helm import ChartRef, HelmError, VClusterReleases, condition_reason, is_transient
+from gputenant.helm import ChartRef, HelmError, VClusterReleases
 from gputenant.kubeconfigs import IssuedKubeconfig, KubeconfigIssueError, issue_kubeconfigs
 from gputenant.reconcile.ports import StepError
+
+
+def helm_step_error(error: HelmError, message: str | None = None) -> StepError:
+    """The one translation of a Helm failure into the pipeline's terms: its reason (the condition's,
+    as the metric's outcome), its message, and whether the pipeline retries it."""
+    return StepError(error.reason, message or str(error), transient=error.transient)
 
 
 class HelmReleases:
@@ -22,14 +28,14 @@ class HelmReleases:
             outcome = await self.releases.ensure(release, namespace, self.chart, chart_version, values,
                                                  known_absent=known_absent)
         except HelmError as error:
-            raise StepError(condition_reason(error), str(error), transient=is_transient(error)) from None
+            raise helm_step_error(error) from None
         return outcome.chart_version
 
     async def uninstall(self, release: str, namespace: str) -> None:
         try:
             await self.releases.uninstall(release, namespace)
         except HelmError as error:
-            raise StepError(condition_reason(error), str(error), transient=is_transient(error)) from None
+            raise helm_step_error(error) from None
 
 
 class TokenKubeconfigs:

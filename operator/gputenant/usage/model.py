@@ -52,6 +52,8 @@ class TenantUsage:
     """GPU-hours of SM activity over the window (a GPU with SMs busy half the time counts 0.5 per hour)."""
     idle: list[GpuSample] = field(default_factory=list)
     busy_not_working: list[GpuSample] = field(default_factory=list)
+    share_hours: dict[str, float] = field(default_factory=dict)
+    """Pool -> GPU-hours held by share over the window (the operator's gputenant_tenant_gpu_shares)."""
 
     @property
     def use_ratio(self) -> float | None:

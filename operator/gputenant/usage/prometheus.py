@@ -13,13 +13,18 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
+from gputenant.config.models import Accounting
 from gputenant.timefmt import parse_duration
+from gputenant.usage.accounting import Charge, charges
 from gputenant.usage.model import GpuSample, TenantUsage, judge_usage
+from gputenant.usage.sentinel import DeviceMemory, merge_devices
 
 SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
 GPU_KEY = ("namespace", "pod", "UUID")
+DEVICE_KEY = ("Hostname", "UUID", "GPU_I_ID", "namespace", "pod")
+"""A GPU (or MIG instance: GPU_I_ID) on its node and the pod the exporter says holds it."""
 POINTS_PER_WINDOW = 120
 """Default resolution of the GPU-hour sums: the window in this many steps."""
 
@@ -102,3 +107,46 @@ def read_usage(url: str, namespaces: dict[str, str], queries: UsageQueries) -> l
                for key, active in sorted(sm_active.items())]
     return judge_usage(namespaces, samples, _by_namespace(query(url, queries.held_hours())),
                        _by_namespace(query(url, queries.used_hours())))
+
+
+def read_device_memory(url: str) -> list[DeviceMemory]:
+    """FB_USED per GPU and MIG instance, with the pods the exporter names on it, for the sentinel."""
+    result = query(url, f"max by ({', '.join(DEVICE_KEY)}) ({FB_USED})")
+    return merge_devices([(series["metric"].get("Hostname", ""), series["metric"].get("UUID", ""),
+                           series["metric"].get("GPU_I_ID", ""), float(series["value"][1]),
+                           series["metric"].get("namespace", ""), series["metric"].get("pod", ""))
+                          for series in result])
+
+
+SHARES = "gputenant_tenant_gpu_shares"
+"""The operator's own series: GPUs each tenant holds by share (pools/shares.py)."""
+CHARGEBACK_POINTS = 2016
+"""Default resolution of a chargeback period: 7 days in 5-minute steps."""
+
+
+def chargeback_step(period: str) -> int:
+    """The default step of a chargeback over `period`: a minute at least, CHARGEBACK_POINTS in all."""
+    duration = parse_duration(period)
+    if duration is None or not duration.total_seconds():
+        raise ValueError(f"period {period!r} is not a duration in whole h/m/s units; give e.g. 168h or 24h")
+    return max(60, int(duration.total_seconds()) // CHARGEBACK_POINTS)
+
+
+def read_share_hours(url: str, period: str, step_seconds: int) -> dict[tuple[str, str], float]:
+    """(tenant, pool) -> GPU-hours held by share over `period`."""
+    return {(series["metric"].get("tenant", ""), series["metric"].get("pool", "")): float(series["value"][1])
+            for series in query(url, f"sum by (tenant, pool) (sum_over_time({SHARES}[{period}:{step_seconds}s])) "
+                                     f"* {step_seconds} / 3600")}
+
+
+def read_chargeback(url: str, namespaces: dict[str, str], period: str, step_seconds: int,
+                    accounting: Accounting) -> list[Charge]:
+    """GPU-hours by share per tenant and pool over `period`, priced; used hours apportioned from the
+    DCGM SM activity of the GPUs each tenant's namespace held."""
+    held = read_share_hours(url, period, step_seconds)
+    queries = UsageQueries.over(period, "|".join(sorted(namespaces.values())) or ".+", step_seconds)
+    held_by_namespace = _by_namespace(query(url, queries.held_hours()))
+    used_by_namespace = _by_namespace(query(url, queries.used_hours()))
+    ratio = {tenant: used_by_namespace.get(namespace, 0.0) / held_by_namespace[namespace]
+             for tenant, namespace in namespaces.items() if held_by_namespace.get(namespace)}
+    return charges(held, ratio, accounting)

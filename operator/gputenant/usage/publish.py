@@ -14,6 +14,7 @@ from gputenant import GROUP, KIND, VERSION
 from gputenant.api import conditions as reasons
 from gputenant.api.status import UsageStatus
 from gputenant.api.v1alpha1 import SleepSpec
+from gputenant.config.models import Accounting
 from gputenant.kube import ApiError, KubeClient
 from gputenant.timefmt import rfc3339
 from gputenant.usage.idle import IDLE_SLEPT_ANNOTATION, IdleVerdict, idle_sleep_verdict, non_preemptible_pods
@@ -50,8 +51,9 @@ def _sleep_spec(body: dict) -> SleepSpec:
 
 
 async def publish_usage(client: KubeClient, tenants: list[dict], usage: list[TenantUsage],
-                        window: str, now: datetime) -> Published:
-    """Status and idle policy for each of `tenants` (GpuTenant bodies) that `usage` covers."""
+                        window: str, now: datetime, accounting: Accounting | None = None) -> Published:
+    """Status and idle policy for each of `tenants` (GpuTenant bodies) that `usage` covers; with
+    `accounting`, the cost of each tenant's hours by share."""
     published = Published()
     by_tenant = {tenant_usage.tenant: tenant_usage for tenant_usage in usage}
     for body in tenants:
@@ -59,7 +61,7 @@ async def publish_usage(client: KubeClient, tenants: list[dict], usage: list[Ten
         if name not in by_tenant:
             continue
         previous = _previous(body)
-        summary = usage_status(by_tenant[name], window, now, previous)
+        summary = usage_status(by_tenant[name], window, now, previous, accounting)
         if worth_writing(previous, summary, now):
             await client.patch_status(API_VERSION, KIND, name,
                                       {"usage": summary.model_dump(mode="json", by_alias=True, exclude_none=True)})

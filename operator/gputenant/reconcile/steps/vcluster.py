@@ -8,9 +8,10 @@ from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import VClusterStatus
 from gputenant.config.models import ExposureType
-from gputenant.helm import HelmError, condition_reason, is_deployed, release_revisions, values_hash
+from gputenant.helm import HelmError, helm_needed, release_revisions, values_hash
 from gputenant.kube import ApiError
 from gputenant.kubeconfigs import admin_kubeconfig, node_port_server, server_of, with_server
+from gputenant.reconcile.adapters import helm_step_error
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.memory import RETRY_ANNOTATION, HelmAttempt
 from gputenant.reconcile.ports import StepError
@@ -29,7 +30,7 @@ async def ensure(run: Pass) -> bool:
     try:
         wanted_hash = values_hash(run.vcluster_values, chart_version)
     except HelmError as error:
-        raise StepError(condition_reason(error), error.message, transient=False) from None
+        raise helm_step_error(error, error.message) from None
     recorded = run.status.vcluster or VClusterStatus()
     installed = await ensure_release(run, release, chart_version, wanted_hash, recorded)
     run.status.vcluster = VClusterStatus(release=release, chart_version=installed, values_hash=wanted_hash,
@@ -85,7 +86,7 @@ async def ensure_release(run: Pass, release: str, chart_version: str, wanted_has
     if stop is not None:
         raise StepError(stop.reason, stop.message, transient=False)
     revisions = await release_revisions(run.client, run.host_namespace, release)
-    if recorded.values_hash == wanted_hash and is_deployed(revisions):
+    if not helm_needed(recorded.values_hash, wanted_hash, revisions):
         return recorded.chart_version or chart_version
     run.outcome.helm_calls += 1
     try:
