@@ -12,7 +12,8 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import kubernetes
@@ -104,18 +105,33 @@ def cluster_networks(plane: ControlPlane) -> list[str]:
     return [POD_CIDR, SERVICE_CIDR, f"{plane.node.network.node_ip}/32"]
 
 
-def real_vcluster_config(plane: ControlPlane, path: Path) -> Path:
+def real_vcluster_config(plane: ControlPlane, path: Path, extra_pools: Sequence[dict] = ()) -> Path:
     """examples/config.yaml with the upstream chart from ../shared/third_party, exposed by
     NodePort at the node's address: the operator runs on the host, outside the node's network
     namespace, so that address is the one it (and the kubeconfigs it issues) can reach. The
     plane's own networks are its clusterNetworks (pods, Services, the node), and the API server
-    is where pods reach it: the node's address, on the forwarder's port."""
+    is where pods reach it: the node's address, on the forwarder's port. `extra_pools` are added to
+    the example's pools (a test's own arrangement)."""
     node_ip = plane.node.network.node_ip
     document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
     document["vcluster"].update(localPath=str(REAL_VCLUSTER_CHART),
                                 exposure={"type": "NodePort", "address": node_ip})
     document.update(clusterNetworks=cluster_networks(plane), apiServerNetworks=[f"{node_ip}/32"],
                     apiServerPort=API_FORWARD_PORT)
+    document["pools"].extend(extra_pools)
     OperatorConfig.model_validate(document)
     path.write_text(yaml.safe_dump(document))
     return path
+
+
+@contextmanager
+def guarded_operator(plane: ControlPlane, directory: Path, extra_pools: Sequence[dict] = ()) -> Iterator[OperatorProcess]:
+    """The operator with `real_vcluster_config` (plus `extra_pools`) and its guard on loopback, files in
+    `directory`; stopped, and its webhook configurations removed, on exit."""
+    running = OperatorProcess(plane, real_vcluster_config(plane, directory / "config.yaml", extra_pools),
+                              plane.log_dir / "operator.log", extra_args=guard_flags(directory / "guard-certs")).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+        remove_guard_configurations(plane)

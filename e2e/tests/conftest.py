@@ -28,7 +28,7 @@ from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd, label_cpu_node
 from kubeplane.kai_fixtures import gpu_scheduling
-from kubeplane.operator_process import OperatorProcess, guard_flags, real_vcluster_config, remove_guard_configurations
+from kubeplane.operator_process import OperatorProcess, guarded_operator
 from kubeplane.pytest_plugin import kwok  # noqa: F401 (fixture: kwok on the session plane, for simulated GPU nodes)
 from kubeplane.storage import LocalPathProvisioner
 from kubeplane.tools import pinned_versions
@@ -153,14 +153,10 @@ def vcluster_kai(vcluster_node: ControlPlane):
 @pytest.fixture(scope="module")
 def operator(vcluster_node: ControlPlane, tmp_path_factory):
     """The operator (on the host, its guard on loopback) driving REAL vClusters on the node plane.
-    Per module: a module may override it to start it with its own environment (test_metrics.py)."""
-    directory = tmp_path_factory.mktemp("operator")
-    running = OperatorProcess(vcluster_node, real_vcluster_config(vcluster_node, directory / "config.yaml"),
-                              vcluster_node.log_dir / "operator.log",
-                              extra_args=guard_flags(directory / "guard-certs")).start()
-    yield running
-    running.stop()
-    remove_guard_configurations(vcluster_node)
+    Per module: a module may override it to start it with its own environment (test_metrics.py) or
+    pools (test_hami_core_double.py)."""
+    with guarded_operator(vcluster_node, tmp_path_factory.mktemp("operator")) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

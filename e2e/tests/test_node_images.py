@@ -6,8 +6,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import subprocess
 import tarfile
 
+from kubeplane.hami_core_double import DOUBLE_PATH, LIBRARY_IMAGE, build_double, library_image_files, reports
 from kubeplane.images import PAUSE_IMAGE, TEST_IMAGE, busybox_image_files, oci_archive, pause_files
 from kubeplane.tools import ensure_tools
 
@@ -56,3 +58,34 @@ def test_the_pause_image_runs_the_projects_pause_program():
     config = json.loads(blob(layout, manifest["config"]))
     assert config["config"]["Entrypoint"] == ["/pause"]
     assert descriptor["annotations"]["io.containerd.image.name"] == PAUSE_IMAGE
+
+
+def test_the_hami_core_double_reports_once_in_every_process_it_is_preloaded_into(tmp_path):
+    """The TEST DOUBLE of HAMi-core (kubeplane.hami_core_double) as the loader preloads it, here by
+    LD_PRELOAD into Debian's python3.11 (the workload image's program) and the child it starts."""
+    library = build_double(tmp_path)
+    assert build_double(tmp_path) == library and len(list(tmp_path.iterdir())) == 1, "compiled once per source"
+    program = "import subprocess, sys; print(subprocess.run([sys.executable, '-c', 'pass']).returncode)"
+    env = {"LD_PRELOAD": str(library), "CUDA_DEVICE_MEMORY_LIMIT": "5758m", "CUDA_DEVICE_SM_LIMIT": "25"}
+    ran = subprocess.run(["/usr/bin/python3.11", "-c", program], env=env, capture_output=True, text=True, check=True)
+    loaded = reports(ran.stderr)
+    assert ran.stdout == "0\n"
+    assert len(loaded) == 2 and loaded[0]["pid"] != loaded[1]["pid"], ran.stderr
+    for report in loaded:
+        assert report == {"pid": report["pid"], "exe": "/usr/bin/python3.11", "CUDA_DEVICE_MEMORY_LIMIT": "5758m",
+                          "CUDA_DEVICE_SM_LIMIT": "25", "CUDA_DEVICE_MEMORY_SHARED_CACHE": "<unset>"}
+
+
+def test_the_library_image_holds_what_the_guards_copy_script_runs_and_the_double():
+    bin_dir = ensure_tools()
+    library = build_double(bin_dir.parent / "images")
+    archive = oci_archive(LIBRARY_IMAGE, library_image_files(bin_dir, library), cmd=["sh"])
+    layout = members(archive)
+    [descriptor] = json.loads(layout["index.json"])["manifests"]
+    manifest = json.loads(blob(layout, descriptor))
+    with tarfile.open(fileobj=io.BytesIO(blob(layout, manifest["layers"][0]))) as tar:
+        entries = {m.name: m for m in tar.getmembers()}
+        double = tar.extractfile(DOUBLE_PATH.lstrip("/")).read()
+    for applet in ("sh", "cp", "chmod", "test", "echo"):
+        assert entries[f"bin/{applet}"].linkname == "busybox"
+    assert double == library.read_bytes() and double.startswith(b"\x7fELF")

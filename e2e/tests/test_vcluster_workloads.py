@@ -16,13 +16,10 @@ strictest rules and the restricted Pod Security Standard in the virtual cluster 
 
 from __future__ import annotations
 
-import base64
 import json
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 
 from gputenant import naming
 from kubeplane import ControlPlane, wait_for
@@ -31,6 +28,7 @@ from kubeplane.images import TEST_IMAGE
 from kubeplane.kai import SCHEDULER_NAME
 from kubeplane.kai_fixtures import KaiCluster
 from kubeplane.tools import pinned_versions
+from kubeplane.virtual_cluster import VIRTUAL_NAMESPACE, VirtualCluster, issued_kubeconfig
 
 pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(),
                                 reason=f"{REAL_VCLUSTER_CHART} is missing")
@@ -45,7 +43,6 @@ OTHER_POOL = "a100-timeslice"
 GPU_LIMIT = 2
 """The tenant's gpu.limit: its ResourceQuota and its KAI Queue both stop at 2 whole GPUs."""
 OTHER_TENANT_QUEUE = "ml-platform"
-VIRTUAL_NAMESPACE = "default"
 PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
 HOST_NAME_ANNOTATION = "vcluster.loft.sh/object-name"
 """vCluster's annotation on a synced host object: the virtual object's name."""
@@ -63,44 +60,13 @@ def tenant_manifest(owner: str) -> dict:
                      "kubeconfig": {"roles": ["admin"]}, "preventDeletion": False}}
 
 
-class VirtualCluster:
-    """kubectl against the tenant's virtual cluster with the admin kubeconfig the operator issued."""
-
-    def __init__(self, plane: ControlPlane, kubeconfig: Path):
-        self.plane = plane
-        self.kubeconfig = kubeconfig
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True):
-        return self.plane.kubectl(*args, kubeconfig_path=self.kubeconfig, input=input, check=check)
-
-    def apply(self, manifest: dict, check: bool = True):
-        return self.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest), check=check)
-
-    def pod(self, name: str) -> dict | None:
-        found = self.kubectl("get", "pod", name, "-n", VIRTUAL_NAMESPACE, "-o", "json", check=False)
-        return json.loads(found.stdout) if found.returncode == 0 else None
-
-    def job_pods(self, job: str) -> list[dict]:
-        return json.loads(self.kubectl("get", "pods", "-n", VIRTUAL_NAMESPACE, "-l", f"job-name={job}",
-                                       "-o", "json").stdout)["items"]
-
-    def events(self, pod: str) -> list[dict]:
-        """Events about the virtual pod, as `kubectl describe pod` shows them to the tenant."""
-        return json.loads(self.kubectl("get", "events", "-n", VIRTUAL_NAMESPACE, "--field-selector",
-                                       f"involvedObject.kind=Pod,involvedObject.name={pod}",
-                                       "-o", "json").stdout)["items"]
-
-
 @pytest.fixture(scope="module")
 def tenant(vcluster_kai: KaiCluster, real_tenants, tmp_path_factory) -> VirtualCluster:
     plane = vcluster_kai.plane
     real_tenants.apply(tenant_manifest("vc-workloads-owner"))
     real_tenants.wait_ready(TENANT, timeout=READY_TIMEOUT_SECONDS)
-    secret = json.loads(plane.kubectl("get", "secret", naming.kubeconfig_secret_name(TENANT, "admin"),
-                                      "-n", host_namespace(), "-o", "json").stdout)
     path = tmp_path_factory.mktemp("vc-workloads") / "admin.kubeconfig"
-    path.write_bytes(base64.b64decode(secret["data"]["config"]))
-    return VirtualCluster(plane, path)
+    return VirtualCluster(plane, issued_kubeconfig(plane, TENANT, host_namespace(), path))
 
 
 def host_namespace() -> str:
@@ -132,10 +98,6 @@ def gpu_pod(name: str, gpus: int = 1, resource: str = "nvidia.com/gpu", labels: 
             "spec": {"restartPolicy": "Never", "containers": [gpu_container("work", gpus, resource)], **spec}}
 
 
-def describe(tenant: VirtualCluster, name: str) -> str:
-    return tenant.kubectl("describe", "pod", name, "-n", VIRTUAL_NAMESPACE, check=False).stdout
-
-
 def event_messages(tenant: VirtualCluster, pod: str) -> list[str]:
     return [f"{e.get('reason')}: {e.get('message')}" for e in tenant.events(pod)]
 
@@ -158,7 +120,7 @@ def test_a_gpu_job_in_the_virtual_cluster_runs_on_the_tenants_pool_through_kai(v
     except TimeoutError:
         pods = tenant.job_pods("train")
         raise AssertionError(f"virtual pods: {[p['status'] for p in pods]}\n"
-                             f"{describe(tenant, pods[0]['metadata']['name']) if pods else 'no pod'}\n"
+                             f"{tenant.describe(pods[0]['metadata']['name']) if pods else 'no pod'}\n"
                              f"host pods: {[(p['metadata']['name'], p['status']) for p in host_pods(plane)]}") from None
     print(f"\nJob created in the virtual cluster -> its pod Running there: {time.monotonic() - created:.1f}s "
           f"(syncer, guard, KAI, kwok-simulated GPU node)")
@@ -188,7 +150,7 @@ def refusal_seen_by_tenant(tenant: VirtualCluster, pod: str, expected: str) -> s
     try:
         return wait_for(seen, timeout=FLOW_TIMEOUT_SECONDS, interval=1, what=f"{expected!r} on virtual pod {pod}")
     except TimeoutError:
-        raise AssertionError(describe(tenant, pod)) from None
+        raise AssertionError(tenant.describe(pod)) from None
 
 
 def test_over_the_limit_the_pod_stays_pending_in_the_virtual_cluster_with_the_quota_refusal(
@@ -230,7 +192,7 @@ def test_a_pod_kai_cannot_place_shows_kais_reason_in_the_virtual_cluster(vcluste
         condition, event = wait_for(unschedulable, timeout=FLOW_TIMEOUT_SECONDS, interval=1,
                                     what="KAI's Unschedulable condition and event on the virtual pod")
     except TimeoutError:
-        raise AssertionError(describe(tenant, "nowhere")) from None
+        raise AssertionError(tenant.describe("nowhere")) from None
     print(f"\nKAI cannot place it; the tenant sees: PodScheduled=False Unschedulable {condition['message']!r}; "
           f"event {event['reason']} from {event['source'].get('component')}: {event['message']!r}")
     host = host_pod_of(plane, "nowhere")
@@ -277,7 +239,7 @@ def test_a_pod_naming_another_pools_nodes_is_steered_back_or_refused(vcluster_ka
     try:
         how, seen = wait_for(outcome, timeout=FLOW_TIMEOUT_SECONDS, interval=1, what="other-pool steered or refused")
     except TimeoutError:
-        raise AssertionError(describe(tenant, "other-pool")) from None
+        raise AssertionError(tenant.describe("other-pool")) from None
     if how == "steered":
         print(f"\nother-pool: steered back, host nodeSelector {seen['spec']['nodeSelector']}, "
               f"bound to {seen['spec']['nodeName']} (simulated)")

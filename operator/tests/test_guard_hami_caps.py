@@ -223,6 +223,7 @@ def test_a_pool_names_where_its_library_comes_from():
     library = EXAMPLE.pool("l4-hami").hami_settings().library
     init = hami_caps.init_container(library)
     assert init["command"][-1] == library.path
+    assert init["terminationMessagePolicy"] == "FallbackToLogsOnError", "a failed copy's reason reaches the status"
     with pytest.raises(ValueError, match="path"):
         OperatorConfig.model_validate({"pools": [{"name": "h", "mode": "HAMi", "gpuModel": "L4", "gpuMemoryMiB": 1,
                                                   "hami": {"library": {"path": "lib; rm -rf /"}}}]})
@@ -236,7 +237,7 @@ def test_the_guards_init_container_is_recognised_as_the_api_server_stores_it():
     pod = share_pod("0.25")
     stored = jsonpatch.apply_patch(pod, mutate_pod(pod, "shares", decision))
     init = stored["spec"]["initContainers"][0]
-    init.update(terminationMessagePath="/dev/termination-log", terminationMessagePolicy="File")
+    init.update(terminationMessagePath="/dev/termination-log")  # its terminationMessagePolicy is the guard's
     init["volumeMounts"].append({"name": "kube-api-access-x", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
                                  "readOnly": True})
     assert validate_pod(stored, "shares", model.spec.trust, decision) == []

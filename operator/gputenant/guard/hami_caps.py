@@ -135,7 +135,9 @@ def library_settings(pool: Pool) -> HamiLibrary:
 
 def init_container(library: HamiLibrary) -> dict:
     """The guard's init container: copies HAMi-core into the pod's library volume; sees no GPU, runs as
-    nobody with nothing but that volume writable, so Pod Security ``restricted`` would admit it too."""
+    nobody with nothing but that volume writable, so Pod Security ``restricted`` would admit it too. Its
+    stderr becomes its termination message, so a failed copy's reason reaches the pod's status (and the
+    tenant, through vCluster's status sync)."""
     return {
         "name": INIT_CONTAINER,
         "image": library.image,
@@ -147,6 +149,7 @@ def init_container(library: HamiLibrary) -> dict:
                             "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}},
         "volumeMounts": [{"name": LIBRARY_VOLUME, "mountPath": STAGING}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
 
 
