@@ -58,7 +58,8 @@ def test_stages_by_kind():
     assert stage_of("LimitRange") == "QuotaReady"
     assert stage_of("ClusterRoleBinding") == "RBACReady"
     assert stage_of("Queue") == "QueueReady"
-    assert stage_of("ConfigMap") == "SharingReady"
+    assert stage_of("ConfigMap") == "RBACReady"  # the owners' wake request
+    assert stage_of("SomethingElse") == "SharingReady"
 
 
 TENANT = {"metadata": {"name": "a", "uid": "u1"}}

@@ -88,6 +88,11 @@ AWAKE: Final = "Awake"
 """Asleep=False: woken; the control plane serves again."""
 ASLEEP_REASON: Final = "Asleep"
 """VClusterReady (and so Ready) False: the tenant sleeps on request; not a failure."""
+WOKEN_ON_REQUEST: Final = "WokenOnRequest"
+"""Asleep=False although spec.sleep.asleep is true: an owner asked to wake it (ConfigMap
+gputenant-wake); it sleeps again when the wake ends (status.wake.until, docs/operations.md)."""
+GPU_POD_PENDING: Final = "GpuPodPending"
+"""The Event on a tenant's Pending GPU pod (synced into its virtual cluster) saying why, in its words."""
 IDLE_GPUS: Final = "IdleGpus"
 """Asleep=True, and the Event the idle policy posts: the operator put the tenant to sleep because
 every GPU it held stayed idle for spec.sleep.idle.after."""

@@ -54,6 +54,8 @@ class Pass:
     decision: Decision
     vcluster_values: dict
     admin_kubeconfig: dict | None = None
+    woken_on_request: bool = False
+    """Set by `reconcile.wake`: an owner's wake request holds, the pass runs the tenant awake."""
     """Set by the vCluster step once the control plane wrote it; the steps after it need it."""
 
     def __init__(self, services: Services, body: dict, retry: int, now: datetime):
