@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "crd": "crd",
     "pools": "pools",
     "usage": "usage",
+    "status": "status",
 }
 
 

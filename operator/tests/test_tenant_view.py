@@ -151,3 +151,18 @@ def test_the_same_inputs_give_the_same_configmap():
     tenant, decision = example("trusted")
     first = view_configmap(tenant.name, "ns", tenant_view(tenant, decision, {}, []))
     assert first == view_configmap(tenant.name, "ns", tenant_view(tenant, decision, {}, []))
+
+
+def test_gputenant_status_prints_why_a_pod_is_pending():
+    from gputenant.commands.status import format_view
+
+    tenant, decision = example("internal")
+    host = [host_pod(f"run-{i}", bound=True, fraction="0.75") for i in range(4)]
+    host.append(host_pod("waits", bound=False, fraction="0.5"))
+    text = format_view(tenant_view(tenant, decision, {}, queued_pods(host, decision), caps(decision)))
+    assert "Tenant recsys: trust Internal, mechanism HAMi, pool l4-hami" in text
+    assert "annotate the pod gpu-fraction: one of 0.25, 0.5, 0.75" in text
+    assert "gpu-fraction 0.25: capped at" in text
+    assert f"Queue {decision.queue.name}: quota 2 GPUs, limit 3, allocated 3, pending pods 1" in text
+    [row] = [line for line in text.splitlines() if line.startswith("default") and "waits" in line]
+    assert "Pending" in row and f"queue {decision.queue.name} at its limit of 3 GPUs" in row
