@@ -309,6 +309,93 @@ def test_a_privileged_pod_is_refused_inside_the_virtual_cluster_even_in_a_privil
     assert not [p for p in host_pods(plane) if "privileged" in p["metadata"]["name"]]
 
 
+# -- the tenant's view (render/tenant_view.py), read inside the virtual cluster ------------------
+
+VIEW = ("kube-public", "gputenant")
+"""Where vCluster's sync from host shows the operator's ConfigMap gputenant-view inside."""
+
+
+def view_inside(tenant: VirtualCluster) -> dict | None:
+    found = tenant.kubectl("get", "configmap", VIEW[1], "-n", VIEW[0], "-o", "json", check=False)
+    return json.loads(found.stdout) if found.returncode == 0 else None
+
+
+def view_content(tenant: VirtualCluster) -> dict:
+    return json.loads((view_inside(tenant) or {}).get("data", {}).get("view.json") or "{}")
+
+
+def wait_view(tenant: VirtualCluster, holds, what: str) -> dict:
+    try:
+        return wait_for(lambda: (view := view_content(tenant)) and holds(view) and view,
+                        timeout=FLOW_TIMEOUT_SECONDS, interval=1, what=what)
+    except TimeoutError:
+        raise AssertionError(f"{what}; the view inside: {json.dumps(view_content(tenant), indent=1)}") from None
+
+
+def gputenant_status(tenant: VirtualCluster, *args: str) -> str:
+    """`gputenant status` as the tenant runs it: with its vCluster kubeconfig only."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "gputenant.cli", "status", f"--kubeconfig={tenant.kubeconfig}",
+                           *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_view_inside_the_virtual_cluster_says_what_an_untrusted_tenant_may_ask_for(
+        vcluster_kai: KaiCluster, tenant: VirtualCluster):
+    view = wait_view(tenant, lambda v: v.get("tenant") == TENANT, "the view synced into the virtual cluster")
+    print(f"\nthe view inside: trust {view['trust']}, mechanism {view['mechanism']}, ask {view['ask']['how']!r}")
+    assert (view["trust"], view["mechanism"], view["pool"]) == ("Untrusted", "Exclusive", POOL)
+    assert view["ask"]["resource"] == "nvidia.com/gpu" and view["ask"]["maxPerPod"] == GPU_LIMIT
+    assert view["quota"]["queue"]["name"] == naming.queue_name(TENANT)
+    assert (view["quota"]["queue"]["quota"], view["quota"]["queue"]["limit"]) == (1, GPU_LIMIT)
+    assert view["quota"]["resourceQuota"]["requests.nvidia.com/gpu"] == str(GPU_LIMIT)
+    assert view["sleep"]["asleep"] is False
+    assert OTHER_TENANT_QUEUE not in json.dumps(view_inside(tenant)), "the view names no other tenant"
+    example = yaml.safe_load(view_inside(tenant)["data"]["example-pod.yaml"])
+    assert example["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert json.loads(gputenant_status(tenant, "-o", "json")) == view
+    assert f"Tenant {TENANT}: trust Untrusted, mechanism Exclusive, pool {POOL}" in gputenant_status(tenant)
+
+
+def test_the_tenant_cannot_change_its_view(vcluster_kai: KaiCluster, tenant: VirtualCluster):
+    """The tenant is cluster-admin inside: its edit is accepted by the virtual API server, and the
+    syncer puts the host's content back; a deletion is undone the same way."""
+    original = wait_view(tenant, lambda v: v.get("tenant") == TENANT, "the view synced")
+    forged = {"data": {"view.json": json.dumps({**original, "quota": {"queue": {"limit": 1000}}})}}
+    tenant.kubectl("patch", "configmap", VIEW[1], "-n", VIEW[0], "--type=merge", "-p", json.dumps(forged))
+    wait_view(tenant, lambda v: v == original, "the edit undone by the syncer")
+    tenant.kubectl("delete", "configmap", VIEW[1], "-n", VIEW[0])
+    wait_view(tenant, lambda v: v == original, "the deleted view back")
+    host = json.loads(vcluster_kai.plane.kubectl("get", "configmap", "gputenant-view", "-n", host_namespace(),
+                                                 "-o", "json").stdout)
+    assert json.loads(host["data"]["view.json"]) == original
+
+
+def test_a_pod_kai_cannot_place_is_pending_in_the_view_with_its_reason_and_an_event(
+        vcluster_kai: KaiCluster, tenant: VirtualCluster):
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["no-such-node"]}]}]}}}
+    tenant.apply(gpu_pod("stuck", affinity=affinity))
+    try:
+        view = wait_view(tenant, lambda v: any(p["name"] == "stuck" and p.get("scheduler")
+                                               for p in v["queue"]["pods"]), "stuck Pending in the view")
+        [stuck] = [p for p in view["queue"]["pods"] if p["name"] == "stuck"]
+        print(f"\nthe view says why stuck waits: {stuck['reason']!r}")
+        assert stuck["state"] == "Pending" and stuck["namespace"] == VIRTUAL_NAMESPACE and stuck["gpus"] == 1
+        assert stuck["reason"].startswith(f"the scheduler found no place on pool {POOL}: ")
+        event = wait_for(lambda: next((e for e in tenant.events("stuck") if e.get("reason") == "GpuPodPending"), None),
+                         timeout=FLOW_TIMEOUT_SECONDS, interval=1, what="the GpuPodPending event on the virtual pod")
+        assert event["message"] == stuck["reason"]
+        table = gputenant_status(tenant)
+        assert any("stuck" in line and "Pending" in line and "the scheduler found no place" in line
+                   for line in table.splitlines()), table
+    finally:
+        tenant.kubectl("delete", "pod", "stuck", "-n", VIRTUAL_NAMESPACE, "--wait=false")
+
+
 def test_deleting_the_tenant_removes_its_workloads_podgroups_release_and_volume(vcluster_kai: KaiCluster,
                                                                                 tenant: VirtualCluster,
                                                                                 real_tenants):
