@@ -356,7 +356,8 @@ def test_the_view_inside_the_virtual_cluster_says_what_an_untrusted_tenant_may_a
     assert OTHER_TENANT_QUEUE not in json.dumps(view_inside(tenant)), "the view names no other tenant"
     example = yaml.safe_load(view_inside(tenant)["data"]["example-pod.yaml"])
     assert example["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert json.loads(gputenant_status(tenant, "-o", "json")) == view
+    wait_for(lambda: json.loads(gputenant_status(tenant, "-o", "json")) == view_content(tenant), timeout=60,
+             interval=1, what="gputenant status -o json printing the view (a pod of an earlier test may still go)")
     assert f"Tenant {TENANT}: trust Untrusted, mechanism Exclusive, pool {POOL}" in gputenant_status(tenant)
 
 
@@ -394,6 +395,60 @@ def test_a_pod_kai_cannot_place_is_pending_in_the_view_with_its_reason_and_an_ev
                    for line in table.splitlines()), table
     finally:
         tenant.kubectl("delete", "pod", "stuck", "-n", VIRTUAL_NAMESPACE, "--wait=false")
+
+
+SHARES_TENANT = "vc-shares"
+SHARE_LIMIT = 0.5
+"""An Internal tenant in HAMi mode with a limit of two quarter shares: a third waits for the queue."""
+
+
+@pytest.fixture(scope="module")
+def shares(vcluster_kai: KaiCluster, real_tenants, tmp_path_factory):
+    """A second real vCluster tenant, Internal on l4-hami (KAI fractions): the queue, not the namespace
+    quota, holds its shares (docs/units.md), so a pod over its limit reaches the host and waits there."""
+    plane = vcluster_kai.plane
+    real_tenants.apply({"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": SHARES_TENANT},
+                        "spec": {"trust": "Internal", "owners": [{"kind": "User", "name": "shares-owner"}],
+                                 "gpu": {"quota": 0.25, "limit": SHARE_LIMIT},
+                                 "sharing": {"mode": "HAMi", "hami": {"corePercent": 25}},
+                                 "vcluster": {"kubernetesVersion": pinned_versions()["kube"]},
+                                 "kubeconfig": {"roles": ["admin"]}, "preventDeletion": False}})
+    real_tenants.wait_ready(SHARES_TENANT, timeout=READY_TIMEOUT_SECONDS)
+    secret = json.loads(plane.kubectl("get", "secret", naming.kubeconfig_secret_name(SHARES_TENANT, "admin"),
+                                      "-n", f"tenant-{SHARES_TENANT}", "-o", "json").stdout)
+    path = tmp_path_factory.mktemp("vc-shares") / "admin.kubeconfig"
+    path.write_bytes(base64.b64decode(secret["data"]["config"]))
+    yield VirtualCluster(plane, path)
+    real_tenants.delete(SHARES_TENANT)
+
+
+def share_pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": VIRTUAL_NAMESPACE, "annotations": {"gpu-fraction": "0.25"}},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "infer", "image": TEST_IMAGE, "command": ["sleep", "3600"], "securityContext": dict(RESTRICTED),
+                "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}, "requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
+
+
+def test_a_share_held_by_the_queue_limit_is_pending_in_the_view_for_the_limit(vcluster_kai: KaiCluster, shares):
+    queue = naming.queue_name(SHARES_TENANT)
+    view = wait_view(shares, lambda v: v.get("tenant") == SHARES_TENANT, "the Internal tenant's view")
+    assert (view["trust"], view["mechanism"], view["ask"]["annotation"]) == ("Internal", "HAMi", "gpu-fraction")
+    assert view["ask"]["sizes"] == ["0.25", "0.5"] and [c["gpuFraction"] for c in view["ask"]["hamiCaps"]] == ["0.25", "0.5"]
+    for name in ("share-1", "share-2"):
+        shares.apply(share_pod(name))
+    wait_view(shares, lambda v: [p["state"] for p in v["queue"]["pods"]] == ["Running", "Running"],
+              "two shares running")
+    shares.apply(share_pod("share-3"))
+    view = wait_view(shares, lambda v: any(p["name"] == "share-3" and p["state"] == "Pending"
+                                           for p in v["queue"]["pods"]), "the third share Pending in the view")
+    [held] = [p for p in view["queue"]["pods"] if p["name"] == "share-3"]
+    print(f"\nthe view says why share-3 waits: {held['reason']!r} (KAI: {held.get('scheduler')!r})")
+    assert held["reason"].startswith(f"queue {queue} at its limit of {SHARE_LIMIT:g} GPUs ({SHARE_LIMIT:g} allocated")
+    assert view["queue"]["allocated"] == SHARE_LIMIT
+    event = wait_for(lambda: next((e for e in shares.events("share-3") if e.get("reason") == "GpuPodPending"), None),
+                     timeout=FLOW_TIMEOUT_SECONDS, interval=1, what="the GpuPodPending event on share-3")
+    assert event["message"] == held["reason"]
 
 
 def test_deleting_the_tenant_removes_its_workloads_podgroups_release_and_volume(vcluster_kai: KaiCluster,

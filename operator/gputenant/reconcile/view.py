@@ -18,6 +18,7 @@ from gputenant.guard.hami_caps import caps_by_size
 from gputenant.kube import ApiError, Applier
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.context import Pass
+from gputenant.reconcile.events import post_pod_event
 from gputenant.reconcile.ownership import adopt
 from gputenant.render.tenant_view import (
     VIEW_CONFIGMAP,
@@ -29,7 +30,6 @@ from gputenant.render.tenant_view import (
     tenant_view,
     view_configmap,
 )
-from gputenant.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -64,5 +64,4 @@ async def write_view(run: Pass, status: dict) -> None:
         key = (annotations.get(VIRTUAL_NAMESPACE_ANNOTATION, ""), annotations.get(VIRTUAL_NAME_ANNOTATION, ""))
         reason = pods_of(view).get(key)
         if reason and before.get(key) != reason:
-            await run.client.post_event({**pod, "apiVersion": "v1", "kind": "Pod"}, "Warning",
-                                        reasons.GPU_POD_PENDING, reason, rfc3339(run.now))
+            await post_pod_event(run.client, pod, reasons.GPU_POD_PENDING, reason, run.now)
