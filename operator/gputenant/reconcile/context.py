@@ -88,6 +88,10 @@ class Pass:
         return self.annotations.get(naming.ROTATE_ANNOTATION, "")
 
     @property
+    def revocation_request(self) -> str:
+        return self.annotations.get(naming.REVOKE_ANNOTATION, "")
+
+    @property
     def retry_request(self) -> str:
         return self.annotations.get(RETRY_ANNOTATION, "")
 
