@@ -135,3 +135,34 @@ def test_argocd_cluster_secret_is_registered_and_removed_when_disabled(plane, te
     body = tenants_api.wait_ready("argo-t")
     assert read_secret(plane, "gputenant-argo-t", "argocd") is None
     assert tenants_api.condition(body, "ArgoCDReady")["reason"] == "NotRequested"
+
+
+REVOKE = "gputenant.io/revoke-kubeconfigs"
+
+
+def refused(kubeconfig: dict) -> bool:
+    """True when the virtual cluster no longer accepts the kubeconfig's token (401)."""
+    try:
+        lists_namespaces(kubeconfig)
+    except kubernetes.client.ApiException as error:
+        return error.status == 401
+    return False
+
+
+def test_revoke_annotation_makes_the_old_tokens_fail_within_seconds(plane, tenants_api, short_lived):
+    old = {role: yaml.safe_load(base64.b64decode(kubeconfig_secret(plane, "rot-t", role).data["config"]))
+           for role in ("admin", "view")}
+    assert all(lists_namespaces(kubeconfig) for kubeconfig in old.values())
+    plane.kubectl("annotate", "gputenant", "rot-t", f"{REVOKE}=incident-1", "--overwrite")
+    started = time.monotonic()
+    wait_for(lambda: all(refused(kubeconfig) for kubeconfig in old.values()), timeout=60, interval=0.5,
+             what="the kubeconfigs issued before the revocation refused")
+    print(f"\nold tokens refused {time.monotonic() - started:.1f}s after the revoke annotation")
+
+    def reissued():
+        new = {role: yaml.safe_load(base64.b64decode(kubeconfig_secret(plane, "rot-t", role).data["config"]))
+               for role in old}
+        return new if all(new[r]["users"] != old[r]["users"] for r in old) else None
+    new = wait_for(reissued, timeout=60, interval=0.5, what="new kubeconfigs in the Secrets")
+    assert all(lists_namespaces(kubeconfig) for kubeconfig in new.values())
+    assert all(refused(kubeconfig) for kubeconfig in old.values()), "the old tokens stay refused"

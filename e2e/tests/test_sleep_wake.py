@@ -15,6 +15,7 @@ import base64
 import json
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -143,3 +144,65 @@ def test_sleep_releases_everything_on_the_host_and_wake_restores_it_with_the_dat
     wait_for(lambda: _worker_synced(plane), timeout=SETTLE_TIMEOUT_SECONDS, interval=2,
              what="the worker's pod synced again after waking")
     wait_for(lambda: _gpus_used(plane) == "1", timeout=60, interval=1, what="the worker's GPU counted again")
+
+
+OTHER = "light-sleeper"
+"""A second tenant, asleep from the start (its control plane never runs): its owner is another
+tenant's owner to the sleeper."""
+
+
+def _wake_request(plane: ControlPlane, user: Path, value: str):
+    return plane.kubectl("patch", "configmap", naming.WAKE_CONFIGMAP, "-n", NAMESPACE, "--type=merge",
+                         "-p", json.dumps({"data": {"request": value}}), kubeconfig_path=user, check=False)
+
+
+def test_an_owner_wakes_a_gitops_sleeping_tenant_others_are_refused_and_the_spec_does_not_flap(
+        vcluster_node, real_tenants, sleeper):
+    plane = vcluster_node
+    real_tenants.apply(real_tenants.manifest(OTHER, "Trusted", "other-owner", gpus=1, sleep={"asleep": True},
+                                             kubeconfig={"roles": ["admin"]}))
+    wait_for(lambda: plane.kubectl("get", "rolebinding", naming.WAKE_BINDING_NAME, "-n", f"tenant-{OTHER}",
+                                   check=False).returncode == 0, timeout=SETTLE_TIMEOUT_SECONDS, interval=2,
+             what=f"tenant {OTHER}'s owners bound")
+    # the spec as Git holds it, applied by a GitOps tool's field manager: asleep
+    gitops = real_tenants.manifest(NAME, "Trusted", "sleeper-owner", gpus=1,
+                                   vcluster={"kubernetesVersion": pinned_versions()["kube"]},
+                                   kubeconfig={"roles": ["admin"]}, sleep={"asleep": True})
+    plane.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=argocd-controller", "-f", "-",
+                  input=yaml.safe_dump(gitops))
+    asleep = _wait_tenant(plane, real_tenants, lambda body: _condition(body, "Asleep").get("status") == "True",
+                          SETTLE_TIMEOUT_SECONDS, "Asleep (GitOps)")
+    generation = asleep["metadata"]["generation"]
+
+    stranger, other_owner = plane.user("stranger"), plane.user("other-owner")
+    for refused_user in (stranger, other_owner):
+        refused = _wake_request(plane, refused_user, "let-me-in")
+        assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr
+    other_cm = plane.kubectl("patch", "configmap", naming.WAKE_CONFIGMAP, "-n", f"tenant-{OTHER}", "--type=merge",
+                             "-p", '{"data":{"request":"x"}}', kubeconfig_path=plane.user("sleeper-owner"),
+                             check=False)
+    assert other_cm.returncode != 0 and "forbidden" in other_cm.stderr.lower(), "an owner wakes only its own tenant"
+    # the refused attempts changed nothing: still asleep
+    assert _condition(real_tenants.get(NAME), "Asleep").get("status") == "True"
+
+    assert _wake_request(plane, plane.user("sleeper-owner"), "monday-0900").returncode == 0
+    started = time.monotonic()
+    awake = _wait_tenant(plane, real_tenants, lambda body: _condition(body, "Ready").get("status") == "True",
+                         READY_TIMEOUT_SECONDS, "Ready after the owner's wake request")
+    print(f"\ntenant {NAME} Ready {time.monotonic() - started:.1f}s after its owner's wake request")
+    assert _condition(awake, "Asleep")["reason"] == "WokenOnRequest"
+    assert awake["status"]["wake"]["request"] == "monday-0900" and awake["status"]["wake"]["until"]
+    assert _statefulset(plane)["status"].get("readyReplicas") == 1
+
+    # Git still says asleep and is applied again (a sync): no spec change, no flapping
+    plane.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=argocd-controller", "-f", "-",
+                  input=yaml.safe_dump(gitops))
+    for _ in range(4):  # several resync periods of the operator (RESYNC_SECONDS)
+        time.sleep(5)
+        body = real_tenants.get(NAME)
+        assert body["spec"]["sleep"]["asleep"] is True and body["metadata"]["generation"] == generation
+        assert _condition(body, "Asleep")["reason"] == "WokenOnRequest", body["status"]
+        assert _statefulset(plane)["spec"].get("replicas", 1) == 1
+    managers = {entry["manager"] for entry in real_tenants.get(NAME)["metadata"]["managedFields"]
+                if "f:spec" in json.dumps(entry.get("fieldsV1", {}))}
+    assert "gputenant" not in " ".join(managers) and "gpu-tenant-operator" not in managers, managers

@@ -20,6 +20,7 @@ import json
 import time
 
 import pytest
+import yaml
 
 from gputenant import naming
 from kubeplane import ControlPlane, wait_for
@@ -269,6 +270,146 @@ def test_a_privileged_pod_is_refused_inside_the_virtual_cluster_even_in_a_privil
     assert 'violates PodSecurity "restricted:latest"' in refused.stderr
     assert "must not set securityContext.privileged=true" in refused.stderr
     assert not [p for p in host_pods(plane) if "privileged" in p["metadata"]["name"]]
+
+
+# -- the tenant's view (render/tenant_view.py), read inside the virtual cluster ------------------
+
+VIEW = ("kube-public", "gputenant")
+"""Where vCluster's sync from host shows the operator's ConfigMap gputenant-view inside."""
+
+
+def view_inside(tenant: VirtualCluster) -> dict | None:
+    found = tenant.kubectl("get", "configmap", VIEW[1], "-n", VIEW[0], "-o", "json", check=False)
+    return json.loads(found.stdout) if found.returncode == 0 else None
+
+
+def view_content(tenant: VirtualCluster) -> dict:
+    return json.loads((view_inside(tenant) or {}).get("data", {}).get("view.json") or "{}")
+
+
+def wait_view(tenant: VirtualCluster, holds, what: str) -> dict:
+    try:
+        return wait_for(lambda: (view := view_content(tenant)) and holds(view) and view,
+                        timeout=FLOW_TIMEOUT_SECONDS, interval=1, what=what)
+    except TimeoutError:
+        raise AssertionError(f"{what}; the view inside: {json.dumps(view_content(tenant), indent=1)}") from None
+
+
+def gputenant_status(tenant: VirtualCluster, *args: str) -> str:
+    """`gputenant status` as the tenant runs it: with its vCluster kubeconfig only."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "gputenant.cli", "status", f"--kubeconfig={tenant.kubeconfig}",
+                           *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_view_inside_the_virtual_cluster_says_what_an_untrusted_tenant_may_ask_for(
+        vcluster_kai: KaiCluster, tenant: VirtualCluster):
+    view = wait_view(tenant, lambda v: v.get("tenant") == TENANT, "the view synced into the virtual cluster")
+    print(f"\nthe view inside: trust {view['trust']}, mechanism {view['mechanism']}, ask {view['ask']['how']!r}")
+    assert (view["trust"], view["mechanism"], view["pool"]) == ("Untrusted", "Exclusive", POOL)
+    assert view["ask"]["resource"] == "nvidia.com/gpu" and view["ask"]["maxPerPod"] == GPU_LIMIT
+    assert view["quota"]["queue"]["name"] == naming.queue_name(TENANT)
+    assert (view["quota"]["queue"]["quota"], view["quota"]["queue"]["limit"]) == (1, GPU_LIMIT)
+    assert view["quota"]["resourceQuota"]["requests.nvidia.com/gpu"] == str(GPU_LIMIT)
+    assert view["sleep"]["asleep"] is False
+    assert OTHER_TENANT_QUEUE not in json.dumps(view_inside(tenant)), "the view names no other tenant"
+    example = yaml.safe_load(view_inside(tenant)["data"]["example-pod.yaml"])
+    assert example["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    wait_for(lambda: json.loads(gputenant_status(tenant, "-o", "json")) == view_content(tenant), timeout=60,
+             interval=1, what="gputenant status -o json printing the view (a pod of an earlier test may still go)")
+    assert f"Tenant {TENANT}: trust Untrusted, mechanism Exclusive, pool {POOL}" in gputenant_status(tenant)
+
+
+def test_the_tenant_cannot_change_its_view(vcluster_kai: KaiCluster, tenant: VirtualCluster):
+    """The tenant is cluster-admin inside: its edit is accepted by the virtual API server, and the
+    syncer puts the host's content back; a deletion is undone the same way."""
+    original = wait_view(tenant, lambda v: v.get("tenant") == TENANT, "the view synced")
+    forged = {"data": {"view.json": json.dumps({**original, "quota": {"queue": {"limit": 1000}}})}}
+    tenant.kubectl("patch", "configmap", VIEW[1], "-n", VIEW[0], "--type=merge", "-p", json.dumps(forged))
+    wait_view(tenant, lambda v: v == original, "the edit undone by the syncer")
+    tenant.kubectl("delete", "configmap", VIEW[1], "-n", VIEW[0])
+    wait_view(tenant, lambda v: v == original, "the deleted view back")
+    host = json.loads(vcluster_kai.plane.kubectl("get", "configmap", "gputenant-view", "-n", host_namespace(),
+                                                 "-o", "json").stdout)
+    assert json.loads(host["data"]["view.json"]) == original
+
+
+def test_a_pod_kai_cannot_place_is_pending_in_the_view_with_its_reason_and_an_event(
+        vcluster_kai: KaiCluster, tenant: VirtualCluster):
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["no-such-node"]}]}]}}}
+    tenant.apply(gpu_pod("stuck", affinity=affinity))
+    try:
+        view = wait_view(tenant, lambda v: any(p["name"] == "stuck" and p.get("scheduler")
+                                               for p in v["queue"]["pods"]), "stuck Pending in the view")
+        [stuck] = [p for p in view["queue"]["pods"] if p["name"] == "stuck"]
+        print(f"\nthe view says why stuck waits: {stuck['reason']!r}")
+        assert stuck["state"] == "Pending" and stuck["namespace"] == VIRTUAL_NAMESPACE and stuck["gpus"] == 1
+        assert stuck["reason"].startswith(f"the scheduler found no place on pool {POOL}: ")
+        event = wait_for(lambda: next((e for e in tenant.events("stuck") if e.get("reason") == "GpuPodPending"), None),
+                         timeout=FLOW_TIMEOUT_SECONDS, interval=1, what="the GpuPodPending event on the virtual pod")
+        assert event["message"] == stuck["reason"]
+        table = gputenant_status(tenant)
+        assert any("stuck" in line and "Pending" in line and "the scheduler found no place" in line
+                   for line in table.splitlines()), table
+    finally:
+        tenant.kubectl("delete", "pod", "stuck", "-n", VIRTUAL_NAMESPACE, "--wait=false")
+
+
+SHARES_TENANT = "vc-shares"
+SHARE_LIMIT = 0.5
+"""An Internal tenant in HAMi mode with a limit of two quarter shares: a third waits for the queue."""
+
+
+@pytest.fixture(scope="module")
+def shares(vcluster_kai: KaiCluster, real_tenants, tmp_path_factory):
+    """A second real vCluster tenant, Internal on l4-hami (KAI fractions): the queue, not the namespace
+    quota, holds its shares (docs/units.md), so a pod over its limit reaches the host and waits there."""
+    plane = vcluster_kai.plane
+    real_tenants.apply({"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": SHARES_TENANT},
+                        "spec": {"trust": "Internal", "owners": [{"kind": "User", "name": "shares-owner"}],
+                                 "gpu": {"quota": 0.25, "limit": SHARE_LIMIT},
+                                 "sharing": {"mode": "HAMi", "hami": {"corePercent": 25}},
+                                 "vcluster": {"kubernetesVersion": pinned_versions()["kube"]},
+                                 "kubeconfig": {"roles": ["admin"]}, "preventDeletion": False}})
+    real_tenants.wait_ready(SHARES_TENANT, timeout=READY_TIMEOUT_SECONDS)
+    path = issued_kubeconfig(plane, SHARES_TENANT, f"tenant-{SHARES_TENANT}",
+                             tmp_path_factory.mktemp("vc-shares") / "admin.kubeconfig")
+    yield VirtualCluster(plane, path)
+    real_tenants.delete(SHARES_TENANT)
+
+
+def share_pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": VIRTUAL_NAMESPACE, "annotations": {"gpu-fraction": "0.25"}},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "infer", "image": TEST_IMAGE, "command": ["sleep", "3600"], "securityContext": dict(RESTRICTED),
+                "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}, "requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
+
+
+def test_a_share_held_by_the_queue_limit_is_pending_in_the_view_for_the_limit(vcluster_kai: KaiCluster, shares):
+    queue = naming.queue_name(SHARES_TENANT)
+    view = wait_view(shares, lambda v: v.get("tenant") == SHARES_TENANT, "the Internal tenant's view")
+    assert (view["trust"], view["mechanism"], view["ask"]["annotation"]) == ("Internal", "HAMi", "gpu-fraction")
+    assert view["ask"]["sizes"] == ["0.25", "0.5"] and [c["gpuFraction"] for c in view["ask"]["hamiCaps"]] == ["0.25", "0.5"]
+    for name in ("share-1", "share-2"):
+        shares.apply(share_pod(name))
+    wait_view(shares, lambda v: [p["state"] for p in v["queue"]["pods"]] == ["Running", "Running"],
+              "two shares running")
+    shares.apply(share_pod("share-3"))
+    view = wait_view(shares, lambda v: any(p["name"] == "share-3" and p["state"] == "Pending"
+                                           for p in v["queue"]["pods"]), "the third share Pending in the view")
+    [held] = [p for p in view["queue"]["pods"] if p["name"] == "share-3"]
+    print(f"\nthe view says why share-3 waits: {held['reason']!r} (KAI: {held.get('scheduler')!r})")
+    assert held["reason"].startswith(f"queue {queue} at its limit of {SHARE_LIMIT:g} GPUs ({SHARE_LIMIT:g} allocated")
+    assert view["queue"]["allocated"] == SHARE_LIMIT
+    event = wait_for(lambda: next((e for e in shares.events("share-3") if e.get("reason") == "GpuPodPending"), None),
+                     timeout=FLOW_TIMEOUT_SECONDS, interval=1, what="the GpuPodPending event on share-3")
+    assert event["message"] == held["reason"]
 
 
 def test_deleting_the_tenant_removes_its_workloads_podgroups_release_and_volume(vcluster_kai: KaiCluster,

@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "crd": "crd",
     "pools": "pools",
     "usage": "usage",
+    "status": "status",
 }
 
 

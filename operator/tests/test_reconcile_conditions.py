@@ -58,7 +58,8 @@ def test_stages_by_kind():
     assert stage_of("LimitRange") == "QuotaReady"
     assert stage_of("ClusterRoleBinding") == "RBACReady"
     assert stage_of("Queue") == "QueueReady"
-    assert stage_of("ConfigMap") == "SharingReady"
+    assert stage_of("ConfigMap") == "RBACReady"  # the owners' wake request
+    assert stage_of("SomethingElse") == "SharingReady"
 
 
 TENANT = {"metadata": {"name": "a", "uid": "u1"}}
@@ -109,3 +110,11 @@ def _secret(expires_at: str | None, rotation: str = "", server: str = "https://v
 ])
 def test_issue_reason_follows_kubeconfigs_needs_rotation(secret, rotation, server, now, reason):
     assert issue_reason(secret, timedelta(minutes=10), parse_timestamp(now), rotation, server) == reason
+
+
+def test_a_new_revoke_request_revokes_before_anything_else():
+    fresh = _secret("2026-01-01T00:10:00Z")
+    now = parse_timestamp("2026-01-01T00:01:00Z")
+    assert issue_reason(fresh, timedelta(minutes=10), now, "", "https://vc", "incident-42") == "revoked"
+    fresh["metadata"]["annotations"]["gputenant.io/revocation"] = "incident-42"
+    assert issue_reason(fresh, timedelta(minutes=10), now, "", "https://vc", "incident-42") is None

@@ -90,7 +90,7 @@ def test_objects_come_in_apply_order_with_tenant_and_trust_labels():
     rendered = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG)
     kinds = [obj["kind"] for obj in rendered.objects]
     assert kinds == ["Namespace", "ResourceQuota", "LimitRange", "NetworkPolicy", "NetworkPolicy",
-                     "Role", "Role", "Role", "RoleBinding", "Queue"]
+                     "Role", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "ConfigMap", "Queue"]
     for obj in rendered.objects:
         labels = obj["metadata"]["labels"]
         assert labels[naming.TENANT_LABEL] == "team-a", obj["kind"]
@@ -135,7 +135,7 @@ def test_limit_range_takes_the_spec_defaults():
 def test_impossible_decision_renders_only_namespace_rbac_and_a_zero_gpu_quota():
     rendered = render_tenant(tenant(), impossible(Trust.UNTRUSTED), CONFIG)
     assert [obj["kind"] for obj in rendered.objects] == [
-        "Namespace", "ResourceQuota", "Role", "Role", "Role", "RoleBinding"]
+        "Namespace", "ResourceQuota", "Role", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "ConfigMap"]
     assert one(rendered.objects, "ResourceQuota")["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
     assert rendered.vcluster_values is None
 
@@ -223,7 +223,9 @@ def test_owners_bind_to_admin_and_members_to_their_role():
                         {"kind": "User", "name": "bob"}]}
     bindings = {b["metadata"]["name"]: b for b in
                 by_kind(render_tenant(tenant(**spec), decision(SharingMode.MIG), CONFIG).objects, "RoleBinding")}
-    assert set(bindings) == {"gputenant-owners", "gputenant-members-edit", "gputenant-members-view"}
+    assert set(bindings) == {"gputenant-owners", "gputenant-wake-owners", "gputenant-members-edit",
+                             "gputenant-members-view"}
+    assert bindings["gputenant-wake-owners"]["subjects"] == bindings["gputenant-owners"]["subjects"]
     assert bindings["gputenant-owners"]["roleRef"]["name"] == "gputenant-admin"
     assert bindings["gputenant-owners"]["subjects"] == [
         {"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"},
@@ -348,7 +350,9 @@ def test_values_keep_kai_compatible_sync_and_leave_placement_to_the_guard():
     values = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG).vcluster_values
     assert values["experimental"]["syncSettings"]["setOwner"] is False
     assert values["sync"]["toHost"]["priorityClasses"]["enabled"] is False
-    assert "fromHost" not in values["sync"]
+    assert values["sync"]["fromHost"] == {"configMaps": {"enabled": True, "mappings": {"byName": {
+        "tenant-team-a/gputenant-view": "kube-public/gputenant"}}}}, "only the tenant's own view, nothing else"
+    assert values["rbac"] == {"clusterRole": {"enabled": False}}
     assert "enforceTolerations" not in values["sync"]["toHost"]["pods"]
     assert "pro" not in values and "sleep" not in values and "platform" not in values
 

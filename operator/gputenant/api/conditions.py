@@ -88,6 +88,11 @@ AWAKE: Final = "Awake"
 """Asleep=False: woken; the control plane serves again."""
 ASLEEP_REASON: Final = "Asleep"
 """VClusterReady (and so Ready) False: the tenant sleeps on request; not a failure."""
+WOKEN_ON_REQUEST: Final = "WokenOnRequest"
+"""Asleep=False although spec.sleep.asleep is true: an owner asked to wake it (ConfigMap
+gputenant-wake); it sleeps again when the wake ends (status.wake.until, docs/operations.md)."""
+GPU_POD_PENDING: Final = "GpuPodPending"
+"""The Event on a tenant's Pending GPU pod (synced into its virtual cluster) saying why, in its words."""
 IDLE_GPUS: Final = "IdleGpus"
 """Asleep=True, and the Event the idle policy posts: the operator put the tenant to sleep because
 every GPU it held stayed idle for spec.sleep.idle.after."""
@@ -143,6 +148,8 @@ KUBECONFIG_ISSUED: Final = "KubeconfigIssued"
 ARGOCD_TOKEN_ISSUED: Final = "ArgoCDTokenIssued"
 DRIFT_REPAIRED: Final = "DriftRepaired"
 MIG_RECONFIGURATION_BLOCKED: Final = "MigReconfigurationBlocked"
+GANG_GROUP_REFUSED: Final = "GangGroupRefused"
+"""On a gang member pod whose PodGroup the API server refused (the tenant's PodGroup quota, usually)."""
 
 # -- the GPU-memory sentinel's Events on Nodes (usage.sentinel) -----------------------------------
 
@@ -151,5 +158,3 @@ GPU_MEMORY_HELD_BY_NO_ONE: Final = "GpuMemoryHeldByNoOne"
 memorySentinel.grace; drain the node and reset that GPU (the operator never resets one)."""
 GPU_MEMORY_RELEASED: Final = "GpuMemoryReleased"
 """Normal on a Node: memory reported as held by no one is free again (or a live pod holds it)."""
-GANG_GROUP_REFUSED: Final = "GangGroupRefused"
-"""On a gang member pod whose PodGroup the API server refused (the tenant's PodGroup quota, usually)."""

@@ -125,6 +125,21 @@ class UsageStatus(ApiModel):
     observed_at: str = Field(json_schema_extra={"format": "date-time"}, description="When these figures were read (RFC 3339).")
 
 
+class WakeStatus(ApiModel):
+    """An owner's wake request (ConfigMap gputenant-wake in the host namespace), which wins over
+    spec.sleep.asleep until the wake ends; spec itself is never changed, so GitOps sees no drift."""
+
+    request: str = Field(max_length=253, description="The last value of the request's data.request the operator acted on.")
+    woken_at: str | None = Field(
+        default=None, json_schema_extra={"format": "date-time"}, description="When that request woke the tenant (RFC 3339)."
+    )
+    until: str | None = Field(
+        default=None,
+        json_schema_extra={"format": "date-time"},
+        description="Earliest moment the wake ends (RFC 3339); it ends then if the GPUs are idle, later otherwise. Unset: not woken.",
+    )
+
+
 class GpuTenantStatus(ApiModel):
     """Observed state; written only through the status subresource."""
 
@@ -148,3 +163,4 @@ class GpuTenantStatus(ApiModel):
     usage: UsageStatus | None = Field(
         default=None, description="GPU allocation against use, when the operator reads Prometheus (gputenant run --prometheus-url)."
     )
+    wake: WakeStatus | None = Field(default=None, description="The owners' last wake request and how long it holds.")

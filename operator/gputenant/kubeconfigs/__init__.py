@@ -14,6 +14,7 @@ from gputenant.kubeconfigs.issue import (
     service_account_name,
 )
 from gputenant.kubeconfigs.tokens import (
+    REVOKED,
     ROTATION_ANNOTATION,
     SERVER_ANNOTATION,
     admin_kubeconfig,
@@ -29,7 +30,7 @@ from gputenant.kubeconfigs.tokens import (
 )
 
 __all__ = [
-    "ARGOCD_ROLE", "ROLE_CLUSTER_ROLES", "ROTATE_AFTER_FRACTION", "ROTATION_ANNOTATION", "SERVER_ANNOTATION",
+    "ARGOCD_ROLE", "REVOKED", "ROLE_CLUSTER_ROLES", "ROTATE_AFTER_FRACTION", "ROTATION_ANNOTATION", "SERVER_ANNOTATION",
     "IssuedKubeconfig", "KubeconfigIssueError", "admin_kubeconfig", "ca_of", "issue_kubeconfigs", "issue_reason",
     "kubeconfig_secret", "needs_rotation", "node_port_server", "recorded_annotations", "server_of", "service_account_name",
     "token_annotations", "token_lifetime", "token_of", "with_server",

@@ -80,13 +80,16 @@ def kubeconfig_secret(tenant: str, role: str, namespace: str, issued: IssuedKube
 
 async def issue_kubeconfigs(admin_kubeconfig: dict, roles: Iterable[str | KubeconfigRole], token_seconds: int,
                             server_url: str | None, *, context_name: str = "vcluster",
-                            field_manager: str = "gpu-tenant-operator") -> list[IssuedKubeconfig]:
+                            field_manager: str = "gpu-tenant-operator",
+                            revoke: Iterable[str] = ()) -> list[IssuedKubeconfig]:
     """One token kubeconfig per role, issued inside the virtual cluster ``admin_kubeconfig`` reaches.
 
     Server-side applies ServiceAccount ``kube-system/gputenant-<role>`` and ClusterRoleBinding
     ``gputenant-<role>`` (to cluster-admin or view), then requests a token valid ``token_seconds``.
     The kubeconfig points at ``server_url`` (the URL tenants use; None: the admin kubeconfig's)
-    and trusts the vCluster CA from the admin kubeconfig. Raises ValueError for bad input and
+    and trusts the vCluster CA from the admin kubeconfig. The ServiceAccounts of the roles in
+    `revoke` are deleted first and made anew: a bound token names its ServiceAccount's uid, so every
+    token issued before fails at once. Raises ValueError for bad input and
     KubeconfigIssueError when the virtual cluster fails.
     """
     role_names = _role_values(roles)
@@ -99,7 +102,8 @@ async def issue_kubeconfigs(admin_kubeconfig: dict, roles: Iterable[str | Kubeco
         raise ValueError("the vCluster admin kubeconfig has no certificate-authority-data; tenants' kubeconfigs "
                          "need the vCluster CA, so do not set exportKubeConfig.insecure")
     server = server_url or cluster["server"]
-    return await _issue(admin_kubeconfig, role_names, token_seconds, server, ca_data, context_name, field_manager)
+    return await _issue(admin_kubeconfig, role_names, token_seconds, server, ca_data, context_name, field_manager,
+                        set(revoke))
 
 
 def _role_values(roles: Iterable[str | KubeconfigRole]) -> list[str]:
@@ -122,13 +126,13 @@ def _current_cluster(config: dict) -> dict:
 
 
 async def _issue(admin_kubeconfig: dict, roles: list[str], token_seconds: int, server: str, ca_data: str,
-                 context_name: str, field_manager: str) -> list[IssuedKubeconfig]:
+                 context_name: str, field_manager: str, revoke: set[str]) -> list[IssuedKubeconfig]:
     """Through the operator's own async client, closed before returning: the `kubernetes`
     package's generated API classes cost the operator about 20 MiB of resident memory once
     imported (docs/performance.md, hot spot 6), and a thread per call."""
     try:
         async with KubeClient.from_kubeconfig_dict(admin_kubeconfig, field_manager) as client:
-            return [await _issue_role(client, role, token_seconds, server, ca_data, context_name)
+            return [await _issue_role(client, role, token_seconds, server, ca_data, context_name, role in revoke)
                     for role in roles]
     except ApiError as error:
         if error.status == 0:
@@ -139,9 +143,11 @@ async def _issue(admin_kubeconfig: dict, roles: list[str], token_seconds: int, s
 
 
 async def _issue_role(client: KubeClient, role: str, token_seconds: int, server: str, ca_data: str,
-                      context_name: str) -> IssuedKubeconfig:
+                      context_name: str, revoke: bool = False) -> IssuedKubeconfig:
     name = service_account_name(role)
     labels = {naming.MANAGED_BY_LABEL: naming.MANAGED_BY}
+    if revoke:
+        await client.delete("v1", "ServiceAccount", name, SERVICE_ACCOUNT_NAMESPACE)
     await client.apply({
         "apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": {"name": name, "namespace": SERVICE_ACCOUNT_NAMESPACE, "labels": labels},

@@ -17,8 +17,11 @@ from gputenant.timefmt import parse_duration, parse_rfc3339, rfc3339
 ROTATION_ANNOTATION = f"{GROUP}/rotation"
 """On each token Secret: the rotate-kubeconfigs request it was issued for."""
 SERVER_ANNOTATION = f"{GROUP}/server"
+REVOCATION_ANNOTATION = f"{GROUP}/revocation"
+REVOKED = "revoked"
+"""On each token Secret: the revoke-kubeconfigs request it was issued after."""
 """On each token Secret: the server URL it was issued for (a new URL re-issues it)."""
-TOKEN_ANNOTATIONS = (naming.KUBECONFIG_EXPIRES_ANNOTATION, ROTATION_ANNOTATION, SERVER_ANNOTATION)
+TOKEN_ANNOTATIONS = (naming.KUBECONFIG_EXPIRES_ANNOTATION, ROTATION_ANNOTATION, SERVER_ANNOTATION, REVOCATION_ANNOTATION)
 
 
 def token_lifetime(text: str, field_name: str = "spec.kubeconfig.tokenLifetime") -> timedelta:
@@ -76,10 +79,10 @@ def token_of(kubeconfig_yaml: str) -> str:
     return yaml.safe_load(kubeconfig_yaml)["users"][0]["user"]["token"]
 
 
-def token_annotations(expires_at: datetime, rotation: str, server: str | None) -> dict[str, str]:
+def token_annotations(expires_at: datetime, rotation: str, server: str | None, revocation: str = "") -> dict[str, str]:
     """What a token Secret records about its issue, read back by `issue_reason`."""
     return {naming.KUBECONFIG_EXPIRES_ANNOTATION: rfc3339(expires_at), ROTATION_ANNOTATION: rotation,
-            SERVER_ANNOTATION: server or ""}
+            SERVER_ANNOTATION: server or "", REVOCATION_ANNOTATION: revocation}
 
 
 def recorded_annotations(live: dict) -> dict[str, str]:
@@ -89,13 +92,16 @@ def recorded_annotations(live: dict) -> dict[str, str]:
 
 
 def issue_reason(live: dict | None, lifetime: timedelta, now: datetime, rotation: str,
-                 server: str | None) -> str | None:
+                 server: str | None, revocation: str = "") -> str | None:
     """Why the token Secret `live` must be issued again, or None while it is still good:
-    missing, requested (the rotate annotation changed), server changed, or due (80% of the
-    lifetime passed, `needs_rotation`; an unreadable expiry counts as due)."""
+    missing, revoked (the revoke annotation changed: its ServiceAccount is made anew), requested
+    (the rotate annotation changed), server changed, or due (80% of the lifetime passed,
+    `needs_rotation`; an unreadable expiry counts as due)."""
     if live is None or not (live.get("data") or {}):
         return "missing"
     annotations = live["metadata"].get("annotations") or {}
+    if annotations.get(REVOCATION_ANNOTATION, "") != revocation:
+        return REVOKED
     if annotations.get(ROTATION_ANNOTATION, "") != rotation:
         return "requested"
     if annotations.get(SERVER_ANNOTATION) != server:

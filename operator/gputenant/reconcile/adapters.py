@@ -47,10 +47,11 @@ class TokenKubeconfigs:
         self.field_manager = field_manager
 
     async def issue(self, tenant: str, roles: list[str], admin_kubeconfig: dict, server_url: str | None,
-                    lifetime_seconds: int) -> list[IssuedKubeconfig]:
+                    lifetime_seconds: int, revoke: list[str] | None = None) -> list[IssuedKubeconfig]:
         try:
             return await issue_kubeconfigs(admin_kubeconfig, roles, lifetime_seconds, server_url,
-                                           context_name=tenant, field_manager=self.field_manager)
+                                           context_name=tenant, field_manager=self.field_manager,
+                                           revoke=revoke or ())
         except KubeconfigIssueError as error:
             raise StepError(reasons.TOKEN_REQUEST_FAILED, f"in the virtual cluster of {tenant}: {error.message}",
                             transient=error.transient) from None

@@ -54,6 +54,8 @@ class Pass:
     decision: Decision
     vcluster_values: dict
     admin_kubeconfig: dict | None = None
+    woken_on_request: bool = False
+    """Set by `reconcile.wake`: an owner's wake request holds, the pass runs the tenant awake."""
     """Set by the vCluster step once the control plane wrote it; the steps after it need it."""
 
     def __init__(self, services: Services, body: dict, retry: int, now: datetime):
@@ -84,6 +86,10 @@ class Pass:
     @property
     def rotation_request(self) -> str:
         return self.annotations.get(naming.ROTATE_ANNOTATION, "")
+
+    @property
+    def revocation_request(self) -> str:
+        return self.annotations.get(naming.REVOKE_ANNOTATION, "")
 
     @property
     def retry_request(self) -> str:

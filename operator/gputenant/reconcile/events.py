@@ -25,3 +25,14 @@ async def post_event(client: KubeClient, tenant: dict, event_type: str, reason: 
         log.warning("tenant %s: could not post event %s: %s", tenant["metadata"]["name"], reason, error)
         return False
     return True
+
+
+async def post_pod_event(client: KubeClient, pod: dict, reason: str, message: str, now: datetime) -> bool:
+    """A Warning Event about a tenant's host pod; vCluster syncs it onto the pod inside the virtual
+    cluster, where the tenant reads it (`kubectl describe pod`). Best effort, as above."""
+    try:
+        await client.post_event({**pod, "apiVersion": "v1", "kind": "Pod"}, "Warning", reason, message, rfc3339(now))
+    except ApiError as error:
+        log.warning("pod %s: could not post event %s: %s", pod["metadata"]["name"], reason, error)
+        return False
+    return True

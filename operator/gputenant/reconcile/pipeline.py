@@ -35,6 +35,8 @@ from gputenant.reconcile.ownership import adopt
 from gputenant.reconcile.ports import KubeconfigIssuer, Releases, StepError
 from gputenant.reconcile.status import comparable, status_body
 from gputenant.reconcile.steps import STEPS, condition_of
+from gputenant.reconcile.view import publish_view
+from gputenant.reconcile.wake import apply_wake, read_request
 from gputenant.render import RenderError
 from gputenant.timefmt import parse_rfc3339
 
@@ -90,7 +92,7 @@ class Reconciler:
         condition, step_name = STEPS[0].condition, PREPARE_STEP
         try:
             with self.metrics.timing_step(PREPARE_STEP):
-                self.prepare(run)
+                self.prepare(run, await read_request(run))
             for step in STEPS:
                 condition, step_name = step.condition, step_label(step.condition)
                 with self.metrics.timing_step(step_name):
@@ -110,14 +112,16 @@ class Reconciler:
         self.metrics.pass_finished(run.name, pass_result(run), time.perf_counter() - started, tenant_figures(run))
         return run.outcome
 
-    def prepare(self, run: Pass) -> None:
+    def prepare(self, run: Pass, wake_request: str = "") -> None:
         """Validate, decide and render before anything is applied, so a spec that fails any of them
-        changes nothing (its reason lands on the first step's condition)."""
+        changes nothing (its reason lands on the first step's condition). An owner's wake request
+        (`wake_request`) that holds renders the tenant awake."""
         try:
             run.tenant = GpuTenant.from_body(run.body)
             run.lifetime = token_lifetime(run.tenant.spec.kubeconfig.token_lifetime)
         except (ValidationError, ValueError) as error:
             raise StepError(reasons.INVALID_SPEC, _validation_message(error), transient=False) from None
+        apply_wake(run, wake_request)
         run.decision = self.decide(run.name, run.tenant.spec)
         try:
             rendered = self.render(run.tenant, run.decision)
@@ -180,6 +184,7 @@ async def finish(run: Pass) -> None:
             kind = "Normal" if condition["status"] == "True" or condition["type"] == reasons.ASLEEP else "Warning"
             await run.event(kind, condition["reason"], f"{condition['type']}={condition['status']}: "
                             f"{condition['message']}")
+    await publish_view(run, new_status)
     if comparable(new_status) == comparable(run.old_status):
         return
     try:

@@ -34,6 +34,7 @@ class Releases(Protocol):
 
 class KubeconfigIssuer(Protocol):
     async def issue(self, tenant: str, roles: list[str], admin_kubeconfig: dict, server_url: str | None,
-                    lifetime_seconds: int) -> list[IssuedKubeconfig]:
+                    lifetime_seconds: int, revoke: list[str] | None = None) -> list[IssuedKubeconfig]:
         """One token kubeconfig per role inside the virtual cluster (roles: the spec's kubeconfig
-        roles, or ``argocd`` for Argo CD's ServiceAccount). Raises StepError."""
+        roles, or ``argocd`` for Argo CD's ServiceAccount); the roles in `revoke` get a new
+        ServiceAccount, which ends every token issued before. Raises StepError."""

@@ -13,7 +13,7 @@ from gputenant.api.v1alpha1 import Condition, GpuTenantStatus
 
 log = logging.getLogger(__name__)
 
-CARRIED = ("namespace", "sharing", "granted", "vcluster", "kubeconfigs", "usage")
+CARRIED = ("namespace", "sharing", "granted", "vcluster", "kubeconfigs", "usage", "wake")
 """Parts of the last status a pass keeps until a step sets them again (a failed step leaves the
 parts after it as they were)."""
 MAX_MESSAGE = 32768

@@ -78,6 +78,7 @@ def render_tenant(tenant: GpuTenant, decision: Decision, config: OperatorConfig)
             exposed=config.vcluster.exposure.type is not ExposureType.CLUSTER_IP)
     roles, bindings = rbac(tenant)
     objects += render_documents("rbac.yaml", **context, roles=roles, bindings=bindings)
+    objects.append(wake_request(name, spec.trust, namespace))
     if not decision.possible:
         return RenderedTenant(objects=objects, vcluster_values=None)
     objects += render_documents("queue.yaml", **context, queue=_queue(tenant, decision))
@@ -137,6 +138,19 @@ def kubeconfig_secret_rule(tenant: GpuTenant) -> dict | None:
     return {"apiGroups": [""], "resources": ["secrets"], "resourceNames": names, "verbs": ["get"]}
 
 
+WAKE_RULE = {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [naming.WAKE_CONFIGMAP],
+             "verbs": ["get", "patch", "update"]}
+"""The owners' one write on the host: their wake request (docs/operations.md#wake-on-request)."""
+
+
+def wake_request(tenant: str, trust: Trust, namespace: str) -> dict:
+    """The empty wake request the owners fill in; the operator never writes its data (server-side
+    apply leaves the owners' field alone)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": naming.WAKE_CONFIGMAP, "namespace": namespace,
+                         "labels": _labels(tenant, trust, "wake")}}
+
+
 def rbac(tenant: GpuTenant) -> tuple[list[dict], list[dict]]:
     """Roles view < edit (+ delete pods) < admin (+ read the kubeconfig Secrets); owners are bound
     to admin, each member to the Role of its role. Bindings without subjects are left out."""
@@ -150,6 +164,9 @@ def rbac(tenant: GpuTenant) -> tuple[list[dict], list[dict]]:
              (MemberRole.VIEW, MemberRole.EDIT, MemberRole.ADMIN)]
     bindings = [{"name": naming.OWNERS_BINDING_NAME, "role": naming.role_name(MemberRole.ADMIN.value),
                  "subjects": [_subject(owner) for owner in tenant.spec.owners]}]
+    roles.append({"name": naming.WAKE_ROLE_NAME, "rules": [WAKE_RULE]})
+    bindings.append({"name": naming.WAKE_BINDING_NAME, "role": naming.WAKE_ROLE_NAME,
+                     "subjects": [_subject(owner) for owner in tenant.spec.owners]})
     for role in (MemberRole.VIEW, MemberRole.EDIT, MemberRole.ADMIN):
         members = [_subject(member) for member in tenant.spec.members if member.role == role]
         if members:

@@ -18,6 +18,9 @@ from gputenant.render.errors import RenderError
 from gputenant.render.podsecurity import POD_SECURITY_LEVEL
 from gputenant.render.quantities import quantity
 from gputenant.render.templates import render_documents
+from gputenant.render.tenant_view import VIEW_CONFIGMAP
+from gputenant.render.tenant_view import VIRTUAL_NAME as VIEW_VIRTUAL_NAME
+from gputenant.render.tenant_view import VIRTUAL_NAMESPACE as VIEW_VIRTUAL_NAMESPACE
 
 CONTROL_PLANE_UID = 12345
 """Non-root user and group of the chart's containers (any non-zero id works; the data volume is
@@ -112,6 +115,8 @@ def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: Operat
         service_type=config.vcluster.exposure.type.value,
         sync_ingresses=vcluster.values.sync_ingresses,
         pod_security_standard=POD_SECURITY_LEVEL[tenant.spec.trust],
+        view_mappings={f"{naming.host_namespace(tenant.name, config)}/{VIEW_CONFIGMAP}":
+                       f"{VIEW_VIRTUAL_NAMESPACE}/{VIEW_VIRTUAL_NAME}"},
     )
     if tenant.spec.sleep.asleep:
         values["controlPlane"]["statefulSet"]["highAvailability"] = {"replicas": ASLEEP_REPLICAS}

@@ -1,4 +1,4 @@
-"""The owners' token kubeconfigs: issued when missing, requested, due or pointing at another server;
+"""The owners' token kubeconfigs: issued when missing, revoked, requested, due or pointing at another server;
 the others kept untouched."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import KubeconfigStatus
 from gputenant.kube.applier import object_key
-from gputenant.kubeconfigs import issue_reason, kubeconfig_secret, server_of, token_annotations
+from gputenant.kubeconfigs import REVOKED, issue_reason, kubeconfig_secret, server_of, token_annotations
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.ownership import adopt
 
@@ -27,13 +27,16 @@ async def ensure(run: Pass) -> bool:
     roles = [role.value for role in spec.kubeconfig.roles]
     live = {role: await live_secret(run, naming.kubeconfig_secret_name(run.name, role), run.host_namespace)
             for role in roles}
-    why = {role: issue_reason(live[role], run.lifetime, run.now, run.rotation_request, server) for role in roles}
+    why = {role: issue_reason(live[role], run.lifetime, run.now, run.rotation_request, server, run.revocation_request)
+           for role in roles}
     due = [role for role in roles if why[role]]
     issued = await run.services.issuer.issue(run.name, due, run.admin_kubeconfig, spec.vcluster.server_url,
-                                             int(run.lifetime.total_seconds())) if due else []
+                                             int(run.lifetime.total_seconds()),
+                                             revoke=[role for role in due if why[role] == REVOKED]) if due else []
     for kubeconfig in issued:
         secret = kubeconfig_secret(run.name, kubeconfig.role, run.host_namespace, kubeconfig)
-        secret["metadata"]["annotations"] = token_annotations(kubeconfig.expires_at, run.rotation_request, server)
+        secret["metadata"]["annotations"] = token_annotations(kubeconfig.expires_at, run.rotation_request, server,
+                                                              run.revocation_request)
         live[kubeconfig.role] = await run.applier.ensure(adopt(secret, run.body, run.host_namespace))
         if why[kubeconfig.role] != "missing":
             run.rotated.append(object_key(secret))

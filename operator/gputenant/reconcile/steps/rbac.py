@@ -1,4 +1,4 @@
-"""The owners' and members' Roles and RoleBindings in the host namespace."""
+"""The owners' and members' Roles and RoleBindings in the host namespace, and the owners' wake request."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from gputenant.reconcile.context import Pass
 from gputenant.reconcile.steps.objects import apply_rendered
 
 CONDITION = reasons.RBAC_READY
-KINDS = frozenset({"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "ServiceAccount"})
+KINDS = frozenset({"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "ConfigMap"})
 
 
 async def ensure(run: Pass) -> bool:

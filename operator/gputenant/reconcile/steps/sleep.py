@@ -49,7 +49,9 @@ async def control_plane_awake(run: Pass, release: str) -> bool:
     kubeconfig Secret outlives sleep, so without this check a waking tenant would look served before
     its API server answers."""
     asleep = cond.find(run.conditions, CONDITION)
-    if asleep is None or asleep["reason"] == reasons.AWAKE:
+    if asleep is None or asleep["reason"] in (reasons.AWAKE, reasons.WOKEN_ON_REQUEST):
+        if asleep is not None and run.woken_on_request != (asleep["reason"] == reasons.WOKEN_ON_REQUEST):
+            set_awake(run)
         return True
     statefulset = await run.client.get("apps/v1", "StatefulSet", release, run.host_namespace) or {}
     if ((statefulset.get("status") or {}).get("readyReplicas") or 0) < 1:
@@ -58,11 +60,21 @@ async def control_plane_awake(run: Pass, release: str) -> bool:
                 f"waking: waiting for StatefulSet {run.host_namespace}/{release} to have a ready replica")
         run.retry_later(SETTLE_SECONDS)
         return False
-    run.set(CONDITION, False, reasons.AWAKE, "woken: the control plane serves and re-creates the workloads "
-            "its controllers own")
-    if IDLE_SLEPT_ANNOTATION in run.annotations:
+    set_awake(run)
+    if IDLE_SLEPT_ANNOTATION in run.annotations and not run.woken_on_request:
         await run.client.patch(API_VERSION, KIND, run.name, {"metadata": {"annotations": {IDLE_SLEPT_ANNOTATION: None}}})
     return True
+
+
+def set_awake(run: Pass) -> None:
+    if run.woken_on_request:
+        wake = run.status.wake
+        run.set(CONDITION, False, reasons.WOKEN_ON_REQUEST,
+                f"woken by an owner's request ({wake.request if wake else ''}) although spec.sleep.asleep is true; "
+                f"it sleeps again once its GPUs are idle, not before {wake.until if wake else ''} (status.wake)")
+        return
+    run.set(CONDITION, False, reasons.AWAKE, "woken: the control plane serves and re-creates the workloads "
+            "its controllers own")
 
 
 def falling_asleep(run: Pass, message: str) -> None:

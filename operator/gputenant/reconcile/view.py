@@ -1,0 +1,67 @@
+"""Writes the tenant's view (render/tenant_view.py) at the end of each pass: the ConfigMap
+``gputenant-view`` in the host namespace, which vCluster's sync from host shows read-only inside the
+virtual cluster as ``kube-public/gputenant``; and, for each GPU pod that newly waits or waits for a
+new reason, an Event on its host pod in the tenant's words, which vCluster syncs to the virtual pod.
+
+API load: one LIST of the host namespace's pods per pass (none while asleep); the ConfigMap is read
+from the pass's snapshot of the tenant's labelled ConfigMaps (the LIST the wake request reuses) and
+written only when its content changed. Best effort: a failure is logged, never fails the pass.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from gputenant.api import conditions as reasons
+from gputenant.guard.hami_caps import caps_by_size
+from gputenant.kube import ApiError, Applier
+from gputenant.reconcile import conditions as cond
+from gputenant.reconcile.context import Pass
+from gputenant.reconcile.events import post_pod_event
+from gputenant.reconcile.ownership import adopt
+from gputenant.render.tenant_view import (
+    VIEW_CONFIGMAP,
+    VIEW_KEY,
+    VIRTUAL_NAME_ANNOTATION,
+    VIRTUAL_NAMESPACE_ANNOTATION,
+    pods_of,
+    queued_pods,
+    tenant_view,
+    view_configmap,
+)
+
+log = logging.getLogger(__name__)
+
+
+def ready_for_view(run: Pass) -> bool:
+    """Only once the policy decided and the host namespace is there."""
+    namespace = cond.find(run.conditions, reasons.NAMESPACE_READY)
+    return hasattr(run, "decision") and run.decision.possible and bool(namespace and namespace["status"] == "True")
+
+
+async def publish_view(run: Pass, status: dict) -> None:
+    if not ready_for_view(run):
+        return
+    try:
+        await write_view(run, status)
+    except ApiError as error:
+        log.warning("tenant %s: its view was not written: %s", run.name, error)
+
+
+async def write_view(run: Pass, status: dict) -> None:
+    asleep = run.tenant.spec.sleep.asleep
+    host_pods = [] if asleep else await run.client.list("v1", "Pod", namespace=run.host_namespace)
+    caps = [{"gpuFraction": f"{float(c.fraction):g}", "memoryMiB": c.memory_mib, "smPercent": c.sm_percent}
+            for c in caps_by_size(run.decision)]
+    view = tenant_view(run.tenant, run.decision, status, queued_pods(host_pods, run.decision), caps)
+    live = await run.snapshot.lookup("v1", "ConfigMap", VIEW_CONFIGMAP, run.host_namespace)
+    before = pods_of(json.loads(((live or {}).get("data") or {}).get(VIEW_KEY) or "{}"))
+    await Applier(run.client, run.snapshot).ensure(adopt(view_configmap(run.name, run.host_namespace, view),
+                                                         run.body, run.host_namespace))
+    for pod in host_pods:
+        annotations = pod["metadata"].get("annotations") or {}
+        key = (annotations.get(VIRTUAL_NAMESPACE_ANNOTATION, ""), annotations.get(VIRTUAL_NAME_ANNOTATION, ""))
+        reason = pods_of(view).get(key)
+        if reason and before.get(key) != reason:
+            await post_pod_event(run.client, pod, reasons.GPU_POD_PENDING, reason, run.now)
