@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import kubernetes
 
 from gputenant.api.gpus import MIG_PROFILES, mig_layout
-from gputenant.config.models import MigStrategy, OperatorConfig, Pool, PoolMode, Toleration
+from gputenant.config.models import OperatorConfig
+from gputenant.config.pools import MigStrategy, Pool, PoolMode, Toleration
 
 from .plane import wait_for
 

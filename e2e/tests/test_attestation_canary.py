@@ -32,7 +32,7 @@ from gputenant.api import conditions as reasons
 from gputenant.attestation.promise import COMPONENT
 from gputenant.attestation.run import Attestor, publish_tenant_conditions
 from gputenant.attestation.verdict import Outcome
-from gputenant.config.models import Pool
+from gputenant.config.pools import Pool
 from gputenant.kube import KubeClient
 from gputenant.naming import COMPONENT_LABEL
 from kubeplane import wait_for

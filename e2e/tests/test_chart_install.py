@@ -26,7 +26,7 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 from gputenant.api import conditions as reasons
-from gputenant.config.models import Pool
+from gputenant.config.pools import Pool
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import REAL_VCLUSTER_CHART, install_kai_queue_crd
 from kubeplane.gpu_nodes import create_nodes, gpu_node

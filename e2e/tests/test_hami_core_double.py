@@ -29,7 +29,7 @@ from fractions import Fraction
 
 import pytest
 
-from gputenant.config.models import Pool
+from gputenant.config.pools import Pool
 from gputenant.guard import hami_caps
 from kubeplane import ControlPlane, wait_for
 from kubeplane.canary_image import CANARY_IMAGE, canary_image

@@ -11,7 +11,8 @@ import kubernetes
 import pytest
 import yaml
 
-from gputenant.config.models import OperatorConfig, Pool
+from gputenant.config.models import OperatorConfig
+from gputenant.config.pools import Pool
 from gputenant.kube import KubeClient
 from gputenant.pools.apply import apply_pools
 from kubeplane import wait_for

@@ -10,7 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from gputenant.commands.usage import period_of
-from gputenant.config.models import Accounting, OperatorConfig, Pool
+from gputenant.config.models import Accounting, OperatorConfig
+from gputenant.config.pools import Pool
 from gputenant.pools.shares import placements, pod_gpu_share, tenant_shares
 from gputenant.usage.accounting import chargeback_csv, charges, format_chargeback
 from gputenant.usage.prometheus import chargeback_step

@@ -9,7 +9,8 @@ import jsonpatch
 import pytest
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
-from gputenant.config.models import OperatorConfig, Pool, PoolMode
+from gputenant.config.models import OperatorConfig
+from gputenant.config.pools import Pool, PoolMode
 from gputenant.guard.gangs import (
     POD_GROUP_ANNOTATION,
     VIRTUAL_OWNERS_ANNOTATION,

@@ -8,7 +8,8 @@ import jsonpatch
 import pytest
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
-from gputenant.config.models import CpuPool, OperatorConfig, Pool, PoolMode, Toleration
+from gputenant.config.models import OperatorConfig
+from gputenant.config.pools import CpuPool, Pool, PoolMode, Toleration
 from gputenant.guard.mutation import VISIBLE_DEVICES, mutate_pod
 from gputenant.guard.rules import validate_pod
 from gputenant.policy.decision import Decision, PodRules, QueueGrant

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
-from gputenant.config.models import HamiPool, MigPool, Pool, PoolMode, TimeSlicingPool, Toleration
+from gputenant.config.pools import HamiPool, MigPool, Pool, PoolMode, TimeSlicingPool, Toleration
 from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.pods import pod_gpu_amounts
 from gputenant.guard.rules import Violation, rejection_message, validate_pod

@@ -9,7 +9,8 @@ from pydantic import ValidationError
 
 from gputenant.api.gpus import MIG_PROFILES, all_mig_profile_names, mig_layout, mig_profile
 from gputenant.api.v1alpha1 import SharingMode, Trust
-from gputenant.config.models import HamiPool, OperatorConfig
+from gputenant.config.models import OperatorConfig
+from gputenant.config.pools import HamiPool
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant, SharingMode, Trust
-from gputenant.config.models import OperatorConfig, Pool
+from gputenant.config.models import OperatorConfig
+from gputenant.config.pools import Pool
 from gputenant.policy.decision import Decision, PodRules, QueueGrant
 from gputenant.render import RenderError, render_parent_queues, render_tenant
 from gputenant.render.quantities import cpu_millicores, memory_megabytes

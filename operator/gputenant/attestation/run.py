@@ -19,7 +19,8 @@ from gputenant import GROUP, KIND, VERSION
 from gputenant.api import conditions as reasons
 from gputenant.attestation.promise import canary_pod, fingerprint, promise_of
 from gputenant.attestation.verdict import Outcome, Verdict, judge, parse_report
-from gputenant.config.models import OperatorConfig, Pool
+from gputenant.config.models import OperatorConfig
+from gputenant.config.pools import Pool
 from gputenant.kube import ApiError, KubeClient
 from gputenant.reconcile import conditions as cond
 from gputenant.timefmt import rfc3339

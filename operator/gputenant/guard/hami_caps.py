@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-from gputenant.config.models import HamiLibrary, Pool
+from gputenant.config.pools import HamiLibrary, Pool
 from gputenant.guard.kai_sharing import FRACTION_CONTAINER
 from gputenant.guard.keys import FRACTION_ANNOTATIONS
 from gputenant.policy.decision import Decision

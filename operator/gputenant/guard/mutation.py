@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gputenant import naming
-from gputenant.config.models import CpuPool
+from gputenant.config.pools import CpuPool
 from gputenant.guard import hami_caps
 from gputenant.guard.gangs import POD_GROUP_ANNOTATION, GangError, asks_for_gang, gang_name, gang_size
 from gputenant.guard.kai_sharing import CONFIGMAP_ANNOTATION, FRACTION_CONTAINER, guard_prefix

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from gputenant.api.v1alpha1 import Trust
-from gputenant.config.models import CpuPool, GuardConfig
+from gputenant.config.models import GuardConfig
+from gputenant.config.pools import CpuPool
 from gputenant.guard.mutation import placement, tenant_queue
 from gputenant.guard.pods import requests_gpus
 from gputenant.policy.decision import Decision

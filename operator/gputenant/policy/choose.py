@@ -12,7 +12,8 @@ from gputenant.api import conditions as reasons
 from gputenant.api.gpus import MIG_PROFILES, mig_profile
 from gputenant.api.trust import SharingMode, Trust, allowed_modes, names, stronger_or_equal
 from gputenant.api.v1alpha1 import GpuTenantSpec
-from gputenant.config.models import OperatorConfig, Pool
+from gputenant.config.models import OperatorConfig
+from gputenant.config.pools import Pool
 from gputenant.policy.decision import Decision, PodRules, QueueGrant
 from gputenant.policy.grants import GRANTERS, WHOLE_GPU, Refused, exact, show
 from gputenant.quantities import parse_quantity

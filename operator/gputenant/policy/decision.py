@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from gputenant.api.v1alpha1 import SharingMode, Trust
-from gputenant.config.models import Pool
+from gputenant.config.pools import Pool
 
 
 @dataclass(frozen=True)

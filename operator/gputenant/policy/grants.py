@@ -14,7 +14,7 @@ from gputenant.api import conditions as reasons
 from gputenant.api.gpus import mig_layout, mig_profile
 from gputenant.api.trust import SharingMode, Trust
 from gputenant.api.v1alpha1 import GpuTenantSpec, HamiSpec
-from gputenant.config.models import MigStrategy, Pool
+from gputenant.config.pools import MigStrategy, Pool
 from gputenant.policy.decision import PodRules
 
 WHOLE_GPU = "nvidia.com/gpu"

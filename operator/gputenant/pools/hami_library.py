@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gputenant.config.models import OperatorConfig, Pool, PoolMode
+from gputenant.config.models import OperatorConfig
+from gputenant.config.pools import Pool, PoolMode
 from gputenant.guard.hami_caps import INIT_CONTAINER
 
 WAITING_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",

@@ -15,7 +15,8 @@ import yaml
 
 from gputenant import naming
 from gputenant.api import conditions as reasons
-from gputenant.config.models import OperatorConfig, Pool, PoolMode
+from gputenant.config.models import OperatorConfig
+from gputenant.config.pools import Pool, PoolMode
 from gputenant.render import render_parent_queues
 
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"

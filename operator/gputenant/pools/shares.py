@@ -11,7 +11,8 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 
 from gputenant.api.gpus import mig_profile
-from gputenant.config.models import MigStrategy, OperatorConfig, Pool, PoolMode
+from gputenant.config.models import OperatorConfig
+from gputenant.config.pools import MigStrategy, Pool, PoolMode
 from gputenant.guard.keys import FRACTION_ANNOTATIONS
 from gputenant.guard.pods import pod_gpu_amounts
 from gputenant.usage.model import tenant_namespaces

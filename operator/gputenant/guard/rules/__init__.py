@@ -12,7 +12,8 @@ or the kubelet's later writes.
 from __future__ import annotations
 
 from gputenant.api.v1alpha1 import Trust
-from gputenant.config.models import CpuPool, GuardConfig, OperatorConfig
+from gputenant.config.models import GuardConfig, OperatorConfig
+from gputenant.config.pools import CpuPool
 from gputenant.guard.registry import ALL_TRUST, RULES, STRICT, Review, Violation
 from gputenant.policy.decision import Decision
 
