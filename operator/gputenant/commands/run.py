@@ -68,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import kopf
 
+    import gputenant.control_plane_watch  # noqa: F401 (registers the control-plane pod watch with kopf)
     from gputenant.config.models import OperatorConfig
     from gputenant.handlers import CONFIG_ENV, lead, prepare
     from gputenant.metrics import OperatorMetrics

@@ -37,3 +37,7 @@ class KubeconfigIssuer(Protocol):
                     lifetime_seconds: int) -> list[IssuedKubeconfig]:
         """One token kubeconfig per role inside the virtual cluster (roles: the spec's kubeconfig
         roles, or ``argocd`` for Argo CD's ServiceAccount). Raises StepError."""
+
+    async def unanswered(self, admin_kubeconfig: dict) -> str | None:
+        """None when the virtual cluster's API answers through the kubeconfig's server within a few
+        seconds; otherwise why not (it did not answer, or answered with an error)."""
