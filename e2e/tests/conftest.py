@@ -28,7 +28,13 @@ from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd, label_cpu_node
 from kubeplane.kai_fixtures import gpu_scheduling
-from kubeplane.operator_process import OperatorProcess, guard_flags, real_vcluster_config, remove_guard_configurations
+from kubeplane.operator_process import (
+    RESYNC_SECONDS,
+    OperatorProcess,
+    guard_flags,
+    real_vcluster_config,
+    remove_guard_configurations,
+)
 from kubeplane.pytest_plugin import kwok  # noqa: F401 (fixture: kwok on the session plane, for simulated GPU nodes)
 from kubeplane.storage import LocalPathProvisioner
 from kubeplane.tools import pinned_versions
@@ -151,13 +157,15 @@ def vcluster_kai(vcluster_node: ControlPlane):
 
 
 @pytest.fixture(scope="module")
-def operator(vcluster_node: ControlPlane, tmp_path_factory):
+def operator(vcluster_node: ControlPlane, tmp_path_factory, request):
     """The operator (on the host, its guard on loopback) driving REAL vClusters on the node plane.
-    Per module: a module may override it to start it with its own environment (test_metrics.py)."""
+    Per module: a module may override it to start it with its own environment (test_metrics.py),
+    or set OPERATOR_RESYNC_SECONDS (None: the production resync; default: the tests' short one)."""
     directory = tmp_path_factory.mktemp("operator")
+    resync = getattr(request.module, "OPERATOR_RESYNC_SECONDS", RESYNC_SECONDS)
     running = OperatorProcess(vcluster_node, real_vcluster_config(vcluster_node, directory / "config.yaml"),
                               vcluster_node.log_dir / "operator.log",
-                              extra_args=guard_flags(directory / "guard-certs")).start()
+                              extra_args=guard_flags(directory / "guard-certs"), resync_seconds=resync).start()
     yield running
     running.stop()
     remove_guard_configurations(vcluster_node)
