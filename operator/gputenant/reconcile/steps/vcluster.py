@@ -22,7 +22,11 @@ from gputenant.reconcile.steps import sleep
 CONDITION = reasons.VCLUSTER_READY
 KINDS: frozenset[str] = frozenset()
 WAIT_FOR_CONTROL_PLANE_SECONDS = 2.0
-"""How soon to look again while the control plane starts (besides the pod watch)."""
+"""How soon to look again once the control-plane pod is ready but its Secret, node port or API is not
+there yet: nothing about the pod changes any more, so no pod event would call the tenant up."""
+WAIT_FOR_POD_SECONDS = 10.0
+"""How soon to look again while no control-plane pod is ready: the pod watch calls the tenant up as
+soon as one changes, so this is only the safety net."""
 NOT_RETRIED = (f"not retried until the spec, the operator configuration or the chart version changes, or the "
                f"tenant's annotation {RETRY_ANNOTATION} gets a new value")
 
@@ -52,7 +56,8 @@ async def ensure(run: Pass) -> bool:
                     f"release {release} ({installed}) installed, but its control-plane pod is refused: {refusal}")
             run.retry_later(CONDITION)
         else:
-            waiting(run, control_plane.reason, f"release {release} ({installed}) installed; {control_plane.message}")
+            waiting(run, control_plane.reason, f"release {release} ({installed}) installed; {control_plane.message}",
+                    WAIT_FOR_POD_SECONDS)
         return False
     secret_name = naming.vcluster_secret_name(run.name)
     secret = await run.client.get("v1", "Secret", secret_name, run.host_namespace)
@@ -87,11 +92,11 @@ async def ensure(run: Pass) -> bool:
     return True
 
 
-def waiting(run: Pass, reason: str, message: str) -> None:
-    """VClusterReady False with `reason`, and a look again soon: the control plane is on its way
-    (the pod watch also calls the tenant up as soon as a control-plane pod changes)."""
+def waiting(run: Pass, reason: str, message: str, seconds: float = WAIT_FOR_CONTROL_PLANE_SECONDS) -> None:
+    """VClusterReady False with `reason`, and a look again after `seconds`: the control plane is on
+    its way, which is not a failure."""
     run.set(CONDITION, False, reason, message)
-    run.wait(WAIT_FOR_CONTROL_PLANE_SECONDS)
+    run.wait(seconds)
 
 
 async def read_control_plane(run: Pass, release: str) -> ControlPlaneState:
