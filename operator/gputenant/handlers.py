@@ -125,7 +125,6 @@ class Runtime:
         return outcome
 
 
-
 _runtime: Runtime | None = None
 
 
