@@ -28,31 +28,38 @@ from .plane import SERVICE_CIDR, ControlPlane
 from .tools import REPO_ROOT
 
 GPUTENANT = Path(sys.executable).parent / "gputenant"
+RESYNC_ENV = "GPUTENANT_RESYNC_SECONDS"
 OPERATOR_USER = "gpu-tenant-operator"
 GUARD_CONFIGURATION = "gputenant-guard"
 RESYNC_SECONDS = 5
+PRODUCTION_RESYNC_SECONDS = 60
+"""`gputenant run`'s resync period when GPUTENANT_RESYNC_SECONDS is unset."""
 DELETION_RETRY_SECONDS = 3
 
 
 class OperatorProcess:
-    """`gputenant run --config CONFIG` with a resync period of RESYNC_SECONDS (tests wait for
-    timer runs) and `extra_args` (e.g. `guard_flags`); `env` adds to its environment."""
+    """`gputenant run --config CONFIG` with a resync period of `resync_seconds` (RESYNC_SECONDS:
+    tests wait for timer runs; None: the production default, GPUTENANT_RESYNC_SECONDS unset) and
+    `extra_args` (e.g. `guard_flags`); `env` adds to its environment."""
 
     def __init__(self, plane: ControlPlane, config_path: Path, log_path: Path, extra_args: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None):
+                 env: Mapping[str, str] | None = None, resync_seconds: int | None = RESYNC_SECONDS):
         self.plane = plane
         self.config_path = config_path
         self.log_path = log_path
         self.extra_args = list(extra_args)
         self.env = dict(env or {})
         self.user = OPERATOR_USER
-        self.resync_seconds = RESYNC_SECONDS
+        self.resync_seconds = PRODUCTION_RESYNC_SECONDS if resync_seconds is None else resync_seconds
+        self._resync_env = {} if resync_seconds is None else {RESYNC_ENV: str(resync_seconds)}
         self.kubeconfig_path = plane.user(OPERATOR_USER, groups=["system:masters"])
         self.process: subprocess.Popen | None = None
 
     def start(self) -> OperatorProcess:
-        env = {**self.plane.env(self.kubeconfig_path), "GPUTENANT_RESYNC_SECONDS": str(RESYNC_SECONDS),
+        env = {**self.plane.env(self.kubeconfig_path), **self._resync_env,
                "GPUTENANT_DELETION_RETRY_SECONDS": str(DELETION_RETRY_SECONDS), **self.env}
+        if not self._resync_env:
+            env.pop(RESYNC_ENV, None)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [str(GPUTENANT), "run", "--config", str(self.config_path),
@@ -125,11 +132,14 @@ def real_vcluster_config(plane: ControlPlane, path: Path, extra_pools: Sequence[
 
 
 @contextmanager
-def guarded_operator(plane: ControlPlane, directory: Path, extra_pools: Sequence[dict] = ()) -> Iterator[OperatorProcess]:
+def guarded_operator(plane: ControlPlane, directory: Path, extra_pools: Sequence[dict] = (),
+                     resync_seconds: int | None = RESYNC_SECONDS) -> Iterator[OperatorProcess]:
     """The operator with `real_vcluster_config` (plus `extra_pools`) and its guard on loopback, files in
-    `directory`; stopped, and its webhook configurations removed, on exit."""
+    `directory`, resyncing every `resync_seconds` (None: production); stopped, and its webhook
+    configurations removed, on exit."""
     running = OperatorProcess(plane, real_vcluster_config(plane, directory / "config.yaml", extra_pools),
-                              plane.log_dir / "operator.log", extra_args=guard_flags(directory / "guard-certs")).start()
+                              plane.log_dir / "operator.log", extra_args=guard_flags(directory / "guard-certs"),
+                              resync_seconds=resync_seconds).start()
     try:
         yield running
     finally:

@@ -28,7 +28,7 @@ from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd, label_cpu_node
 from kubeplane.kai_fixtures import gpu_scheduling
-from kubeplane.operator_process import OperatorProcess, guarded_operator
+from kubeplane.operator_process import RESYNC_SECONDS, OperatorProcess, guarded_operator
 from kubeplane.pytest_plugin import kwok  # noqa: F401 (fixture: kwok on the session plane, for simulated GPU nodes)
 from kubeplane.storage import LocalPathProvisioner
 from kubeplane.tools import pinned_versions
@@ -151,11 +151,13 @@ def vcluster_kai(vcluster_node: ControlPlane):
 
 
 @pytest.fixture(scope="module")
-def operator(vcluster_node: ControlPlane, tmp_path_factory):
+def operator(vcluster_node: ControlPlane, tmp_path_factory, request):
     """The operator (on the host, its guard on loopback) driving REAL vClusters on the node plane.
     Per module: a module may override it to start it with its own environment (test_metrics.py) or
-    pools (test_hami_core_double.py)."""
-    with guarded_operator(vcluster_node, tmp_path_factory.mktemp("operator")) as running:
+    pools (test_hami_core_double.py), or set OPERATOR_RESYNC_SECONDS (None: the production resync;
+    default: the tests' short one)."""
+    resync = getattr(request.module, "OPERATOR_RESYNC_SECONDS", RESYNC_SECONDS)
+    with guarded_operator(vcluster_node, tmp_path_factory.mktemp("operator"), resync_seconds=resync) as running:
         yield running
 
 

@@ -6,7 +6,7 @@ cleanly, and the same identity is refused what it must not do.
 The RBAC tests use a plane of their own: the operator here watches every GpuTenant in the cluster,
 and on the session's planes it would fight the cluster-admin operator other tests start. That
 plane has no node, so the REAL vCluster chart (../shared/third_party) is installed but its pod
-stays Pending: tenants stop at VClusterReady=False/WaitingForControlPlane, which is what this
+stays Pending: tenants stop at VClusterReady=False/ControlPlaneStarting, which is what this
 module waits for. A running vCluster is test_vcluster_real_operator.py's; Helm, RBAC, admission,
 quotas and namespace deletion are real.
 """
@@ -182,7 +182,7 @@ def up_to_the_vcluster(body: dict | None) -> bool:
     found = {c["type"]: c for c in status.get("conditions") or []}
     return (status.get("observedGeneration") == body["metadata"]["generation"]
             and all(found.get(part, {}).get("status") == "True" for part in APPLIED_PARTS)
-            and found.get(reasons.VCLUSTER_READY, {}).get("reason") == reasons.WAITING_FOR_CONTROL_PLANE)
+            and found.get(reasons.VCLUSTER_READY, {}).get("reason") == reasons.CONTROL_PLANE_STARTING)
 
 
 class RefusedByChartRbac(AssertionError):

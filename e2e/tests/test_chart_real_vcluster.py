@@ -10,7 +10,7 @@ pod in every tenant namespace.
 
 No container runs here (no node, no simulator): the vCluster pod is created by the real
 statefulset controller, admitted through the guard, and stays Pending, so tenants stop at
-VClusterReady=False/WaitingForControlPlane. What this module checks is everything up to that: the
+VClusterReady=False/ControlPlaneStarting. What this module checks is everything up to that: the
 Helm release deployed at revision 1 by the ServiceAccount, RBAC and admission real. The rest of
 issue 10 (a running vCluster) needs the real node.
 """

@@ -65,13 +65,32 @@ def test_gpu_quota_change_updates_quota_and_queue_without_helm(plane, tenants_ap
     assert helm_revisions(plane, "quota-t") == revisions
 
 
-def test_vcluster_value_change_is_exactly_one_upgrade(plane, tenants_api):
+def control_plane(plane, name: str) -> tuple[dict, list[dict]]:
+    """The vCluster StatefulSet of tenant `name` and its pods."""
+    with plane.api_client() as client:
+        statefulset = kubernetes.client.AppsV1Api(client).read_namespaced_stateful_set(name, f"tenant-{name}")
+        pods = kubernetes.client.CoreV1Api(client).list_namespaced_pod(
+            f"tenant-{name}", label_selector=f"app=vcluster,release={name}").items
+        return client.sanitize_for_serialization(statefulset), client.sanitize_for_serialization(pods)
+
+
+def test_vcluster_value_change_is_exactly_one_upgrade_and_ready_only_once_rolled_out(plane, tenants_api):
+    """The values change the control plane's pod template (the chart hashes its values into it), so
+    the StatefulSet rolls to a new revision; Ready at the new generation means that rollout is over."""
     tenants_api.apply(tenants_api.manifest("upgrade-t", "Trusted", owner="u-owner"))
     tenants_api.wait_ready("upgrade-t")
     assert helm_revisions(plane, "upgrade-t") == 1
+    before = control_plane(plane, "upgrade-t")[0]["status"]["updateRevision"]
     tenants_api.apply(tenants_api.manifest("upgrade-t", "Trusted", owner="u-owner",
                                            vcluster={"values": {"coreDNSReplicas": 2}}))
     tenants_api.wait_ready("upgrade-t")
+    statefulset, pods = control_plane(plane, "upgrade-t")
+    status = statefulset["status"]
+    assert status["updateRevision"] != before
+    assert status["observedGeneration"] == statefulset["metadata"]["generation"]
+    assert status["currentRevision"] == status["updateRevision"] and status.get("readyReplicas") == 1
+    assert [pod["metadata"]["labels"]["controller-revision-hash"] for pod in pods
+            if not pod["metadata"].get("deletionTimestamp")] == [status["updateRevision"]]
     wait_for(lambda: helm_revisions(plane, "upgrade-t") == 2, timeout=10, what="one upgrade")
     assert helm_revisions(plane, "upgrade-t") == 2
 

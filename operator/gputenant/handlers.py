@@ -38,8 +38,9 @@ from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.events import API_VERSION, post_event
 from gputenant.reconcile.memory import RETRY_ANNOTATION
 from gputenant.reconcile.offboard import offboard
-from gputenant.reconcile.pipeline import Reconciler
+from gputenant.reconcile.pipeline import Outcome, Reconciler
 from gputenant.reconcile.ports import StepError
+from gputenant.reconcile.rechecks import Rechecks
 from gputenant.reconcile.steps.argocd import argocd_namespaces
 from gputenant.timefmt import rfc3339
 
@@ -79,6 +80,11 @@ class Runtime:
     guard_started: bool = False
     elector: LeaseElector | None = None
     """Set by `lead`: this replica holds the Lease and renews it while kopf runs."""
+    rechecks: Rechecks = field(init=False)
+    """Looks again at tenants that wait (their control plane starting), outside kopf's retries."""
+
+    def __post_init__(self) -> None:
+        self.rechecks = Rechecks(self.reconcile, lambda name: self.client.get(API_VERSION, KIND, name))
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
@@ -92,12 +98,17 @@ class Runtime:
             del self.locks[name]
         if uid:
             self.reconciler.forget(uid)
+        self.rechecks.forget(name)
         self.metrics.forget_tenant(name)
 
-    async def reconcile(self, body: kopf.Body, retry: int = 0):
-        """One pipeline run for the tenant, once it holds the tenant's lock and a reconcile slot."""
-        async with self.lock(body["metadata"]["name"]), self.reconcile_slots:
-            return await self.reconciler.reconcile(dict(body), retry=retry)
+    async def reconcile(self, body: kopf.Body | dict) -> Outcome:
+        """One pipeline run for the tenant, once it holds the tenant's lock and a reconcile slot; a
+        tenant that waits is looked at again by `rechecks`."""
+        name = body["metadata"]["name"]
+        async with self.lock(name), self.reconcile_slots:
+            outcome = await self.reconciler.reconcile(dict(body))
+        self.rechecks.follow(name, outcome.wait_after)
+        return outcome
 
 
 _runtime: Runtime | None = None
@@ -236,6 +247,7 @@ async def startup(settings: kopf.OperatorSettings, **_) -> None:
 async def cleanup(**_) -> None:
     if _runtime is None:
         return
+    await _runtime.rechecks.close()
     if _runtime.guard is not None:
         await asyncio.to_thread(_runtime.guard.stop)
     await _runtime.loops.stop()
@@ -284,8 +296,8 @@ def start_loops(rt: Runtime) -> None:
                        period)
 
 
-async def _reconcile(body: kopf.Body, retry: int) -> None:
-    outcome = await runtime().reconcile(body, retry)
+async def _reconcile(body: kopf.Body) -> None:
+    outcome = await runtime().reconcile(body)
     if outcome.retry_after is not None:
         raise kopf.TemporaryError("not ready yet; see status.conditions", delay=outcome.retry_after)
 
@@ -298,8 +310,8 @@ gang_groups.register(kopf.get_default_registry(), lambda: runtime().client)
 @kopf.on.update(*RESOURCE, field="spec")
 @kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.ROTATE_ANNOTATION))
 @kopf.on.field(*RESOURCE, field=("metadata", "annotations", RETRY_ANNOTATION))
-async def reconcile(body: kopf.Body, retry: int, **_) -> None:
-    await _reconcile(body, retry)
+async def reconcile(body: kopf.Body, **_) -> None:
+    await _reconcile(body)
 
 
 @kopf.timer(*RESOURCE, interval=OperatorSettings().resync_seconds, idle=5)

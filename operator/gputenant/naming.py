@@ -50,6 +50,12 @@ def host_namespace(tenant: str, config: OperatorConfig) -> str:
     return f"{config.namespace_prefix}{tenant}"
 
 
+def tenant_of_namespace(namespace: str, config: OperatorConfig) -> str | None:
+    """The tenant whose host namespace `namespace` is, by name; None for any other namespace."""
+    prefix = config.namespace_prefix
+    return namespace[len(prefix):] if namespace.startswith(prefix) and len(namespace) > len(prefix) else None
+
+
 def queue_name(tenant: str) -> str:
     return tenant
 

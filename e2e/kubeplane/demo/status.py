@@ -14,7 +14,10 @@ from gputenant.tables import align_columns
 
 CONVERGING_REASONS = frozenset({
     conditions.PROGRESSING,                # Ready=Unknown while parts are pending
-    conditions.WAITING_FOR_CONTROL_PLANE,  # the release is installed, vc-<release> not written yet
+    conditions.CONTROL_PLANE_STARTING,     # no control-plane pod ready yet (starting, restarting, waking)
+    conditions.CONTROL_PLANE_ROLLING_OUT,  # a new StatefulSet revision rolling out
+    conditions.WAITING_FOR_CONTROL_PLANE,  # the pod is ready, vc-<release> or its node port not there yet
+    conditions.CONTROL_PLANE_NOT_ANSWERING,  # the pod is ready, its API not answering at the endpoint yet
     conditions.CONTROL_PLANE_POD_REFUSED,  # its pod refused (quota, admission); looked at again each pass
     conditions.WAITING_FOR_ACCESS,         # the operator's RoleBinding is not in force yet
     conditions.OBJECT_NOT_OWNED,           # an object in the way; retried until it is removed

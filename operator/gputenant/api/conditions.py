@@ -53,7 +53,18 @@ APPLY_REJECTED: Final = "ApplyRejected"
 OBJECT_NOT_OWNED: Final = "ObjectNotOwned"
 """An object of the tenant's name exists but was not made by the operator for this tenant."""
 CONTROL_PLANE_UP: Final = "ControlPlaneUp"
+"""The vCluster StatefulSet is rolled out at its current revision with every replica ready, and the
+virtual cluster's API answers through the tenant's endpoint."""
 WAITING_FOR_CONTROL_PLANE: Final = "WaitingForControlPlane"
+"""The control plane has yet to write its admin kubeconfig Secret, or its Service its node port."""
+CONTROL_PLANE_STARTING: Final = "ControlPlaneStarting"
+"""No control-plane pod is ready at the StatefulSet's current revision: first start, a restart after
+the pod died or was deleted, a failing readiness probe, or waking from sleep. Not a failure."""
+CONTROL_PLANE_ROLLING_OUT: Final = "ControlPlaneRollingOut"
+"""A new revision of the vCluster StatefulSet (a values or chart change) is still rolling out."""
+CONTROL_PLANE_NOT_ANSWERING: Final = "ControlPlaneNotAnswering"
+"""The control-plane pod is ready, but the virtual cluster's API does not answer through the
+tenant's endpoint (the address its kubeconfigs name)."""
 WAITING_FOR_ACCESS: Final = "WaitingForAccess"
 """The operator's RoleBinding in the host namespace is written but the API server does not apply it yet."""
 CONTROL_PLANE_POD_REFUSED: Final = "ControlPlanePodRefused"

@@ -12,6 +12,7 @@ from gputenant.kubeconfigs.issue import (
     kubeconfig_secret,
     needs_rotation,
     service_account_name,
+    unanswered,
 )
 from gputenant.kubeconfigs.tokens import (
     REVOKED,
@@ -33,5 +34,5 @@ __all__ = [
     "ARGOCD_ROLE", "REVOKED", "ROLE_CLUSTER_ROLES", "ROTATE_AFTER_FRACTION", "ROTATION_ANNOTATION", "SERVER_ANNOTATION",
     "IssuedKubeconfig", "KubeconfigIssueError", "admin_kubeconfig", "ca_of", "issue_kubeconfigs", "issue_reason",
     "kubeconfig_secret", "needs_rotation", "node_port_server", "recorded_annotations", "server_of", "service_account_name",
-    "token_annotations", "token_lifetime", "token_of", "with_server",
+    "token_annotations", "token_lifetime", "token_of", "unanswered", "with_server",
 ]

@@ -7,6 +7,7 @@ operator re-issues at 80% of its lifetime (or when ``gputenant.io/rotate-kubecon
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ SERVICE_ACCOUNT_NAMESPACE = "kube-system"
 ROTATE_AFTER_FRACTION = 0.8
 MIN_TOKEN_SECONDS = 600
 """The TokenRequest API refuses shorter expirations."""
+ANSWER_SECONDS = 5.0
+"""How long `unanswered` waits for the virtual cluster's API (a hung one would hold the pass)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,22 @@ async def issue_kubeconfigs(admin_kubeconfig: dict, roles: Iterable[str | Kubeco
     server = server_url or cluster["server"]
     return await _issue(admin_kubeconfig, role_names, token_seconds, server, ca_data, context_name, field_manager,
                         set(revoke))
+
+
+async def unanswered(admin_kubeconfig: dict, field_manager: str = "gpu-tenant-operator") -> str | None:
+    """None when the virtual cluster answers what a tenant's first command asks (a namespace list)
+    through the kubeconfig's server within ANSWER_SECONDS; otherwise why not."""
+    try:
+        async with KubeClient.from_kubeconfig_dict(admin_kubeconfig, field_manager) as client:
+            await asyncio.wait_for(client.request("GET", "/api/v1/namespaces", params={"limit": "1"}),
+                                   ANSWER_SECONDS)
+    except TimeoutError:
+        return f"no answer within {ANSWER_SECONDS:g} s"
+    except ApiError as error:
+        return f"unreachable: {error.message}" if error.status == 0 else f"answered {error.status} {error.reason}"
+    except ValueError as error:
+        return f"the admin kubeconfig is unusable: {error}"
+    return None
 
 
 def _role_values(roles: Iterable[str | KubeconfigRole]) -> list[str]:

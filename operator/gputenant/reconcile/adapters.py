@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gputenant.api import conditions as reasons
 from gputenant.helm import ChartRef, HelmError, VClusterReleases
-from gputenant.kubeconfigs import IssuedKubeconfig, KubeconfigIssueError, issue_kubeconfigs
+from gputenant.kubeconfigs import IssuedKubeconfig, KubeconfigIssueError, issue_kubeconfigs, unanswered
 from gputenant.reconcile.ports import StepError
 
 
@@ -57,3 +57,6 @@ class TokenKubeconfigs:
                             transient=error.transient) from None
         except ValueError as error:
             raise StepError(reasons.INVALID_KUBECONFIG_INPUT, str(error), transient=False) from None
+
+    async def unanswered(self, admin_kubeconfig: dict) -> str | None:
+        return await unanswered(admin_kubeconfig, self.field_manager)

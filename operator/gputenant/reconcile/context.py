@@ -28,7 +28,11 @@ class Outcome:
 
     ready: bool = False
     retry_after: float | None = None
-    """Seconds until the next attempt; None: nothing pending (done, or stopped until an input changes)."""
+    """Seconds until the next attempt after a failure (the backoff of the failing step's consecutive
+    failures); None: no failure to retry (done, waiting, or stopped until an input changes)."""
+    wait_after: float | None = None
+    """Seconds until the operator looks again at a tenant that waits for something normal (its
+    control plane starting, pods stopping); not a failure, so no backoff and no kopf retry."""
     permanent_failure: str | None = None
     applied: list = field(default_factory=list)
     status_written: bool = False
@@ -58,12 +62,11 @@ class Pass:
     """Set by `reconcile.wake`: an owner's wake request holds, the pass runs the tenant awake."""
     """Set by the vCluster step once the control plane wrote it; the steps after it need it."""
 
-    def __init__(self, services: Services, body: dict, retry: int, now: datetime):
+    def __init__(self, services: Services, body: dict, now: datetime):
         self.services = services
         self.client = services.client
         self.config = services.config
         self.body = body
-        self.retry = retry
         self.now = now
         metadata = body["metadata"]
         self.name: str = metadata["name"]
@@ -100,9 +103,14 @@ class Pass:
         self.conditions = cond.set_condition(self.conditions, condition_type, status, reason, message,
                                              self.generation, rfc3339(self.now))
 
-    def retry_later(self, seconds: float | None = None) -> None:
-        """Ask to run again: after `seconds`, or after the exponential backoff of this retry."""
-        self.outcome.retry_after = seconds if seconds is not None else backoff(self.retry)
+    def retry_later(self, step: str) -> None:
+        """`step` (its condition type) failed: run again after the backoff of its consecutive
+        failures (5 s after the first)."""
+        self.outcome.retry_after = backoff(self.services.memory.count_failure(self.uid, step) - 1)
+
+    def wait(self, seconds: float) -> None:
+        """Look again after `seconds`: something normal is under way (not a failure)."""
+        self.outcome.wait_after = min(seconds, self.outcome.wait_after or seconds)
 
     async def event(self, event_type: str, reason: str, message: str) -> None:
         """Best effort; once one Event could not be posted, the pass posts no more (one warning, not
@@ -112,6 +120,6 @@ class Pass:
         self._events_failed = not await post_event(self.client, self.body, event_type, reason, message, self.now)
 
 
-def backoff(retry: int) -> float:
-    """5 s doubling per failed attempt, at most 5 minutes."""
-    return min(MAX_BACKOFF_SECONDS, 5.0 * 2 ** min(retry, 6))
+def backoff(earlier_failures: int) -> float:
+    """5 s doubling per earlier consecutive failure, at most 5 minutes."""
+    return min(MAX_BACKOFF_SECONDS, 5.0 * 2 ** min(earlier_failures, 6))

@@ -34,10 +34,12 @@ class HelmStop:
 
 
 class TenantMemory:
-    """Permanent Helm failures by tenant uid, each with the attempt it happened for."""
+    """Permanent Helm failures by tenant uid, each with the attempt it happened for, and the
+    consecutive transient failures of one step (for the backoff)."""
 
     def __init__(self) -> None:
         self._helm_stops: dict[str, HelmStop] = {}
+        self._failures: dict[str, tuple[str, int]] = {}
         self._uid_of: dict[str, str] = {}
 
     def helm_stop(self, uid: str, attempt: HelmAttempt) -> HelmStop | None:
@@ -52,6 +54,18 @@ class TenantMemory:
     def clear_helm(self, uid: str) -> None:
         self._helm_stops.pop(uid, None)
 
+    def count_failure(self, uid: str, step: str) -> int:
+        """Note one more failure of `step`; how many in a row it failed (a failure of another step
+        starts the count again). Waits and kopf's retries of them do not count."""
+        previous_step, count = self._failures.get(uid, ("", 0))
+        count = count + 1 if previous_step == step else 1
+        self._failures[uid] = (step, count)
+        return count
+
+    def clear_failures(self, uid: str) -> None:
+        """A pass ended without a failure."""
+        self._failures.pop(uid, None)
+
     def seen(self, name: str, uid: str) -> None:
         """Note that `name` is now the tenant with `uid`; an earlier tenant of that name is forgotten."""
         previous = self._uid_of.get(name)
@@ -62,6 +76,7 @@ class TenantMemory:
     def forget(self, uid: str) -> None:
         """Drop everything remembered about the tenant with `uid` (it was deleted)."""
         self._helm_stops.pop(uid, None)
+        self._failures.pop(uid, None)
         for name in [name for name, known in self._uid_of.items() if known == uid]:
             del self._uid_of[name]
 

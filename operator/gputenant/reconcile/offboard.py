@@ -9,6 +9,9 @@ RoleBinding in the host namespace, which is therefore removed last (or by the na
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Iterable
 
 from gputenant import KIND, naming
@@ -32,12 +35,18 @@ SWEPT_KINDS = (
 )
 """Namespaced objects the operator labels for a tenant in its host namespace."""
 OUR_LABELS = (naming.TENANT_LABEL, naming.TRUST_LABEL, naming.COMPONENT_LABEL, naming.MANAGED_BY_LABEL)
+NAMESPACE_WAIT_SECONDS = 60.0
+"""How long one offboarding waits for the host namespace to be deleted before it asks to be
+retried: the namespace controller takes seconds to a minute, a normal wait (logged at INFO), not
+a failed attempt (kopf logs those as ERROR)."""
+
+log = logging.getLogger(__name__)
 
 
 async def offboard(client: KubeClient, releases: Releases, config: OperatorConfig, tenant: str,
                    *, retain: bool, argocd_namespaces: Iterable[str] = (), uid: str | None = None) -> None:
-    """Raises StepError(transient) while the namespace is still terminating, so the caller retries.
-    `argocd_namespaces`: where the tenant's Argo CD cluster Secret may be (`steps.argocd.argocd_namespaces`).
+    """Waits up to NAMESPACE_WAIT_SECONDS for the host namespace to be deleted, then raises
+    StepError(transient) while it is still terminating, so the caller retries. `argocd_namespaces`: where the tenant's Argo CD cluster Secret may be (`steps.argocd.argocd_namespaces`).
     `uid`: the tenant's; a cluster-scoped object owned by another GpuTenant is never deleted."""
     namespace = naming.host_namespace(tenant, config)
     selector = f"{naming.TENANT_LABEL}={tenant}"
@@ -45,7 +54,8 @@ async def offboard(client: KubeClient, releases: Releases, config: OperatorConfi
     if live is not None and live["metadata"].get("deletionTimestamp"):
         # The namespace controller may already have removed the operator's RoleBinding, so Helm
         # and the sweep would be refused; wait for the namespace to go.
-        raise _terminating(namespace)
+        await wait_until_deleted(client, namespace)
+        live = None
     if live is not None:
         await releases.uninstall(naming.release_name(tenant), namespace)
         for api_version, kind in SWEPT_KINDS:
@@ -65,7 +75,17 @@ async def offboard(client: KubeClient, releases: Releases, config: OperatorConfi
                                 namespace)
         return
     await client.delete("v1", "Namespace", namespace)
-    raise _terminating(namespace)
+    await wait_until_deleted(client, namespace)
+
+
+async def wait_until_deleted(client: KubeClient, namespace: str) -> None:
+    """Return once `namespace` is gone; StepError(NamespaceTerminating) after NAMESPACE_WAIT_SECONDS."""
+    log.info("waiting up to %gs for namespace %s to be deleted", NAMESPACE_WAIT_SECONDS, namespace)
+    deadline = time.monotonic() + NAMESPACE_WAIT_SECONDS
+    while await client.get("v1", "Namespace", namespace) is not None:
+        if time.monotonic() > deadline:
+            raise _terminating(namespace)
+        await asyncio.sleep(1)
 
 
 async def _sweep_cluster_scoped(client: KubeClient, selector: str, uid: str | None) -> None:

@@ -42,6 +42,9 @@ from gputenant.timefmt import parse_rfc3339
 
 log = logging.getLogger(__name__)
 
+STATUS_WRITE = "status"
+"""The 'step' a failed status write counts its consecutive failures under."""
+
 __all__ = ["API_VERSION", "Outcome", "Reconciler"]
 
 
@@ -78,15 +81,16 @@ class Reconciler:
         """Drop what the reconciler remembers about a deleted tenant."""
         self.memory.forget(uid)
 
-    async def reconcile(self, body: dict, retry: int = 0) -> Outcome:
-        """Run the pipeline; `retry` counts earlier failed attempts (for the backoff)."""
+    async def reconcile(self, body: dict) -> Outcome:
+        """Run the pipeline once. The backoff after a failure counts the consecutive failures of the
+        same step (remembered per tenant), never how often kopf called: waits are not failures."""
         started = time.perf_counter()
         try:
             body = await self.with_current_status(body)
         except ApiError as error:
             log.warning("tenant %s: reading its current status failed, using the event's: %s",
                         body["metadata"]["name"], error)
-        run = Pass(self.services, body, retry, self.clock())
+        run = Pass(self.services, body, self.clock())
         if run.uid:
             self.memory.seen(run.name, run.uid)
         condition, step_name = STEPS[0].condition, PREPARE_STEP
@@ -109,6 +113,10 @@ class Reconciler:
             self.metrics.step_failed(step_name, reason)
             fail(run, condition, StepError(reason, str(error), error.transient))
         await finish(run)
+        if run.outcome.retry_after is None:
+            self.memory.clear_failures(run.uid)
+        if run.outcome.wait_after is not None:
+            log_wait(run)
         self.metrics.pass_finished(run.name, pass_result(run), time.perf_counter() - started, tenant_figures(run))
         return run.outcome
 
@@ -160,7 +168,7 @@ def fail(run: Pass, condition: str, error: StepError) -> None:
     backoff, a permanent one waits for the input to change."""
     run.set(condition, False, error.reason, error.message)
     if error.transient:
-        run.retry_later()
+        run.retry_later(condition)
     else:
         run.outcome.permanent_failure = error.reason
 
@@ -190,11 +198,23 @@ async def finish(run: Pass) -> None:
     try:
         await run.client.patch_status(API_VERSION, KIND, run.name, new_status)
     except ApiError as error:
-        retry_in = backoff(run.retry) if error.transient else backoff(6)
-        log.warning("tenant %s: writing its status failed, retrying in %gs: %s", run.name, retry_in, error)
-        run.outcome.retry_after = retry_in
+        if error.transient:
+            run.retry_later(STATUS_WRITE)
+        else:
+            run.outcome.retry_after = backoff(6)
+        log.warning("tenant %s: writing its status failed, retrying in %gs: %s", run.name, run.outcome.retry_after,
+                    error)
         return
     run.outcome.status_written = True
+
+
+def log_wait(run: Pass) -> None:
+    """A normal wait is INFO when what the tenant waits for changed, DEBUG while it stays the same."""
+    ready = cond.find(run.conditions, reasons.READY) or {}
+    before = cond.find(run.old_status.get("conditions") or [], reasons.READY) or {}
+    level = logging.DEBUG if before.get("message") == ready.get("message") else logging.INFO
+    log.log(level, "tenant %s waits (%s: %s); looking again in %gs", run.name, ready.get("reason"),
+            ready.get("message"), run.outcome.wait_after)
 
 
 def pass_result(run: Pass) -> str:

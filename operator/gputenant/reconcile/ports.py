@@ -38,3 +38,7 @@ class KubeconfigIssuer(Protocol):
         """One token kubeconfig per role inside the virtual cluster (roles: the spec's kubeconfig
         roles, or ``argocd`` for Argo CD's ServiceAccount); the roles in `revoke` get a new
         ServiceAccount, which ends every token issued before. Raises StepError."""
+
+    async def unanswered(self, admin_kubeconfig: dict) -> str | None:
+        """None when the virtual cluster's API answers through the kubeconfig's server within a few
+        seconds; otherwise why not (it did not answer, or answered with an error)."""

@@ -13,6 +13,7 @@ from gputenant import KIND
 from gputenant.api import conditions as reasons
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.context import Pass
+from gputenant.reconcile.controlplane import ControlPlaneState
 from gputenant.reconcile.events import API_VERSION
 from gputenant.usage.idle import IDLE_SLEPT_ANNOTATION
 
@@ -44,21 +45,19 @@ async def settle_asleep(run: Pass, release: str) -> None:
             f"asleep on request (spec.sleep.asleep); release {release} is scaled to zero")
 
 
-async def control_plane_awake(run: Pass, release: str) -> bool:
-    """True when the tenant never slept or its control plane has a ready replica again. The admin
-    kubeconfig Secret outlives sleep, so without this check a waking tenant would look served before
-    its API server answers."""
+async def control_plane_awake(run: Pass, control_plane: ControlPlaneState) -> bool:
+    """True when the tenant never slept or its control plane serves again (judged by the vCluster
+    step). The admin kubeconfig Secret outlives sleep, so without this check a waking tenant would
+    look served before its API server answers."""
     asleep = cond.find(run.conditions, CONDITION)
     if asleep is None or asleep["reason"] in (reasons.AWAKE, reasons.WOKEN_ON_REQUEST):
         if asleep is not None and run.woken_on_request != (asleep["reason"] == reasons.WOKEN_ON_REQUEST):
             set_awake(run)
         return True
-    statefulset = await run.client.get("apps/v1", "StatefulSet", release, run.host_namespace) or {}
-    if ((statefulset.get("status") or {}).get("readyReplicas") or 0) < 1:
+    if not control_plane.ready:
         run.set(CONDITION, None, reasons.WAKING, "spec.sleep.asleep is false: the control plane is starting")
-        run.set(reasons.VCLUSTER_READY, False, reasons.WAITING_FOR_CONTROL_PLANE,
-                f"waking: waiting for StatefulSet {run.host_namespace}/{release} to have a ready replica")
-        run.retry_later(SETTLE_SECONDS)
+        run.set(reasons.VCLUSTER_READY, False, control_plane.reason, f"waking: {control_plane.message}")
+        run.wait(SETTLE_SECONDS)
         return False
     set_awake(run)
     if IDLE_SLEPT_ANNOTATION in run.annotations and not run.woken_on_request:
@@ -80,4 +79,4 @@ def set_awake(run: Pass) -> None:
 def falling_asleep(run: Pass, message: str) -> None:
     run.set(CONDITION, None, reasons.FALLING_ASLEEP, message)
     run.set(reasons.VCLUSTER_READY, False, reasons.ASLEEP_REASON, f"falling asleep (spec.sleep.asleep): {message}")
-    run.retry_later(SETTLE_SECONDS)
+    run.wait(SETTLE_SECONDS)

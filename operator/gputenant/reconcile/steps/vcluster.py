@@ -1,6 +1,8 @@
 """The tenant's vCluster: a Helm release, installed or upgraded only when its values hash changed or
-it is missing; then the admin kubeconfig its control plane writes to ``vc-<release>``, or, while the
-tenant sleeps, nothing left running (``sleep``)."""
+it is missing; then, once its control plane serves (the StatefulSet rolled out and ready at its
+current revision, the API answering at the tenant's endpoint: ``controlplane``), the admin
+kubeconfig it writes to ``vc-<release>``; or, while the tenant sleeps, nothing left running
+(``sleep``). Waiting for the control plane is a condition and a short look again, not a failure."""
 
 from __future__ import annotations
 
@@ -13,13 +15,19 @@ from gputenant.kube import ApiError
 from gputenant.kubeconfigs import admin_kubeconfig, node_port_server, server_of, with_server
 from gputenant.reconcile.adapters import helm_step_error
 from gputenant.reconcile.context import Pass
+from gputenant.reconcile.controlplane import ControlPlaneState, judge, pod_selector
 from gputenant.reconcile.memory import RETRY_ANNOTATION, HelmAttempt
 from gputenant.reconcile.ports import StepError
 from gputenant.reconcile.steps import sleep
 
 CONDITION = reasons.VCLUSTER_READY
 KINDS: frozenset[str] = frozenset()
-WAIT_FOR_CONTROL_PLANE_SECONDS = 5.0
+WAIT_FOR_CONTROL_PLANE_SECONDS = 2.0
+"""How soon to look again once the control-plane pod is ready but its Secret, node port or API is not
+there yet: nothing about the pod changes any more, so no pod event would call the tenant up."""
+WAIT_FOR_POD_SECONDS = 10.0
+"""How soon to look again while no control-plane pod is ready: the pod watch calls the tenant up as
+soon as one changes, so this is only the safety net."""
 NOT_RETRIED = (f"not retried until the spec, the operator configuration or the chart version changes, or the "
                f"tenant's annotation {RETRY_ANNOTATION} gets a new value")
 
@@ -39,7 +47,18 @@ async def ensure(run: Pass) -> bool:
         # the steps after this one need the control plane and keep their last conditions
         await sleep.settle_asleep(run, release)
         return False
-    if not await sleep.control_plane_awake(run, release):
+    control_plane = await read_control_plane(run, release)
+    if not await sleep.control_plane_awake(run, control_plane):
+        return False
+    if not control_plane.ready:
+        refusal = None if control_plane.has_pods else await pod_refusal(run, release)
+        if refusal:
+            run.set(CONDITION, False, reasons.CONTROL_PLANE_POD_REFUSED,
+                    f"release {release} ({installed}) installed, but its control-plane pod is refused: {refusal}")
+            run.retry_later(CONDITION)
+        else:
+            waiting(run, control_plane.reason, f"release {release} ({installed}) installed; {control_plane.message}",
+                    WAIT_FOR_POD_SECONDS)
         return False
     secret_name = naming.vcluster_secret_name(run.name)
     secret = await run.client.get("v1", "Secret", secret_name, run.host_namespace)
@@ -50,31 +69,42 @@ async def ensure(run: Pass) -> bool:
                         f"holds no readable kubeconfig ({error}); the vCluster control plane rewrites it when it "
                         "restarts", transient=True) from None
     if admin is None:
-        refusal = await pod_refusal(run, release)
-        if refusal:
-            run.set(CONDITION, False, reasons.CONTROL_PLANE_POD_REFUSED,
-                    f"release {release} ({installed}) installed, but its control-plane pod is refused: {refusal}")
-            run.retry_later()
-        else:
-            run.set(CONDITION, False, reasons.WAITING_FOR_CONTROL_PLANE,
-                    f"release {release} ({installed}) installed; waiting for its control plane to write "
-                    f"Secret {run.host_namespace}/{secret_name}")
-            run.retry_later(WAIT_FOR_CONTROL_PLANE_SECONDS)
+        waiting(run, reasons.WAITING_FOR_CONTROL_PLANE, f"release {release} ({installed}) installed; waiting for its "
+                f"control plane to write Secret {run.host_namespace}/{secret_name}")
         return False
     exposed = await exposed_server(run, release)
     if exposed is None:
-        run.set(CONDITION, False, reasons.WAITING_FOR_CONTROL_PLANE,
-                f"release {release} ({installed}) installed; waiting for Service {run.host_namespace}/{release} "
-                "to be given the node port of its https port (config vcluster.exposure: NodePort)")
-        run.retry_later(WAIT_FOR_CONTROL_PLANE_SECONDS)
+        waiting(run, reasons.WAITING_FOR_CONTROL_PLANE, f"release {release} ({installed}) installed; waiting for "
+                f"Service {run.host_namespace}/{release} to be given the node port of its https port "
+                "(config vcluster.exposure: NodePort)")
         return False
     if exposed:
         admin = with_server(admin, exposed)
     endpoint = run.tenant.spec.vcluster.server_url or server_of(admin)
     run.status.vcluster = run.status.vcluster.model_copy(update={"endpoint": endpoint})
+    silence = await run.services.issuer.unanswered(admin)
+    if silence:
+        waiting(run, reasons.CONTROL_PLANE_NOT_ANSWERING, f"release {release} ({installed}): {control_plane.message}, "
+                f"but its API does not answer at {server_of(admin)}: {silence}")
+        return False
     run.admin_kubeconfig = admin
-    run.set(CONDITION, True, reasons.CONTROL_PLANE_UP, f"release {release} ({installed}) serves at {endpoint}")
+    run.set(CONDITION, True, reasons.CONTROL_PLANE_UP, f"release {release} ({installed}) serves at {endpoint}; "
+            f"{control_plane.message}")
     return True
+
+
+def waiting(run: Pass, reason: str, message: str, seconds: float = WAIT_FOR_CONTROL_PLANE_SECONDS) -> None:
+    """VClusterReady False with `reason`, and a look again after `seconds`: the control plane is on
+    its way, which is not a failure."""
+    run.set(CONDITION, False, reason, message)
+    run.wait(seconds)
+
+
+async def read_control_plane(run: Pass, release: str) -> ControlPlaneState:
+    """The release's StatefulSet and control-plane pods, judged (`controlplane.judge`)."""
+    statefulset = await run.client.get("apps/v1", "StatefulSet", release, run.host_namespace)
+    pods = await run.client.list("v1", "Pod", namespace=run.host_namespace, label_selector=pod_selector(release))
+    return judge(statefulset, pods)
 
 
 async def ensure_release(run: Pass, release: str, chart_version: str, wanted_hash: str,
@@ -104,10 +134,8 @@ async def ensure_release(run: Pass, release: str, chart_version: str, wanted_has
 
 async def pod_refusal(run: Pass, release: str) -> str | None:
     """Why the API server refuses the vCluster StatefulSet's pod (quota, LimitRange, admission), as
-    the StatefulSet controller reported it in its latest FailedCreate Event; None while the pod
-    exists or nothing was refused. Where the operator may not read Events, it cannot tell."""
-    if await run.client.get("v1", "Pod", f"{release}-0", run.host_namespace) is not None:
-        return None
+    the StatefulSet controller reported it in its latest FailedCreate Event; None when nothing was
+    refused. Asked only while no pod exists. Where the operator may not read Events, it cannot tell."""
     try:
         events = await run.client.list("v1", "Event", namespace=run.host_namespace)
     except ApiError as error:

@@ -1,0 +1,56 @@
+"""kopf wiring that follows the tenants' vCluster control planes: a watch on the control-plane pods
+the chart labels (``app=vcluster``, selected by the API server), so that a pod dying, starting,
+turning ready or rolling to a new revision reaches the tenant's status within seconds, not at the
+next resync. Each change that matters calls the tenant's pipeline up at once; what it judges is
+`reconcile.controlplane`.
+
+Registered by ``gputenant run`` (it imports this module beside `gputenant.handlers`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import kopf
+
+from gputenant import naming
+from gputenant.handlers import runtime
+from gputenant.reconcile.controlplane import POD_LABELS, REVISION_LABEL, pod_ready
+
+log = logging.getLogger(__name__)
+
+PODS = ("v1", "pods")
+
+
+@kopf.on.startup()
+def select_control_plane_pods(settings: kopf.OperatorSettings, **_) -> None:
+    """The API server sends only control-plane pods, not every pod of the cluster."""
+    settings.watching.label_selectors[PODS] = ",".join(f"{key}={value}" for key, value in POD_LABELS.items())
+
+
+def pod_signature(event_type: str | None, pod: dict) -> tuple | None:
+    """What of a control-plane pod the tenant's readiness depends on; None once it is gone."""
+    if event_type == "DELETED":
+        return None
+    metadata = pod.get("metadata") or {}
+    return (pod_ready(pod), (pod.get("status") or {}).get("phase"), bool(metadata.get("deletionTimestamp")),
+            (metadata.get("labels") or {}).get(REVISION_LABEL))
+
+
+@kopf.on.event(*PODS, labels=POD_LABELS)
+async def control_plane_pod_changed(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_) -> None:
+    """Reconcile the pod's tenant when its readiness, phase, deletion or revision changed. The
+    initial listing (event type None) only records: on.resume reconciles every tenant then."""
+    rt = runtime()
+    metadata = body.get("metadata") or {}
+    tenant = naming.tenant_of_namespace(metadata.get("namespace") or "", rt.config)
+    if tenant is None or (metadata.get("labels") or {}).get("release") != naming.release_name(tenant):
+        return
+    signature = pod_signature(event.get("type"), dict(body))
+    previous = memo.get("signature")
+    memo["signature"] = signature
+    if event.get("type") is None or signature == previous:
+        return
+    log.info("tenant %s: control-plane pod %s %s (ready %s); reconciling", tenant, metadata.get("name"),
+             (event.get("type") or "").lower(), bool(signature and signature[0]))
+    await rt.rechecks.now(tenant)

@@ -1,0 +1,94 @@
+"""The operator's own look-again for tenants that wait for something normal (a control plane
+starting, pods stopping): one pending timer per tenant, at most MAX_LOOKS in a row, then the
+resync timer and the control-plane pod watch are what remain. A wait is not a failure: it never
+goes through kopf's retries (which log an ERROR, write kopf's progress annotations and count the
+attempts) and it never grows a backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from gputenant.reconcile.context import Outcome
+
+log = logging.getLogger(__name__)
+
+MAX_LOOKS = 150
+"""Looks in a row for one tenant (150 × 2 s: five minutes of a control plane that does not come)."""
+
+
+class Rechecks:
+    """Reconciles a tenant by name after a delay (`reconcile` a body `read` now), once per tenant at
+    a time; a newer request replaces an older. `reconcile` is expected to call `follow`."""
+
+    def __init__(self, reconcile: Callable[[dict], Awaitable[Outcome]],
+                 read: Callable[[str], Awaitable[dict | None]], max_looks: int = MAX_LOOKS):
+        self.reconcile = reconcile
+        self.read = read
+        self.max_looks = max_looks
+        self._pending: dict[str, asyncio.Task] = {}
+        self._looks: dict[str, int] = {}
+
+    def follow(self, name: str, wait_after: float | None) -> None:
+        """After a pass of tenant `name`: look again in `wait_after` seconds when it waits; when it
+        does not, forget the count and any look still pending."""
+        if wait_after is None:
+            self._looks.pop(name, None)
+            self.cancel(name)
+            return
+        self.schedule(name, wait_after)
+
+    def schedule(self, name: str, delay: float) -> None:
+        looks = self._looks.get(name, 0)
+        if looks >= self.max_looks:
+            if looks == self.max_looks:
+                log.info("tenant %s: still waiting after %d looks; the resync timer and the control-plane "
+                         "pod watch take over", name, looks)
+                self._looks[name] = looks + 1
+            return
+        self._looks[name] = looks + 1
+        self.cancel(name)
+        self._pending[name] = asyncio.create_task(self._later(name, delay), name=f"gputenant-recheck-{name}")
+
+    def cancel(self, name: str) -> None:
+        task = self._pending.pop(name, None)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    def forget(self, name: str) -> None:
+        """The tenant is gone."""
+        self._looks.pop(name, None)
+        self.cancel(name)
+
+    async def close(self) -> None:
+        tasks = list(self._pending.values())
+        self._pending.clear()
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def now(self, name: str) -> None:
+        """Reconcile tenant `name` now, outside kopf (a wait is over, or its control-plane pod
+        changed); a failure is looked at again after its backoff."""
+        body = await self.read(name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            self.forget(name)
+            return
+        outcome = await self.reconcile(body)
+        if outcome.retry_after is not None:
+            self.schedule(name, outcome.retry_after)
+
+    async def _later(self, name: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if self._pending.get(name) is asyncio.current_task():
+            del self._pending[name]
+        try:
+            await self.now(name)
+        except Exception:  # a look that fails must not end the operator; the next pass retries
+            log.exception("tenant %s: looking again failed", name)
+
+    def __len__(self) -> int:
+        return len(self._pending)

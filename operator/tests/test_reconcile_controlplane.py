@@ -1,0 +1,200 @@
+"""Honest health of a tenant's control plane, the pure parts: the judgement over the vCluster
+StatefulSet and its pods (shaped as the StatefulSet controller and the kubelet write them), the
+backoff that counts a step's consecutive failures (not kopf's attempts), the operator's own looks
+again at a waiting tenant, and what of a control-plane pod the watch reacts to.
+(Against a real vCluster: e2e/tests/test_vcluster_real_operator.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from gputenant import naming
+from gputenant.api import conditions as reasons
+from gputenant.config.models import OperatorConfig
+from gputenant.control_plane_watch import pod_signature
+from gputenant.reconcile.context import Outcome, Pass, Services, backoff
+from gputenant.reconcile.controlplane import judge, pod_selector
+from gputenant.reconcile.memory import TenantMemory
+from gputenant.reconcile.rechecks import Rechecks
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONFIG = OperatorConfig.model_validate(yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text()))
+OLD, NEW = "team-a-6d5f7c9b8", "team-a-7f8c6d4b5"
+
+
+def statefulset(*, generation: int = 2, observed: int = 2, current: str = NEW, update: str = NEW,
+                replicas: int = 1, ready: int = 1, updated: int = 1) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "team-a", "namespace": "tenant-team-a", "generation": generation},
+            "spec": {"replicas": replicas},
+            "status": {"observedGeneration": observed, "replicas": replicas, "readyReplicas": ready,
+                       "currentReplicas": replicas, "updatedReplicas": updated, "currentRevision": current,
+                       "updateRevision": update}}
+
+
+def pod(*, revision: str = NEW, ready: bool = True, deleting: bool = False, waiting: str | None = None,
+        name: str = "team-a-0") -> dict:
+    state = {"waiting": {"reason": waiting}} if waiting else {"running": {"startedAt": "2026-11-25T12:00:00Z"}}
+    metadata = {"name": name, "namespace": "tenant-team-a",
+                "labels": {"app": "vcluster", "release": "team-a", "controller-revision-hash": revision}}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-11-25T12:00:00Z"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+            "status": {"phase": "Running",
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                       "containerStatuses": [{"name": "syncer", "ready": ready, "state": state}]}}
+
+
+def test_ready_only_when_rolled_out_at_the_current_revision_with_a_ready_pod():
+    state = judge(statefulset(), [pod()])
+    assert state.ready and state.reason == reasons.CONTROL_PLANE_UP
+    assert NEW in state.message and "1/1" in state.message
+
+
+def test_no_statefulset_yet_is_starting():
+    state = judge(None, [])
+    assert not state.ready and state.reason == reasons.CONTROL_PLANE_STARTING and not state.has_pods
+
+
+def test_a_killed_pod_is_starting_even_while_the_statefulset_status_still_counts_it_ready():
+    """The pod list is read after the kill, the StatefulSet's status may not have caught up."""
+    gone = judge(statefulset(ready=1), [])
+    assert not gone.ready and gone.reason == reasons.CONTROL_PLANE_STARTING and not gone.has_pods
+    terminating = judge(statefulset(ready=1), [pod(deleting=True)])
+    assert not terminating.ready and terminating.reason == reasons.CONTROL_PLANE_STARTING
+
+
+def test_a_pod_that_is_not_ready_says_what_it_does():
+    state = judge(statefulset(ready=0), [pod(ready=False, waiting="CrashLoopBackOff")])
+    assert not state.ready and state.reason == reasons.CONTROL_PLANE_STARTING
+    assert "team-a-0" in state.message and "CrashLoopBackOff" in state.message
+    probing = judge(statefulset(ready=0), [pod(ready=False)])
+    assert "readiness probe" in probing.message
+
+
+def test_a_new_revision_rolling_out_is_not_ready_until_the_controller_completes_it():
+    """After a values change: the old pod may still be ready, the new revision is not rolled out."""
+    old_still_serving = judge(statefulset(current=OLD, update=NEW, updated=0), [pod(revision=OLD)])
+    assert not old_still_serving.ready and old_still_serving.reason == reasons.CONTROL_PLANE_ROLLING_OUT
+    new_starting = judge(statefulset(current=OLD, update=NEW, ready=0), [pod(revision=NEW, ready=False)])
+    assert not new_starting.ready and new_starting.reason == reasons.CONTROL_PLANE_ROLLING_OUT
+    ready_but_not_completed = judge(statefulset(current=OLD, update=NEW), [pod(revision=NEW)])
+    assert not ready_but_not_completed.ready
+
+
+def test_a_spec_the_controller_has_not_seen_yet_is_rolling_out():
+    state = judge(statefulset(generation=3, observed=2), [pod()])
+    assert not state.ready and state.reason == reasons.CONTROL_PLANE_ROLLING_OUT and "3" in state.message
+
+
+def test_scaled_to_zero_is_not_ready():
+    assert not judge(statefulset(replicas=0, ready=0, updated=0), []).ready
+
+
+def test_the_pod_selector_is_the_charts_labels():
+    assert pod_selector("team-a") == "app=vcluster,release=team-a"
+
+
+def test_backoff_counts_consecutive_failures_of_one_step_and_a_clean_pass_resets_it():
+    memory = TenantMemory()
+    assert [memory.count_failure("uid-1", reasons.KUBECONFIG_READY) for _ in range(3)] == [1, 2, 3]
+    assert memory.count_failure("uid-1", reasons.VCLUSTER_READY) == 1  # another step starts again
+    memory.clear_failures("uid-1")
+    assert memory.count_failure("uid-1", reasons.VCLUSTER_READY) == 1
+    memory.forget("uid-1")
+    assert memory.count_failure("uid-1", reasons.VCLUSTER_READY) == 1
+
+
+def one_pass(memory: TenantMemory) -> Pass:
+    services = Services(client=None, config=CONFIG, releases=None, issuer=None, memory=memory)  # type: ignore[arg-type]
+    return Pass(services, {"metadata": {"name": "team-a", "uid": "uid-1", "generation": 1}},
+                datetime(2026, 11, 25, tzinfo=UTC))
+
+
+def test_the_first_failure_after_waits_retries_after_5s_whatever_kopf_counted():
+    """Before: backoff(kopf's retry) — after four waits for the control plane, 80 s."""
+    memory = TenantMemory()
+    for _ in range(4):
+        waiting = one_pass(memory)
+        waiting.wait(2.0)
+        assert waiting.outcome.retry_after is None and waiting.outcome.wait_after == 2.0
+    failed = one_pass(memory)
+    failed.retry_later(reasons.KUBECONFIG_READY)
+    assert failed.outcome.retry_after == backoff(0) == 5.0
+    again = one_pass(memory)
+    again.retry_later(reasons.KUBECONFIG_READY)
+    assert again.outcome.retry_after == 10.0
+
+
+class RecordedPasses:
+    """Stands in for the pipeline (what Rechecks calls): records the tenants reconciled and
+    answers with the outcomes it is given, calling `follow` as Runtime.reconcile does."""
+
+    def __init__(self, *outcomes: Outcome):
+        self.outcomes = list(outcomes)
+        self.reconciled: list[str] = []
+        self.rechecks: Rechecks | None = None
+
+    async def reconcile(self, body: dict) -> Outcome:
+        self.reconciled.append(body["metadata"]["name"])
+        outcome = self.outcomes.pop(0) if self.outcomes else Outcome()
+        assert self.rechecks is not None
+        self.rechecks.follow(body["metadata"]["name"], outcome.wait_after)
+        return outcome
+
+    async def read(self, name: str) -> dict | None:
+        return {"metadata": {"name": name}}
+
+
+def test_a_waiting_tenant_is_looked_at_again_until_it_stops_waiting():
+    async def scenario() -> list[str]:
+        passes = RecordedPasses(Outcome(wait_after=0.01), Outcome(wait_after=0.01), Outcome())
+        rechecks = passes.rechecks = Rechecks(passes.reconcile, passes.read)
+        rechecks.follow("team-a", 0.01)
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+        assert len(rechecks) == 0
+        return passes.reconciled
+    assert asyncio.run(scenario()) == ["team-a"] * 3
+
+
+def test_looks_again_are_bounded():
+    async def scenario() -> list[str]:
+        passes = RecordedPasses(*[Outcome(wait_after=0.001)] * 50)
+        rechecks = passes.rechecks = Rechecks(passes.reconcile, passes.read, max_looks=3)
+        rechecks.follow("team-a", 0.001)
+        for _ in range(50):
+            await asyncio.sleep(0.005)
+        await rechecks.close()
+        return passes.reconciled
+    assert len(asyncio.run(scenario())) == 3
+
+
+def test_a_failure_in_a_look_again_is_retried_after_its_backoff():
+    async def scenario() -> list[str]:
+        passes = RecordedPasses(Outcome(retry_after=0.01), Outcome())
+        rechecks = passes.rechecks = Rechecks(passes.reconcile, passes.read)
+        await rechecks.now("team-a")
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+        return passes.reconciled
+    assert asyncio.run(scenario()) == ["team-a"] * 2
+
+
+def test_the_watch_reacts_to_readiness_deletion_and_revision_not_to_other_status_updates():
+    ready = pod_signature("MODIFIED", pod())
+    assert ready == pod_signature("MODIFIED", {**pod(), "spec": {"nodeName": "node-1"}})
+    assert ready != pod_signature("MODIFIED", pod(ready=False))
+    assert ready != pod_signature("MODIFIED", pod(deleting=True))
+    assert ready != pod_signature("MODIFIED", pod(revision=OLD))
+    assert pod_signature("DELETED", pod()) is None
+
+
+def test_a_host_namespace_names_its_tenant():
+    assert naming.tenant_of_namespace(naming.host_namespace("team-a", CONFIG), CONFIG) == "team-a"
+    assert naming.tenant_of_namespace("kube-system", CONFIG) is None
+    assert naming.tenant_of_namespace(CONFIG.namespace_prefix, CONFIG) is None
