@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from gputenant import naming
 from gputenant.api.status import UsageStatus, WakeStatus
 from gputenant.api.v1alpha1 import GpuTenant, SleepSpec
+from gputenant.kube import ApiError
 from gputenant.reconcile.context import Pass
 from gputenant.timefmt import parse_duration, parse_rfc3339, rfc3339
 
@@ -65,8 +66,15 @@ def as_awake(tenant: GpuTenant) -> GpuTenant:
 
 async def read_request(run: Pass) -> str:
     """The owners' request, from the snapshot of the tenant's labelled ConfigMaps (the LIST the view
-    reuses), "" when there is none or the namespace is not there yet."""
-    found = await run.snapshot.lookup("v1", "ConfigMap", naming.WAKE_CONFIGMAP, run.host_namespace)
+    reuses), "" when there is none or the namespace is not there yet. Under the chart's least
+    privilege the operator may read the namespace only once its own RoleBinding there exists (the
+    namespace step writes it, after this); until then no request can exist either."""
+    try:
+        found = await run.snapshot.lookup("v1", "ConfigMap", naming.WAKE_CONFIGMAP, run.host_namespace)
+    except ApiError as error:
+        if error.forbidden and run.config.tenant_namespace_cluster_role:
+            return ""
+        raise
     return str(((found or {}).get("data") or {}).get(REQUEST_KEY) or "")
 
 
