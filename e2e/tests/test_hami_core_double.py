@@ -8,8 +8,9 @@ read-only `/etc/ld.so.preload` into EVERY process of the fraction container (the
 it starts each report once); each process sees exactly the caps `hami_caps.caps_for` computes for its
 share; the preload, the library and HAMi-core's override file cannot be written from inside. A pod whose
 pool's library image lacks the library never starts its container; the tenant sees it Failed with its
-`Initialized` condition naming the guard's init container, and the init container's reason reaches the
-host pod's status only (vCluster v0.36.1 syncs back no status of a container the virtual pod lacks).
+`Initialized` condition naming the guard's init container (vCluster v0.36.1 syncs back no status of a
+container the virtual pod lacks), and the reason through the operator: an Event on the pod and the pod's
+entry in the tenant's view.
 
 What is NOT shown: any cap on a GPU. The double caps nothing; the node has no GPU; whether the upstream
 HAMi-core holds a cap is the attestation's business (docs/attestation.md).
@@ -157,7 +158,7 @@ def test_every_process_of_a_fraction_container_loads_the_library_with_its_shares
     assert f"preload list: {hami_caps.LIBRARY}" in log.splitlines()
 
 
-def test_a_pod_whose_pool_image_lacks_the_library_never_starts_and_the_tenant_sees_which_step_failed(
+def test_a_pod_whose_pool_image_lacks_the_library_never_starts_and_the_tenant_sees_why(
         operator, tenants: dict[str, VirtualCluster]):
     """Fail closed: the guard's init container finds no library, so the program never starts (it would
     otherwise run uncapped: the loader skips a missing preload with a warning).
@@ -168,7 +169,8 @@ def test_a_pod_whose_pool_image_lacks_the_library_never_starts_and_the_tenant_se
     container the virtual pod does not have (`stripInjectedSidecarContainers`,
     pkg/controllers/resources/pods/translate/diff.go), and the virtual API server refuses its log. Both
     are asserted, so that a vCluster that lifts either shows here. The operator's pool report names the
-    pool's problem with that reason (pools/hami_library.py)."""
+    pool's problem with that reason (pools/hami_library.py), and the operator tells the tenant why: a
+    `GpuPodPending` Event on the pod, synced into the virtual cluster, and the pod's entry in its view."""
     tenant = tenants[MISSING_TENANT]
     tenant.apply(fraction_pod("no-library", "0.25"))
     pod = finished(tenant, "no-library")
@@ -193,11 +195,20 @@ def test_a_pod_whose_pool_image_lacks_the_library_never_starts_and_the_tenant_se
     terminated = host_init["state"]["terminated"]
     assert (host_init["name"], terminated["exitCode"], terminated["reason"]) == (hami_caps.INIT_CONTAINER, 1, "Error")
     assert terminated["message"].strip() == f"HAMi-core library {MISSING_PATH} is not in this image"
-    problem = (f"pool {MISSING_POOL}: the HAMi-core library {MISSING_PATH} in image {LIBRARY_IMAGE} does not reach "
+    problem = (f"HamiCoreLibraryNotDelivered: the HAMi-core library {MISSING_PATH} in image {LIBRARY_IMAGE} does not reach "
                f"1 share(s), which do not start (tenant-{MISSING_TENANT}/{host['metadata']['name']}: exit 1: "
                f"HAMi-core library {MISSING_PATH} is not in this image)")
     wait_for(lambda: problem in operator.log_path.read_text(errors="replace"), timeout=60, interval=2,
              what=f"the pool report's problem in the operator log: {problem}")
+    # ...and the tenant is told why by the operator, in its words: an Event on the pod (synced into the
+    # virtual cluster) and the pod's entry in its view
+    why = f"could not be delivered, so the pod does not start: exit 1: HAMi-core library {MISSING_PATH} is not in this image"
+    wait_for(lambda: any(why in line for line in event_lines(tenant, "no-library")), timeout=90, interval=2,
+             what="the tenant's Event saying why its pod does not start")
+    view = json.loads(tenant.kubectl("get", "configmap", "gputenant", "-n", "kube-public", "-o",
+                                     "jsonpath={.data.view\\.json}").stdout)
+    [entry] = [p for p in view["queue"]["pods"] if p["name"] == "no-library"]
+    assert entry["state"] == "NotStarted" and why in entry["reason"]
 
 
 def host_pod(plane: ControlPlane, tenant: str, virtual_name: str) -> dict:

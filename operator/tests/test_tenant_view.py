@@ -108,6 +108,23 @@ def test_a_pod_over_the_queue_limit_is_pending_for_the_limit_in_the_tenants_word
     assert "cpu-only" not in json.dumps(view) and "done" not in json.dumps(view)
 
 
+def test_a_share_whose_hami_core_library_was_not_delivered_is_listed_as_not_started_with_why():
+    """vCluster shows the tenant no status of the guard's init container: the view (and the Event it
+    drives) says why the placed pod does not start, even once it has failed."""
+    tenant, decision = example("internal")
+    failed = host_pod("no-library", bound=True, fraction="0.25")
+    failed["status"]["phase"] = "Failed"
+    view = tenant_view(tenant, decision, {}, queued_pods(
+        [failed, host_pod("fine", bound=True, fraction="0.25")], decision,
+        {"no-library-x-default-x-vc": "exit 1: HAMi-core library /x is not in this image"}))
+    states = {p["name"]: p for p in view["queue"]["pods"]}
+    assert states["fine"]["state"] == "Running"
+    assert states["no-library"]["state"] == "NotStarted"
+    assert "could not be delivered, so the pod does not start: exit 1: HAMi-core library /x" in \
+        states["no-library"]["reason"]
+    assert pods_of(view) == {("default", "no-library"): states["no-library"]["reason"]}
+
+
 def test_a_pod_within_the_limit_waits_for_what_the_scheduler_said():
     tenant, decision = example("internal")
     pods = queued_pods([host_pod("big", bound=False, fraction="0.5", scheduler="no node with a free 0.5 share")],

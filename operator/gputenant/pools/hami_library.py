@@ -55,6 +55,13 @@ def _library_status(pod: dict) -> dict | None:
     return None
 
 
+def library_failure(pod: dict) -> str | None:
+    """Why the guard's init container could not deliver HAMi-core to this pod; None when it did, is
+    still at it, or the pod has none."""
+    status = _library_status(pod)
+    return _failure(status) if status is not None else None
+
+
 def _failure(status: dict) -> str | None:
     state = status.get("state") or {}
     waiting, terminated = state.get("waiting") or {}, state.get("terminated") or {}

@@ -1,7 +1,9 @@
 """Writes the tenant's view (render/tenant_view.py) at the end of each pass: the ConfigMap
 ``gputenant-view`` in the host namespace, which vCluster's sync from host shows read-only inside the
 virtual cluster as ``kube-public/gputenant``; and, for each GPU pod that newly waits or waits for a
-new reason, an Event on its host pod in the tenant's words, which vCluster syncs to the virtual pod.
+new reason (a share whose HAMi-core library could not be delivered among them: vCluster shows the
+tenant no status of the guard's init container), an Event on its host pod in the tenant's words,
+which vCluster syncs to the virtual pod.
 
 API load: one LIST of the host namespace's pods per pass (none while asleep); the ConfigMap is read
 from the pass's snapshot of the tenant's labelled ConfigMaps (the LIST the wake request reuses) and
@@ -16,6 +18,7 @@ import logging
 from gputenant.api import conditions as reasons
 from gputenant.guard.hami_caps import caps_by_size
 from gputenant.kube import ApiError, Applier
+from gputenant.pools.hami_library import library_failure
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.events import post_pod_event
@@ -54,7 +57,8 @@ async def write_view(run: Pass, status: dict) -> None:
     host_pods = [] if asleep else await run.client.list("v1", "Pod", namespace=run.host_namespace)
     caps = [{"gpuFraction": f"{float(c.fraction):g}", "memoryMiB": c.memory_mib, "smPercent": c.sm_percent}
             for c in caps_by_size(run.decision)]
-    view = tenant_view(run.tenant, run.decision, status, queued_pods(host_pods, run.decision), caps)
+    not_started = {pod["metadata"]["name"]: why for pod in host_pods if (why := library_failure(pod))}
+    view = tenant_view(run.tenant, run.decision, status, queued_pods(host_pods, run.decision, not_started), caps)
     live = await run.snapshot.lookup("v1", "ConfigMap", VIEW_CONFIGMAP, run.host_namespace)
     before = pods_of(json.loads(((live or {}).get("data") or {}).get(VIEW_KEY) or "{}"))
     await Applier(run.client, run.snapshot).ensure(adopt(view_configmap(run.name, run.host_namespace, view),

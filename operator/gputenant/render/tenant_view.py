@@ -42,6 +42,8 @@ RESTRICTED_CONTAINER = {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivileg
                         "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
 """What Pod Security ``restricted`` (Untrusted tenants) admits; the other levels admit it too."""
 MAX_LISTED_PODS = 50
+NOT_STARTED = "NotStarted"
+"""A placed GPU pod that cannot start: the guard's init container could not deliver HAMi-core to it."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class QueuedPod:
     bound: bool
     scheduler_message: str = ""
     """Why the scheduler has not placed it (its PodScheduled condition), "" when bound or not said."""
+    not_started: str = ""
+    """Why a bound pod cannot start although placed (HAMi-core not delivered to it), "" otherwise."""
 
 
 def _fraction(pod: dict) -> Fraction | None:
@@ -89,15 +93,19 @@ def pod_units(pod: dict, per_device: dict[str, float]) -> float:
     return total
 
 
-def queued_pods(host_pods: list[dict], decision: Decision) -> list[QueuedPod]:
-    """The tenant's unfinished GPU pods synced from its virtual cluster, by their virtual names."""
+def queued_pods(host_pods: list[dict], decision: Decision,
+                not_started: dict[str, str] | None = None) -> list[QueuedPod]:
+    """The tenant's unfinished GPU pods synced from its virtual cluster, by their virtual names;
+    `not_started`: host pod name -> why that pod cannot start (listed even once it has failed)."""
     per_device = units_per_device(decision)
+    not_started = not_started or {}
     queued = []
     for pod in host_pods:
         metadata, status = pod.get("metadata") or {}, pod.get("status") or {}
         annotations = metadata.get("annotations") or {}
+        blocked = not_started.get(metadata.get("name") or "", "")
         if VIRTUAL_NAME_ANNOTATION not in annotations or metadata.get("deletionTimestamp") \
-                or status.get("phase") in ("Succeeded", "Failed"):
+                or (status.get("phase") in ("Succeeded", "Failed") and not blocked):
             continue
         units = pod_units(pod, per_device)
         if units <= 0:
@@ -106,7 +114,7 @@ def queued_pods(host_pods: list[dict], decision: Decision) -> list[QueuedPod]:
         scheduled: dict = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
         message = "" if bound or scheduled.get("status") != "False" else str(scheduled.get("message") or "")
         queued.append(QueuedPod(annotations.get(VIRTUAL_NAMESPACE_ANNOTATION, ""), annotations[VIRTUAL_NAME_ANNOTATION],
-                                units, bound, message))
+                                units, bound, message, blocked))
     return sorted(queued, key=lambda p: (p.namespace, p.name))
 
 
@@ -187,16 +195,24 @@ def sleep_view(tenant: GpuTenant, status: dict) -> dict:
 USAGE_KEYS = ("window", "gpusHeld", "gpuHoursHeld", "gpuHoursUsed", "idleGpuCount", "busyNotWorking", "allIdleSince")
 
 
+def _state(pod: QueuedPod, allocated: float, decision: Decision) -> dict:
+    if pod.not_started:
+        return {"state": NOT_STARTED, "reason": (
+            "its GPU isolation library (HAMi-core) could not be delivered, so the pod does not start: "
+            f"{pod.not_started}; the platform team sees the same on its pool report")}
+    if pod.bound:
+        return {"state": "Running"}
+    return {"state": "Pending", "reason": pending_reason(pod, allocated, decision),
+            **({"scheduler": pod.scheduler_message} if pod.scheduler_message else {})}
+
+
 def tenant_view(tenant: GpuTenant, decision: Decision, status: dict, pods: list[QueuedPod],
                 caps: list[dict] | None = None) -> dict:
     """The view's content; `status` is the status body the pass writes, `caps` HAMi-core's caps per
     pod size (HAMi mode only)."""
     queue = decision.queue
     allocated = sum(p.units for p in pods if p.bound)
-    listed = [{"namespace": p.namespace, "name": p.name, "gpus": p.units,
-               **({"state": "Running"} if p.bound else
-                  {"state": "Pending", "reason": pending_reason(p, allocated, decision),
-                   **({"scheduler": p.scheduler_message} if p.scheduler_message else {})})}
+    listed = [{"namespace": p.namespace, "name": p.name, "gpus": p.units, **_state(p, allocated, decision)}
               for p in pods[:MAX_LISTED_PODS]]
     isolation = _condition(status, reasons.ISOLATION_VERIFIED)
     usage = status.get("usage") or {}
@@ -229,6 +245,6 @@ def view_configmap(tenant: str, namespace: str, view: dict) -> dict:
 
 
 def pods_of(view: dict) -> dict[tuple[str, str], str]:
-    """(namespace, name) -> pending reason of each pending pod a view lists."""
+    """(namespace, name) -> why, of each pod a view lists as pending or unable to start."""
     return {(p["namespace"], p["name"]): p.get("reason", "") for p in (view.get("queue") or {}).get("pods") or []
-            if p.get("state") == "Pending"}
+            if p.get("state") in ("Pending", NOT_STARTED)}
