@@ -1,5 +1,6 @@
 """kopf wiring that follows the tenants' vCluster control planes: a watch on the control-plane pods
-the chart labels (``app=vcluster``, selected by the API server), so that a pod dying, starting,
+the chart labels (``app=vcluster``, filtered by kopf: the operator's one pod watch also serves the
+gang PodGroups of ``guard.gang_groups``, so it cannot be narrowed by a label at the API server), so that a pod dying, starting,
 turning ready or rolling to a new revision reaches the tenant's status within seconds, not at the
 next resync. Each change that matters calls the tenant's pipeline up at once; what it judges is
 `reconcile.controlplane`.
@@ -20,12 +21,6 @@ from gputenant.reconcile.controlplane import POD_LABELS, REVISION_LABEL, pod_rea
 log = logging.getLogger(__name__)
 
 PODS = ("v1", "pods")
-
-
-@kopf.on.startup()
-def select_control_plane_pods(settings: kopf.OperatorSettings, **_) -> None:
-    """The API server sends only control-plane pods, not every pod of the cluster."""
-    settings.watching.label_selectors[PODS] = ",".join(f"{key}={value}" for key, value in POD_LABELS.items())
 
 
 def pod_signature(event_type: str | None, pod: dict) -> tuple | None:
