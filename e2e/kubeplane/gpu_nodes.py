@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass
 
 import kubernetes
+import urllib3
 
 from gputenant.api.gpus import MIG_PROFILES, mig_layout
 from gputenant.config.models import OperatorConfig
@@ -223,10 +224,12 @@ class SimulatedGpuReservations:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        """Report until stopped; an API error or an unreachable API server (a test that stops it)
+        only skips a round, as a real reservation pod would retry, never ends the thread."""
         while not self._stop.wait(self._interval):
             try:
                 self.report_once()
-            except kubernetes.client.ApiException:
+            except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError):
                 continue
 
     def report_once(self) -> None:

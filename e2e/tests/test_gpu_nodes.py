@@ -4,11 +4,14 @@ KAI-Scheduler in test_kai_scheduling.py."""
 
 from __future__ import annotations
 
+import time
+
+import kubernetes
 import pytest
 
 from gputenant.config.models import OperatorConfig
 from gputenant.pools.plan import node_gpus, pool_nodes
-from kubeplane.gpu_nodes import KWOK_NODE_ANNOTATION, GpuNodeError
+from kubeplane.gpu_nodes import KWOK_NODE_ANNOTATION, GpuNodeError, SimulatedGpuReservations
 from kubeplane.gpu_nodes import pool_nodes as simulated_nodes
 from kubeplane.tools import REPO_ROOT
 
@@ -99,3 +102,18 @@ def test_pools_that_cannot_be_simulated_are_named_with_the_fix():
     no_selector = OperatorConfig.model_validate(pool_document(nodeSelector={}))
     with pytest.raises(GpuNodeError, match=r"pools\[odd\]\.nodeSelector is empty"):
         simulated_nodes(no_selector)
+
+
+def test_the_simulated_reservation_reporter_outlives_an_unreachable_api_server():
+    """test_operator_outage stops the API server for 30 s; the reporter must resume after it, or every
+    GPU fraction placed later in the session waits forever for its reservation's GPU."""
+    configuration = kubernetes.client.Configuration()
+    configuration.host = "http://127.0.0.1:9"
+    reporter = SimulatedGpuReservations(kubernetes.client.ApiClient(configuration), interval=0.05)
+    reporter._thread.start()
+    try:
+        time.sleep(1)
+        assert reporter._thread.is_alive()
+    finally:
+        reporter.stop()
+    assert not reporter._thread.is_alive()
