@@ -12,8 +12,10 @@ import kubernetes
 import yaml
 from kubernetes.client.rest import ApiException
 
-from .plane import ControlPlane, VirtualAPIServer, wait_for
+from .plane import ControlPlane
+from .process import wait_for
 from .tools import REPO_ROOT
+from .virtual_apiserver import VirtualAPIServer
 
 Target = ControlPlane | VirtualAPIServer
 

@@ -22,7 +22,7 @@ from gputenant.api.gpus import MIG_PROFILES, mig_layout
 from gputenant.config.models import OperatorConfig
 from gputenant.config.pools import MigStrategy, Pool, PoolMode, Toleration
 
-from .plane import wait_for
+from .process import wait_for
 
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 """kwok manages the nodes that carry this annotation (kubeplane.kwok passes it as its selector)."""

@@ -21,10 +21,11 @@ import yaml
 
 from gputenant.config.models import OperatorConfig
 
+from .apiserver import SERVICE_CIDR
 from .containerd import POD_CIDR
 from .fixtures import REAL_VCLUSTER_CHART
 from .node import API_FORWARD_PORT
-from .plane import SERVICE_CIDR, ControlPlane
+from .plane import ControlPlane
 from .tools import REPO_ROOT
 
 GPUTENANT = Path(sys.executable).parent / "gputenant"

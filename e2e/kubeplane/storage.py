@@ -17,8 +17,9 @@ import json
 import kubernetes
 import yaml
 
+from .apiserver import https_status
 from .images import TEST_IMAGE
-from .plane import ControlPlane, _https_status
+from .plane import ControlPlane
 from .process import Process, free_ports, wait_until_serving
 
 PROVISIONER_NAME = "rancher.io/local-path"
@@ -86,7 +87,7 @@ class LocalPathProvisioner:
             f"--tls-private-key-file={key}", "--leader-elect=false", f"--controllers={BINDER_CONTROLLER}",
             "--use-service-account-credentials=false", "--profiling=false"], plane.log_dir / f"{name}.log")
         self._processes.append(binder)
-        wait_until_serving(binder, lambda: _https_status(port, "/healthz", ca_file) == 200,
+        wait_until_serving(binder, lambda: https_status(port, "/healthz", ca_file) == 200,
                            f"{name} /healthz on port {port}")
 
     def _start_provisioner(self, plane: ControlPlane) -> None:
