@@ -52,6 +52,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	@# The test harness (e2e/kubeplane) is importable in the venv but no part of the wheel or image.
+	echo '$(CURDIR)/e2e' > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/kubeplane-harness.pth"
 	touch $@
 
 tools: ## Build the pinned control-plane tools into ~/.cache/gputenant-operator/tools (cached)
