@@ -26,7 +26,7 @@ generate: venv ## Rewrite every generated file: the CRD, its field reference, th
 	$(BIN)/python charts/gpu-tenant-operator/generate_schema.py
 	$(BIN)/python docs/generate.py
 
-lint: venv ## ruff, import-linter's layering contracts (.importlinter) and mypy on the package
+lint: venv ## ruff, import-linter's layering contracts (.importlinter) and mypy on the package and the test harness
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/lint-imports
 	$(BIN)/mypy

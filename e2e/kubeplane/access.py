@@ -9,11 +9,13 @@ import subprocess
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, cast
 
 import kubernetes
 
 from . import audit
 from .apiserver import APIServerFiles, https_status
+from .audit import WRITE_VERBS
 from .kubeconfig import file_stem, kubeconfig, write_kubeconfig
 from .pki import CertificateAuthority
 from .process import PlaneError, wait_for
@@ -107,13 +109,13 @@ class PlaneAccess:
         return kubernetes.config.new_client_from_config(
             config_file=str(kubeconfig_path or self.kubeconfig_path))
 
-    def cluster_object(self, group: str, version: str, plural: str, name: str) -> dict | None:
+    def cluster_object(self, group: str, version: str, plural: str, name: str) -> dict[str, Any] | None:
         """A cluster-scoped custom object as the admin sees it, or None when it does not exist
         (tests ask "is the GpuTenant/Queue still there?" more often than anything else)."""
         with self.api_client() as client:
             try:
-                return kubernetes.client.CustomObjectsApi(client).get_cluster_custom_object(
-                    group, version, plural, name)
+                return cast(dict[str, Any], kubernetes.client.CustomObjectsApi(client).get_cluster_custom_object(
+                    group, version, plural, name))
             except kubernetes.client.ApiException as error:
                 if error.status == 404:
                     return None
@@ -184,12 +186,12 @@ class PlaneAccess:
             return None
         return wait_for(events_up_to_marker, timeout=10, interval=0.02, what="the audit marker")
 
-    def count_requests(self, since_offset: int = 0, verbs: Iterable[str] | None = audit.WRITE_VERBS,
+    def count_requests(self, since_offset: int = 0, verbs: Iterable[str] | None = WRITE_VERBS,
                        user: str | None = None, user_agent: str | None = None) -> int:
         """How many requests since `since_offset` had one of `verbs` (None: any), came from
         `user` (exact username) and from a client whose User-Agent starts with `user_agent`."""
-        verbs = None if verbs is None else set(verbs)
-        return sum(audit.matches(event, verbs, user, user_agent)
+        wanted = None if verbs is None else set(verbs)
+        return sum(audit.matches(event, wanted, user, user_agent)
                    for event in self.audit_events(since_offset))
 
     def _require_audit(self) -> None:

@@ -86,6 +86,12 @@ class ControlPlane(PlaneAccess):
         """The real node (None unless `node=True`)."""
         self._scheduler: Scheduler | None = None
 
+    def require_node(self) -> Node:
+        """The node, for code that runs only on a plane started with `node=True`."""
+        if self.node is None:
+            raise PlaneError(f"the plane in {self.directory} was started without node=True")
+        return self.node
+
     # -- layout -------------------------------------------------------------------------------
 
     @property
@@ -136,7 +142,7 @@ class ControlPlane(PlaneAccess):
             if self.node:
                 self._start_scheduler()
                 with self.api_client() as admin:
-                    self.node.start(bin_dir=self.bin_dir, ca=self._ca, ca_file=self._apiserver.ca_cert,
+                    self.node.start(bin_dir=self.bin_dir, ca=self.ca, ca_file=self._apiserver.ca_cert,
                                     apiserver_port=self.ports["apiserver"], service_cidr=SERVICE_CIDR, admin=admin,
                                     log_dir=self.log_dir)
         except BaseException:
@@ -183,7 +189,7 @@ class ControlPlane(PlaneAccess):
         node_error = None
         if self.node:
             try:
-                self._stop_node()
+                self._stop_node(self.node)
             except PlaneError as error:
                 node_error, self.keep = error, True
         self._stop_processes()
@@ -197,13 +203,13 @@ class ControlPlane(PlaneAccess):
         if self._temporary:
             shutil.rmtree(self.directory, ignore_errors=True)
 
-    def _stop_node(self) -> None:
+    def _stop_node(self, node: Node) -> None:
         """Delete the node's pods through the API while it still answers, then stop the node."""
         if self.ports.get("apiserver") and self._processes:
             with self.api_client() as admin:
-                self.node.stop(admin)
+                node.stop(admin)
         else:
-            self.node.stop()
+            node.stop()
 
     def _stop_processes(self) -> None:
         for process in reversed(self._processes):
@@ -281,7 +287,7 @@ class ControlPlane(PlaneAccess):
         if self.node:
             # The API server calls the kubelet for logs, exec and port-forward: it verifies the
             # kubelet's serving certificate and presents a client certificate of its own.
-            client = self._ca.client_pair(KUBELET_CLIENT_USER, ["system:masters"])
+            client = self.ca.client_pair(KUBELET_CLIENT_USER, ["system:masters"])
             cert, key = client.write(self._pki_dir / "apiserver", "kubelet-client")
             extra += [f"--kubelet-certificate-authority={self._apiserver.ca_cert}",
                       f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}",
@@ -293,11 +299,11 @@ class ControlPlane(PlaneAccess):
     def _start_controller_manager(self) -> None:
         kcm_dir = self._pki_dir / "controller-manager"
         kcm_dir.mkdir(exist_ok=True)
-        client = self._ca.client_pair(CONTROLLER_MANAGER_USER, ["system:masters"])
+        client = self.ca.client_pair(CONTROLLER_MANAGER_USER, ["system:masters"])
         config = write_kubeconfig(kcm_dir / "kubeconfig", kubeconfig(
             self.api_url, self.ca_pem, "controller-manager",
             cert_pem=client.cert_pem, key_pem=client.key_pem))
-        serving_cert, serving_key = self._ca.serving_pair(
+        serving_cert, serving_key = self.ca.serving_pair(
             "kube-controller-manager", ["localhost"], ["127.0.0.1"]).write(kcm_dir, "serving")
         port = self.ports["controller-manager"]
         process = Process("kube-controller-manager", [
@@ -325,7 +331,7 @@ class ControlPlane(PlaneAccess):
     def _start_scheduler(self) -> None:
         ca = self._apiserver.ca_cert
         self._scheduler = Scheduler(self._pki_dir / "scheduler").start(
-            self.bin_dir / "kube-scheduler", self._ca, self.ca_pem, self.api_url,
+            self.bin_dir / "kube-scheduler", self.ca, self.ca_pem, self.api_url,
             self.log_dir / "kube-scheduler.log",
             lambda port: https_status(port, "/healthz", ca) == 200)
 

@@ -54,13 +54,13 @@ class LocalPathProvisioner:
         config = {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [str(volumes_dir)]}]}
         with plane.api_client() as client:
             core = kubernetes.client.CoreV1Api(client)
-            core.create_namespace({"metadata": {"name": NAMESPACE}})
-            core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": SERVICE_ACCOUNT}})
-            core.create_namespaced_config_map(NAMESPACE, {
+            core.create_namespace({"metadata": {"name": NAMESPACE}})  # type: ignore[arg-type]
+            core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": SERVICE_ACCOUNT}})  # type: ignore[arg-type]
+            core.create_namespaced_config_map(NAMESPACE, {  # type: ignore[arg-type]
                 "metadata": {"name": CONFIG_MAP},
                 "data": {"config.json": json.dumps(config), "setup": SETUP_SCRIPT,
                          "teardown": TEARDOWN_SCRIPT, "helperPod.yaml": yaml.safe_dump(helper_pod(TEST_IMAGE))}})
-            kubernetes.client.StorageV1Api(client).create_storage_class({
+            kubernetes.client.StorageV1Api(client).create_storage_class({  # type: ignore[arg-type]
                 "metadata": {"name": STORAGE_CLASS,
                              "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
                 "provisioner": PROVISIONER_NAME, "reclaimPolicy": "Delete",
