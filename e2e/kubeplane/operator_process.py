@@ -21,10 +21,11 @@ import yaml
 
 from gputenant.config.models import OperatorConfig
 
+from .apiserver import SERVICE_CIDR
 from .containerd import POD_CIDR
 from .fixtures import REAL_VCLUSTER_CHART
 from .node import API_FORWARD_PORT
-from .plane import SERVICE_CIDR, ControlPlane
+from .plane import ControlPlane
 from .tools import REPO_ROOT
 
 GPUTENANT = Path(sys.executable).parent / "gputenant"
@@ -109,7 +110,7 @@ def remove_guard_configurations(plane: ControlPlane) -> None:
 def cluster_networks(plane: ControlPlane) -> list[str]:
     """The plane's own networks, as a platform names its pod, service and node CIDRs. The host's
     end of the node's link, where the API server calls webhooks from, is outside them."""
-    return [POD_CIDR, SERVICE_CIDR, f"{plane.node.network.node_ip}/32"]
+    return [POD_CIDR, SERVICE_CIDR, f"{plane.require_node().network.node_ip}/32"]
 
 
 def real_vcluster_config(plane: ControlPlane, path: Path, extra_pools: Sequence[dict] = ()) -> Path:
@@ -119,7 +120,7 @@ def real_vcluster_config(plane: ControlPlane, path: Path, extra_pools: Sequence[
     plane's own networks are its clusterNetworks (pods, Services, the node), and the API server
     is where pods reach it: the node's address, on the forwarder's port. `extra_pools` are added to
     the example's pools (a test's own arrangement)."""
-    node_ip = plane.node.network.node_ip
+    node_ip = plane.require_node().network.node_ip
     document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
     document["vcluster"].update(localPath=str(REAL_VCLUSTER_CHART),
                                 exposure={"type": "NodePort", "address": node_ip})

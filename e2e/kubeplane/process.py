@@ -116,7 +116,7 @@ class Process:
             pass
 
 
-def wait_for(probe: Callable[[], T], *, timeout: float = 30, interval: float = 0.1,
+def wait_for(probe: Callable[[], T | None], *, timeout: float = 30, interval: float = 0.1,
              what: str = "condition") -> T:
     """Poll `probe` until it returns something truthy and return that; controllers are asynchronous,
     so tests wait for the observable outcome instead of sleeping."""
