@@ -9,7 +9,6 @@ its kubeconfig, so the audit log tells its requests apart from the tests' and th
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,6 +25,7 @@ from .containerd import POD_CIDR
 from .fixtures import REAL_VCLUSTER_CHART
 from .node import API_FORWARD_PORT
 from .plane import ControlPlane
+from .process import free_ports
 from .tools import REPO_ROOT
 
 GPUTENANT = Path(sys.executable).parent / "gputenant"
@@ -87,9 +87,7 @@ class OperatorProcess:
 
 def guard_flags(cert_dir: Path) -> list[str]:
     """`gputenant run` flags that serve the admission guard on a free loopback port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    [port] = free_ports(1)
     return ["--webhook-host", "127.0.0.1", "--webhook-port", str(port), "--webhook-cert-dir", str(cert_dir)]
 
 

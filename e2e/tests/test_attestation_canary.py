@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -39,6 +38,7 @@ from kubeplane import wait_for
 from kubeplane.canary_image import CANARY_IMAGE, canary_image
 from kubeplane.kai_fixtures import KaiCluster
 from kubeplane.node import NODE_NAME
+from kubeplane.process import free_ports
 
 pytestmark = pytest.mark.plane
 
@@ -164,12 +164,6 @@ def test_a_canary_the_api_server_refuses_leaves_its_pool_unattested_with_the_rea
     assert "not found" in verdict.message
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def attesting_operator(cluster: KaiCluster, tmp_path: Path):
     """`gputenant run` with the canary image named, its pool report on a liveness endpoint. Its
@@ -181,7 +175,7 @@ def attesting_operator(cluster: KaiCluster, tmp_path: Path):
     config_path = tmp_path / "config.yaml"
     config_path.write_text(yaml.safe_dump(document))
     plane.kubectl("create", "namespace", "gpu-operator", check=False)
-    port = free_port()
+    port = free_ports(1)[0]
     env = {**plane.env(), "GPUTENANT_RESYNC_SECONDS": "2", "GPUTENANT_ATTESTATION_IMAGE": CANARY_IMAGE,
            "GPUTENANT_ATTESTATION_NAMESPACE": NAMESPACE, "GPUTENANT_ATTESTATION_QUEUE": QUEUE}
     log_path = plane.log_dir / "attesting-operator.log"
