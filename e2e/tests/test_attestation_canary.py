@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import socket
 import subprocess
@@ -103,8 +102,8 @@ def test_every_pool_on_simulated_nodes_is_unattested_and_so_is_its_tenant(cluste
         # What the operator's pipeline writes once it placed the tenant (no operator runs here).
         await client.patch_status(TENANT_API, KIND, "attested", {
             "observedGeneration": created["metadata"]["generation"], "sharing": {"mode": "MIG", "pool": "h100-mig-small"}})
-        first = await publish_tenant_conditions(client, attestor, lambda _: contextlib.nullcontext())
-        second = await publish_tenant_conditions(client, attestor, lambda _: contextlib.nullcontext())
+        first = await publish_tenant_conditions(client, attestor)
+        second = await publish_tenant_conditions(client, attestor)
         return done, first, second, await client.get(TENANT_API, KIND, "attested")
 
     try:

@@ -289,6 +289,20 @@ class KubeClient:
         """Replace the parts of `.status` named in `status` through the status subresource."""
         return await self.patch(api_version, kind, name, {"status": status}, namespace, "status")
 
+    async def apply_status(self, api_version: str, kind: str, name: str, status: dict, writer: str,
+                           namespace: str | None = None) -> dict:
+        """Server-side apply of `status` through the status subresource under the writer's own field
+        manager (``<field manager>-<writer>``): the writer owns exactly the fields it sends, a field
+        it stops sending is removed, and another writer's fields (conditions of other types in a
+        list-map) are left alone, so concurrent writers lose nothing without reading first."""
+        resource = await self.resource(api_version, kind)
+        metadata: dict[str, str] = {"name": name} | ({"namespace": namespace} if namespace else {})
+        return await self.request(
+            "PATCH", resource.path(namespace, name) + "/status",
+            params={"fieldManager": f"{self.field_manager}-{writer}", "force": "true"},
+            body={"apiVersion": api_version, "kind": kind, "metadata": metadata, "status": status},
+            content_type="application/apply-patch+yaml")
+
     async def delete(self, api_version: str, kind: str, name: str,
                      namespace: str | None = None) -> bool:
         """Delete with background propagation; False if it was already gone."""

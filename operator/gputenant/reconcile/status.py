@@ -9,15 +9,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gputenant.api.status import PIPELINE
 from gputenant.api.v1alpha1 import Condition, GpuTenantStatus
+from gputenant.reconcile import conditions as cond
 
 log = logging.getLogger(__name__)
 
 CARRIED = ("namespace", "sharing", "granted", "vcluster", "kubeconfigs", "usage", "wake")
 """Parts of the last status a pass keeps until a step sets them again (a failed step leaves the
 parts after it as they were)."""
-MAX_MESSAGE = 32768
-"""metav1.Condition's limit on a message (a Helm error can be longer)."""
+NOT_WRITTEN = frozenset({"usage"})
+"""Parts a pass reads but never writes: the usage loop owns them (its own field manager), so a pass
+holding an older read cannot write it back over a newer one."""
 
 
 def carried_status(old: dict) -> GpuTenantStatus:
@@ -36,13 +39,18 @@ def carried_status(old: dict) -> GpuTenantStatus:
     return GpuTenantStatus.model_validate(kept)
 
 
-def status_body(status: GpuTenantStatus, conditions: list[dict], generation: int | None) -> dict:
-    """The status subresource's body: `status` with the pass's conditions and observedGeneration."""
-    typed = status.model_copy(update={
-        "observed_generation": generation,
-        "conditions": [Condition.model_validate({**condition, "message": condition["message"][:MAX_MESSAGE]})
-                       for condition in conditions]})
-    return typed.model_dump(mode="json", by_alias=True, exclude_none=True)
+def status_body(status: GpuTenantStatus, conditions: list[Condition], generation: int | None) -> dict:
+    """What the pipeline applies to the status subresource: `status` with the pass's own conditions
+    and observedGeneration, without the parts other writers own."""
+    typed = status.model_copy(update={"observed_generation": generation, "conditions": cond.owned(conditions, PIPELINE)})
+    return typed.model_dump(mode="json", by_alias=True, exclude_none=True, exclude=set(NOT_WRITTEN))
+
+
+def pipeline_part(status: dict) -> dict:
+    """The part of a live status the pipeline writes, to compare with `status_body`: a write is
+    skipped when the pipeline's own fields and conditions say the same, whatever other writers hold."""
+    mine = {key: value for key, value in status.items() if key != "conditions" and key not in NOT_WRITTEN}
+    return {**mine, "conditions": cond.as_status(cond.owned(cond.parse(status.get("conditions") or []), PIPELINE))}
 
 
 def comparable(status: dict) -> str:
