@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 import kubernetes
 import pytest
+import yaml
 
 from gputenant import GROUP, KIND, VERSION
 from gputenant.api import conditions as reasons
@@ -34,8 +35,6 @@ from gputenant.reconcile.pipeline import finish
 from gputenant.usage.model import TenantUsage
 from gputenant.usage.publish import publish_usage
 
-from .conftest import apply, tenant_manifest
-
 NAME = "status-writers"
 API_VERSION = f"{GROUP}/{VERSION}"
 POOL = "writers-pool"
@@ -48,8 +47,8 @@ def rounds_in(status: dict) -> dict[str, int | None]:
     conditions = {c["type"]: c for c in status.get("conditions") or []}
     hash_ = (status.get("vcluster") or {}).get("valuesHash", "")
     isolation = conditions.get(reasons.ISOLATION_VERIFIED, {}).get("message", "")
-    parts = {int(conditions[t]["message"].removeprefix("pipeline round "))
-             for t in reasons.PART_CONDITIONS if t in conditions}
+    parts = [int(conditions[t]["message"].removeprefix("pipeline round "))
+             for t in reasons.PART_CONDITIONS if t in conditions]
     return {
         "pipeline": int(hash_.removeprefix("round-")) if hash_ else None,
         "pipeline conditions": min(parts) if len(parts) == len(reasons.PART_CONDITIONS) else None,
@@ -137,7 +136,9 @@ async def write_concurrently(plane) -> None:
 @pytest.fixture
 def writers_tenant(plane, crds):
     plane.kubectl("delete", "gputenant", NAME, "--ignore-not-found", "--wait=true")
-    apply(plane, tenant_manifest(NAME, "trusted", "alice"))
+    plane.kubectl("apply", "--server-side", "--field-manager=platform-engineer", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": NAME},
+        "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": "alice"}], "gpu": {"quota": 1}}}))
     yield NAME
     plane.kubectl("delete", "gputenant", NAME, "--ignore-not-found", "--wait=false")
 
@@ -149,6 +150,7 @@ def test_concurrent_status_writers_lose_nothing(plane, writers_tenant):
     final = plane.cluster_object(GROUP, VERSION, "gputenants", NAME)
     versions = history.up_to(final["metadata"]["resourceVersion"])
 
+    assert len(versions) >= 3 * ROUNDS, f"the watch saw {len(versions)} versions for {3 * ROUNDS} writes"
     highest: dict[str, int] = {}
     for version in versions:
         for writer, seen in rounds_in(version.get("status") or {}).items():
