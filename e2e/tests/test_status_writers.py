@@ -168,3 +168,25 @@ def test_concurrent_status_writers_lose_nothing(plane, writers_tenant):
     managers = {entry["manager"] for entry in final["metadata"]["managedFields"]
                 if entry.get("subresource") == "status"}
     assert {f"{FIELD_MANAGER}-{writer}" for writer in ("pipeline", "usage", "attestation")} <= managers
+
+
+def test_status_an_older_release_merge_patched_is_handed_to_the_writers(plane, writers_tenant):
+    """A release before server-side apply of status merge-patched it (its record: the client's user
+    agent, operation Update); after the first pipeline pass each writer owns its fields, so the usage
+    writer no longer applying allIdleSince (a GPU works again) removes it."""
+    since = "2026-01-01T00:00:00Z"
+
+    async def main():
+        async with KubeClient.from_kubeconfig(str(plane.kubeconfig_path), FIELD_MANAGER) as client:
+            await client.patch(API_VERSION, KIND, NAME, {"status": {"usage": {
+                "window": "1h", "gpusHeld": 1, "idleGpuCount": 1, "allIdleSince": since, "observedAt": since}}},
+                subresource="status")
+            await pipeline_writer(client, asyncio.Lock(), range(1, 2))
+            await usage_writer(client, range(2, 3))
+    asyncio.run(main())
+
+    final = plane.cluster_object(GROUP, VERSION, "gputenants", NAME)
+    assert final["status"]["usage"]["gpusHeld"] == 2
+    assert "allIdleSince" not in final["status"]["usage"], final["metadata"]["managedFields"]
+    assert not [entry for entry in final["metadata"]["managedFields"]
+                if entry["manager"] == FIELD_MANAGER and entry.get("subresource") == "status"]

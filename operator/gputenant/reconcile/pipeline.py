@@ -34,7 +34,7 @@ from gputenant.reconcile.events import API_VERSION
 from gputenant.reconcile.memory import TenantMemory
 from gputenant.reconcile.ownership import adopt
 from gputenant.reconcile.ports import KubeconfigIssuer, Releases, StepError
-from gputenant.reconcile.status import comparable, pipeline_part, status_body
+from gputenant.reconcile.status import comparable, pipeline_part, split_merge_patched_status, status_body
 from gputenant.reconcile.steps import STEPS, condition_of
 from gputenant.reconcile.view import publish_view
 from gputenant.reconcile.wake import apply_wake, read_request
@@ -196,6 +196,7 @@ async def finish(run: Pass) -> None:
                 else "Warning"
             await run.event(kind, condition.reason, f"{condition.type}={condition.status.value}: {condition.message}")
     await publish_view(run, new_status)
+    await release_merge_patched_status(run)
     if comparable(new_status) == comparable(pipeline_part(run.old_status)):
         return
     try:
@@ -209,6 +210,21 @@ async def finish(run: Pass) -> None:
                     error)
         return
     run.outcome.status_written = True
+
+
+async def release_merge_patched_status(run: Pass) -> None:
+    """Once per tenant whose status an operator before server-side apply of status wrote: hand that
+    record's fields to the writers that own them now, so what a writer stops applying goes. A
+    failure (the tenant changed since kopf's body) waits for the next pass."""
+    entries = split_merge_patched_status(run.body["metadata"].get("managedFields") or [], run.client.user_agent,
+                                         run.client.field_manager)
+    if entries is None:
+        return
+    try:
+        await run.client.replace_managed_fields(API_VERSION, KIND, run.body, entries)
+        log.info("tenant %s: the status fields of merge patches handed to their writers' field managers", run.name)
+    except ApiError as error:
+        log.info("tenant %s: the merge patches' status ownership stays until the next pass: %s", run.name, error)
 
 
 def log_wait(run: Pass) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gputenant.api.status import PIPELINE
+from gputenant.api.status import PIPELINE, USAGE
 from gputenant.api.v1alpha1 import Condition, GpuTenantStatus
 from gputenant.reconcile import conditions as cond
 
@@ -67,3 +67,60 @@ def _normal(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def split_merge_patched_status(entries: list[dict], user_agent: str, field_manager: str) -> list[dict] | None:
+    """`managedFields` with the record of status merge patches (how releases before server-side apply
+    of status wrote it, under the client's user agent) handed to the writers that now own each field:
+    `status.usage` to the usage writer, each condition to its type's writer, the rest to the
+    pipeline. A field left on the old record would outlive the writer that stops applying it (an
+    Update manager's fields are never removed by an apply). None: no such record."""
+    old = [entry for entry in entries if entry.get("manager") == user_agent and entry.get("operation") == "Update"
+           and entry.get("subresource") == "status"]
+    if not old:
+        return None
+    kept = [entry for entry in entries if not any(entry is o for o in old)]
+    for entry in old:
+        for writer, fields in _fields_by_writer(entry.get("fieldsV1") or {}).items():
+            manager = f"{field_manager}-{writer}"
+            mine = next((e for e in kept if e.get("manager") == manager and e.get("operation") == "Apply"
+                         and e.get("subresource") == "status"), None)
+            if mine is None:
+                kept.append({"manager": manager, "operation": "Apply", "apiVersion": entry.get("apiVersion"),
+                             "time": entry.get("time"), "fieldsType": "FieldsV1", "fieldsV1": fields,
+                             "subresource": "status"})
+            else:
+                mine["fieldsV1"] = _merged(mine.get("fieldsV1") or {}, fields)
+    return kept
+
+
+def _fields_by_writer(fields: dict) -> dict[str, dict]:
+    status = dict(fields.get("f:status") or {})
+    parts: dict[str, dict] = {}
+    if "f:usage" in status:
+        parts[USAGE] = {"f:status": {"f:usage": status.pop("f:usage")}}
+    conditions = dict(status.get("f:conditions") or {})
+    for key in list(conditions):
+        writer = _writer_of_condition(key)
+        if writer != PIPELINE:
+            item = conditions.pop(key)
+            parts[writer] = _merged(parts.get(writer, {}), {"f:status": {"f:conditions": {key: item}}})
+    if "f:conditions" in status:
+        status["f:conditions"] = conditions
+    parts[PIPELINE] = {"f:status": status}
+    return parts
+
+
+def _writer_of_condition(key: str) -> str:
+    """The writer of the condition a list-map key (``k:{"type":"Ready"}``) names; the pipeline for
+    a type no writer claims (the old pipeline wrote it)."""
+    try:
+        condition_type = json.loads(key.removeprefix("k:")).get("type") if key.startswith("k:") else None
+    except ValueError:
+        condition_type = None
+    return next((writer for writer, types in cond.OWNED_BY.items() if condition_type in types), PIPELINE)
+
+
+def _merged(a: dict, b: dict) -> dict:
+    return {**a, **{key: _merged(a[key], value) if isinstance(a.get(key), dict) and isinstance(value, dict) else value
+                    for key, value in b.items()}}
