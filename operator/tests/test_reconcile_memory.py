@@ -3,7 +3,7 @@ status it writes."""
 
 from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.memory import HelmAttempt, TenantMemory
-from gputenant.reconcile.status import carried_status, comparable, pipeline_part, status_body
+from gputenant.reconcile.status import carried_status, comparable, pipeline_part, status_body, whole_status
 
 ATTEMPT = HelmAttempt(generation=1, values_hash="sha256:a", retry_request="")
 
@@ -89,3 +89,10 @@ def test_another_writers_fields_are_no_reason_for_a_pipeline_write():
     changed = cond.set_condition(cond.parse(live["conditions"]), "Ready", "False", "HelmFailed", "no", 3,
                                  "2026-01-01T00:01:00Z")
     assert comparable(status_body(carried_status(live), changed, 3)) != comparable(pipeline_part(live))
+
+
+def test_the_tenants_view_still_sees_what_other_writers_wrote():
+    live = {**WRITTEN, **OTHER_WRITERS}
+    seen = whole_status(carried_status(live), cond.parse(live["conditions"]), 3)
+    assert seen["usage"]["gpusHeld"] == 1
+    assert [c["type"] for c in seen["conditions"]] == ["Ready", "IsolationVerified"]

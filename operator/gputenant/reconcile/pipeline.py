@@ -34,7 +34,13 @@ from gputenant.reconcile.events import API_VERSION
 from gputenant.reconcile.memory import TenantMemory
 from gputenant.reconcile.ownership import adopt
 from gputenant.reconcile.ports import KubeconfigIssuer, Releases, StepError
-from gputenant.reconcile.status import comparable, pipeline_part, split_merge_patched_status, status_body
+from gputenant.reconcile.status import (
+    comparable,
+    pipeline_part,
+    split_merge_patched_status,
+    status_body,
+    whole_status,
+)
 from gputenant.reconcile.steps import STEPS, condition_of
 from gputenant.reconcile.view import publish_view
 from gputenant.reconcile.wake import apply_wake, read_request
@@ -195,7 +201,7 @@ async def finish(run: Pass) -> None:
             kind = "Normal" if condition.status == cond.ConditionStatus.TRUE or condition.type == reasons.ASLEEP \
                 else "Warning"
             await run.event(kind, condition.reason, f"{condition.type}={condition.status.value}: {condition.message}")
-    await publish_view(run, new_status)
+    await publish_view(run, whole_status(run.status, run.conditions, run.generation))
     await release_merge_patched_status(run)
     if comparable(new_status) == comparable(pipeline_part(run.old_status)):
         return

@@ -39,11 +39,18 @@ def carried_status(old: dict) -> GpuTenantStatus:
     return GpuTenantStatus.model_validate(kept)
 
 
+def whole_status(status: GpuTenantStatus, conditions: list[Condition], generation: int | None) -> dict:
+    """The status as the pass sees it: its own parts and what it read of the other writers' (the
+    tenant's view shows usage and IsolationVerified too)."""
+    typed = status.model_copy(update={"observed_generation": generation, "conditions": cond.ordered(conditions)})
+    return typed.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 def status_body(status: GpuTenantStatus, conditions: list[Condition], generation: int | None) -> dict:
     """What the pipeline applies to the status subresource: `status` with the pass's own conditions
     and observedGeneration, without the parts other writers own."""
-    typed = status.model_copy(update={"observed_generation": generation, "conditions": cond.owned(conditions, PIPELINE)})
-    return typed.model_dump(mode="json", by_alias=True, exclude_none=True, exclude=set(NOT_WRITTEN))
+    body = whole_status(status, cond.owned(conditions, PIPELINE), generation)
+    return {key: value for key, value in body.items() if key not in NOT_WRITTEN}
 
 
 def pipeline_part(status: dict) -> dict:
