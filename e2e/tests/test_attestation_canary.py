@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import yaml
 
 from gputenant import GROUP, KIND, VERSION
 from gputenant.api import conditions as reasons
+from gputenant.api.status import PIPELINE
 from gputenant.attestation.promise import COMPONENT
 from gputenant.attestation.run import Attestor, publish_tenant_conditions
 from gputenant.attestation.verdict import Outcome
@@ -101,10 +101,11 @@ def test_every_pool_on_simulated_nodes_is_unattested_and_so_is_its_tenant(cluste
         done = await attestor.round(client, config)
         created = await client.create(tenant)
         # What the operator's pipeline writes once it placed the tenant (no operator runs here).
-        await client.patch_status(TENANT_API, KIND, "attested", {
-            "observedGeneration": created["metadata"]["generation"], "sharing": {"mode": "MIG", "pool": "h100-mig-small"}})
-        first = await publish_tenant_conditions(client, attestor, lambda _: contextlib.nullcontext())
-        second = await publish_tenant_conditions(client, attestor, lambda _: contextlib.nullcontext())
+        await client.apply_status(TENANT_API, KIND, "attested", {
+            "observedGeneration": created["metadata"]["generation"], "sharing": {"mode": "MIG", "pool": "h100-mig-small"}},
+            PIPELINE)
+        first = await publish_tenant_conditions(client, attestor)
+        second = await publish_tenant_conditions(client, attestor)
         return done, first, second, await client.get(TENANT_API, KIND, "attested")
 
     try:
