@@ -117,4 +117,12 @@ build kine "$KINE_VERSION" kine github.com/k3s-io/kine "-X github.com/k3s-io/kin
 build coredns "$COREDNS_VERSION" coredns github.com/coredns/coredns
 build local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" local-path-provisioner \
   github.com/rancher/local-path-provisioner
+
+# MetalLB in L2 mode, the load balancer behind vcluster.exposure LoadBalancer in the local cluster
+# (e2e/kubeplane/metallb.py): its controller on the host, its speaker in the node's namespace. Its
+# CRDs are read from the module cache. tools/metallb/go.mod replaces frr-k8s (see there).
+METALLB_VERSION=v0.16.2
+for component in controller speaker; do
+  build "metallb-$component" "$METALLB_VERSION" metallb "go.universe.tf/metallb/$component"
+done
 echo "tools: ready in $bin_dir"
