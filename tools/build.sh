@@ -120,8 +120,8 @@ build local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" local-path-provis
 
 # MetalLB in L2 mode, the load balancer behind vcluster.exposure LoadBalancer in the local cluster
 # (e2e/kubeplane/metallb.py): its controller on the host, its speaker in the node's namespace. Its
-# CRDs are read from the module cache. tools/metallb/go.mod replaces frr-k8s (see there).
-METALLB_VERSION=v0.16.2
+# CRDs are read from the module cache. v0.15.2: v0.16.2 needs a frr-k8s the proxy refuses (tools/metallb/go.mod).
+METALLB_VERSION=v0.15.2
 for component in controller speaker; do
   build "metallb-$component" "$METALLB_VERSION" metallb "go.universe.tf/metallb/$component"
 done
