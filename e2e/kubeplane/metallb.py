@@ -32,6 +32,7 @@ import pytest
 
 from .components import start_component
 from .fixtures import install_crds
+from .images import PAUSE_IMAGE
 from .kubeconfig import kubeconfig, write_kubeconfig
 from .netns import LINK_RANGE
 from .plane import ControlPlane
@@ -44,6 +45,7 @@ NAMESPACE = "metallb-system"
 POOL_NAME = "kubeplane"
 GROUP, VERSION = "metallb.io", "v1beta1"
 SPEAKER_USER = "metallb-speaker"
+SPEAKER_POD = "metallb-speaker"
 SPEAKER_METRICS_PORT = 7472
 """The speaker's default metrics port, bound to the node's address in its own namespace."""
 POOL_PREFIX = 29
@@ -120,15 +122,26 @@ class MetalLB:
         pair = self.plane.ca.client_pair(SPEAKER_USER, ["system:masters"])
         config_path = write_kubeconfig(directory / "kubeconfig", kubeconfig(
             node.api_url, self.plane.ca_pem, SPEAKER_USER, cert_pem=pair.cert_pem, key_pem=pair.key_pem))
+        self._create_speaker_pod()
         speaker = Process("metallb-speaker", self.network.enter([
             "env", f"KUBECONFIG={config_path}", str(self.plane.bin_dir / "metallb-speaker"),
-            f"--namespace={NAMESPACE}", f"--node-name={node.name}",
+            f"--namespace={NAMESPACE}", f"--node-name={node.name}", f"--pod-name={SPEAKER_POD}",
             f"--host={self.network.node_ip}", f"--port={SPEAKER_METRICS_PORT}"]),
             self.plane.log_dir / "metallb-speaker.log")
         self._processes.append(speaker)
         node.cgroup.add_daemon(speaker.pid)
         wait_until_serving(speaker, lambda: healthz_ok(self.network.node_ip, SPEAKER_METRICS_PORT, "/metrics"),
                            f"metallb-speaker /metrics on {self.network.node_ip}:{SPEAKER_METRICS_PORT}")
+
+    def _create_speaker_pod(self) -> None:
+        """The Pod the speaker reads as itself at start (v0.15.2 owns its ServiceL2Status objects by
+        it). The speaker is a host process here, so this Pod only names it: no scheduler has its
+        schedulerName, so it is never placed and never runs."""
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": SPEAKER_POD, "namespace": NAMESPACE},
+               "spec": {"schedulerName": "kubeplane-host-process",
+                        "containers": [{"name": "speaker", "image": PAUSE_IMAGE}]}}
+        with self.plane.api_client() as client:
+            kubernetes.client.CoreV1Api(client).create_namespaced_pod(NAMESPACE, pod)
 
     def add_pool(self) -> None:
         """The IPAddressPool of the routed /29 (network and broadcast addresses left out) and an
@@ -151,6 +164,8 @@ class MetalLB:
         for process in reversed(self._processes):
             process.stop()
         self._processes.clear()
+        self.plane.kubectl("delete", "pod", SPEAKER_POD, "-n", NAMESPACE, "--ignore-not-found", "--wait=false",
+                           check=False)
         for plural in ("l2advertisements", "ipaddresspools"):
             self.plane.kubectl("delete", f"{plural}.{GROUP}", POOL_NAME, "-n", NAMESPACE, "--ignore-not-found",
                                check=False)

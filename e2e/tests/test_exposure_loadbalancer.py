@@ -18,6 +18,7 @@ import base64
 import ipaddress
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import kubernetes
@@ -96,7 +97,9 @@ def test_a_load_balancer_address_reaches_the_virtual_cluster_from_outside_the_no
     assert real_tenants.condition(real_tenants.get(TENANT), "Ready")["status"] == "False"
 
     metallb.add_pool()
+    pooled = time.monotonic()
     ready = real_tenants.wait_ready(TENANT, timeout=READY_TIMEOUT_SECONDS)
+    print(f"\ntenant {TENANT}: Ready {time.monotonic() - pooled:.1f}s after the address pool was written")
 
     with plane.api_client() as admin:
         service = kubernetes.client.CoreV1Api(admin).read_namespaced_service(release, namespace)
