@@ -117,7 +117,7 @@ class MetalLB:
             ready_port=metrics, ready_path="/metrics"))
 
     def _start_speaker(self) -> None:
-        node = self.plane.node
+        node = self.plane.require_node()
         directory = node.directory / "metallb-speaker"
         pair = self.plane.ca.client_pair(SPEAKER_USER, ["system:masters"])
         config_path = write_kubeconfig(directory / "kubeconfig", kubeconfig(
@@ -141,7 +141,7 @@ class MetalLB:
                "spec": {"schedulerName": "kubeplane-host-process",
                         "containers": [{"name": "speaker", "image": PAUSE_IMAGE}]}}
         with self.plane.api_client() as client:
-            kubernetes.client.CoreV1Api(client).create_namespaced_pod(NAMESPACE, pod)
+            kubernetes.client.CoreV1Api(client).create_namespaced_pod(NAMESPACE, pod)  # type: ignore[arg-type]
 
     def add_pool(self) -> None:
         """The IPAddressPool of the routed /29 (network and broadcast addresses left out) and an
@@ -154,7 +154,8 @@ class MetalLB:
         advertisement = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "L2Advertisement",
                          "metadata": {"name": POOL_NAME, "namespace": NAMESPACE},
                          "spec": {"ipAddressPools": [POOL_NAME],
-                                  "nodeSelectors": [{"matchLabels": {"kubernetes.io/hostname": self.plane.node.name}}]}}
+                                  "nodeSelectors": [{"matchLabels": {
+                                      "kubernetes.io/hostname": self.plane.require_node().name}}]}}
         with self.plane.api_client() as client:
             custom = kubernetes.client.CustomObjectsApi(client)
             for body, plural in ((pool, "ipaddresspools"), (advertisement, "l2advertisements")):
