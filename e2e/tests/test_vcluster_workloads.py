@@ -338,6 +338,18 @@ def test_the_tenant_cannot_change_its_view(vcluster_kai: KaiCluster, tenant: Vir
     assert json.loads(host["data"]["view.json"]) == original
 
 
+def test_a_tenant_cannot_open_a_node_port_from_inside_its_virtual_cluster(vcluster_kai: KaiCluster,
+                                                                         tenant: VirtualCluster):
+    """cluster-admin inside asks for a NodePort Service: vCluster creates the host Service while it
+    answers, and the namespace's quota (only the vCluster's own node port) refuses it."""
+    created = tenant.kubectl("create", "service", "nodeport", "tenant-np", "--tcp=80:80", check=False)
+    assert created.returncode != 0
+    assert "exceeded quota" in created.stderr and "services.nodeports" in created.stderr
+    services = json.loads(vcluster_kai.plane.kubectl("get", "services", "-n", host_namespace(), "-o", "json").stdout)
+    assert [s["metadata"]["name"] for s in services["items"] if s["spec"]["type"] == "NodePort"] == \
+        [naming.release_name(TENANT)]
+
+
 def test_a_pod_kai_cannot_place_is_pending_in_the_view_with_its_reason_and_an_event(
         vcluster_kai: KaiCluster, tenant: VirtualCluster):
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [

@@ -81,16 +81,24 @@ def test_load_balancer_admits_outside_clients_to_the_api_port_like_node_port():
     assert _api_policy(_load_balancer()) == _api_policy(NODE_PORT)
 
 
-def _load_balancer_quota(config: OperatorConfig) -> str:
+def _load_balancer_quota(config: OperatorConfig, entry: str = "services.loadbalancers") -> str:
     [quota] = [obj for obj in render_tenant(tenant(), decision(SharingMode.MIG), config).objects
                if obj["kind"] == "ResourceQuota"]
-    return quota["spec"]["hard"]["services.loadbalancers"]
+    return quota["spec"]["hard"][entry]
 
 
 def test_only_the_vclusters_own_service_may_be_a_load_balancer():
     assert _load_balancer_quota(_load_balancer()) == "1"
     assert _load_balancer_quota(NODE_PORT) == "0"
     assert _load_balancer_quota(CONFIG) == "0"
+
+
+def test_only_the_vclusters_own_service_may_open_a_node_port():
+    """The chart's NodePort Service has two ports (https, kubelet), its LoadBalancer one (https), each
+    with a node port; ClusterIP exposure needs none."""
+    assert _load_balancer_quota(_load_balancer(), "services.nodeports") == "1"
+    assert _load_balancer_quota(NODE_PORT, "services.nodeports") == "2"
+    assert _load_balancer_quota(CONFIG, "services.nodeports") == "0"
 
 
 def _service(ingress: list[dict] | None = None, node_port: int | None = 31443) -> dict:

@@ -102,22 +102,31 @@ POD_GROUPS_QUOTA = "count/podgroups.scheduling.run.ai"
 """KAI PodGroups in the namespace: KAI's pod-grouper's (one per ungrouped pod) and the gangs the operator
 writes for the tenant's pods (guard.gang_groups). One per pod at most, so the default is the pod count."""
 LOAD_BALANCERS_QUOTA = "services.loadbalancers"
+NODE_PORTS_QUOTA = "services.nodeports"
+VCLUSTER_NODE_PORTS = {ExposureType.NODE_PORT: 2, ExposureType.LOAD_BALANCER: 1}
+"""Node ports of the vCluster's own Service by exposure: the pinned chart (0.36.1,
+templates/service.yaml) gives it `https` and, unless it is a LoadBalancer, `kubelet`
+(networking.advanced.proxyKubelets.byHostname, on by default); each port of a NodePort or
+LoadBalancer Service takes a node port."""
 
 
 def quota_hard(tenant: GpuTenant, decision: Decision, config: OperatorConfig) -> dict[str, str]:
     """CPU and memory as both limits.* and requests.* (so every container must state both, and
     the LimitRange fills them in), object counts (KAI PodGroups as many as pods), storage, then the
-    decision's GPU entries. An impossible decision grants zero GPUs. LoadBalancer Services: only
-    the vCluster's own, with exposure LoadBalancer; a tenant's synced into the namespace would take
-    addresses of the platform's pool and expose its pods outside the cluster."""
+    decision's GPU entries. An impossible decision grants zero GPUs. LoadBalancer Services and node
+    ports: only the vCluster's own, with an exposure that needs one; a tenant's Service synced into
+    the namespace would take an address of the platform's pool, or open a port on every node, and
+    expose its pods outside the cluster."""
     quotas = tenant.spec.quotas
-    own_load_balancers = 1 if config.vcluster.exposure.type is ExposureType.LOAD_BALANCER else 0
+    exposure = config.vcluster.exposure.type
+    own_load_balancers = 1 if exposure is ExposureType.LOAD_BALANCER else 0
+    own_node_ports = VCLUSTER_NODE_PORTS.get(exposure, 0)
     hard = {
         "limits.cpu": quotas.cpu, "requests.cpu": quotas.cpu,
         "limits.memory": quotas.memory, "requests.memory": quotas.memory,
         "requests.storage": quotas.storage,
         "pods": str(quotas.pods), "services": str(quotas.services), POD_GROUPS_QUOTA: str(quotas.pods),
-        LOAD_BALANCERS_QUOTA: str(own_load_balancers),
+        LOAD_BALANCERS_QUOTA: str(own_load_balancers), NODE_PORTS_QUOTA: str(own_node_ports),
     }
     if decision.possible:
         hard.update(decision.quota)
