@@ -1,0 +1,302 @@
+"""The in-process tier: the operator's own `Reconciler` and `offboard`, driven in the test process
+against the session's real API server, so every pipeline decision is asserted in seconds and
+without a vCluster.
+
+Everything the pipeline writes (namespace, quota, network policies, KAI Queue, RBAC, Secrets,
+status, Events) goes to the real API server through the operator's real `KubeClient`. Only the two
+edges that need a running vCluster are TEST DOUBLES behind the pipeline's ports
+(`reconcile/ports.py`), and they record every call:
+
+- `VClusterDouble` (the `Releases` port) stands in for the vCluster chart and its control plane.
+  On `ensure` it writes what Helm and the chart would on the host: a Helm revision Secret
+  (``owner=helm``), and the control plane's StatefulSet, whose pod the plane's real StatefulSet
+  controller creates; it never runs (the plane has no node). `serve` makes it what a started
+  control plane is: its pod Ready and its admin kubeconfig in ``vc-<release>``. `fail_with` makes
+  the next calls raise the `StepError` the real adapter would (`adapters.helm_step_error`).
+- `IssuerDouble` (the `KubeconfigIssuer` port) stands in for the virtual cluster's TokenRequest
+  API: tokens it makes up, or the `StepError` it is told to raise; `silence` is its answer to
+  "does the vCluster API answer?".
+
+The real-vCluster modules (test_vcluster_*, test_operator_lifecycle ...) keep covering the real
+chart, Helm and tokens; this tier covers what the pipeline decides and writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import yaml
+
+from gputenant import KIND
+from gputenant.config.models import OperatorConfig
+from gputenant.kube import KubeClient
+from gputenant.kubeconfigs import IssuedKubeconfig
+from gputenant.reconcile.context import Outcome
+from gputenant.reconcile.controlplane import POD_LABELS
+from gputenant.reconcile.events import API_VERSION
+from gputenant.reconcile.offboard import offboard
+from gputenant.reconcile.pipeline import Reconciler
+from gputenant.reconcile.ports import StepError
+from gputenant.reconcile.steps.argocd import argocd_namespaces
+
+from .plane import ControlPlane
+
+T = TypeVar("T")
+OPERATOR_USER = "inprocess-operator"
+"""The in-process operator's own user, so the audit log tells its requests apart."""
+KOPF_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
+"""The finalizer kopf puts on a resource it has a deletion handler for."""
+
+
+@dataclass
+class Failure:
+    reason: str
+    message: str
+    transient: bool
+
+    def error(self) -> StepError:
+        return StepError(self.reason, self.message, self.transient)
+
+
+@dataclass
+class VClusterDouble:
+    """TEST DOUBLE of the vCluster Helm release and its control plane (see the module docstring)."""
+
+    client: KubeClient
+    ca_pem: bytes
+    calls: list[tuple] = field(default_factory=list)
+    failure: Failure | None = None
+    revisions: dict[str, int] = field(default_factory=dict)
+
+    def fail_with(self, reason: str, transient: bool, message: str = "") -> None:
+        self.failure = Failure(reason, message or f"helm (test double) failed: {reason}", transient)
+
+    def ensure_calls(self, release: str) -> list[tuple]:
+        return [call for call in self.calls if call[0] == "ensure" and call[1] == release]
+
+    async def ensure(self, release: str, namespace: str, chart_version: str, values: dict,
+                     known_absent: bool = False) -> str:
+        self.calls.append(("ensure", release, namespace, chart_version, known_absent))
+        if self.failure:
+            raise self.failure.error()
+        revision = self.revisions.get(release, 0) + 1
+        self.revisions[release] = revision
+        await self.client.apply(revision_secret(release, namespace, revision))
+        await self.client.apply(statefulset(release, namespace, values))
+        return chart_version
+
+    async def uninstall(self, release: str, namespace: str) -> None:
+        self.calls.append(("uninstall", release, namespace))
+        if self.failure:
+            raise self.failure.error()
+        await self.client.delete("apps/v1", "StatefulSet", release, namespace)
+        for secret in await self.client.list("v1", "Secret", namespace=namespace,
+                                             label_selector=f"owner=helm,name={release}"):
+            await self.client.delete("v1", "Secret", secret["metadata"]["name"], namespace)
+        self.revisions.pop(release, None)
+
+    async def serve(self, release: str, namespace: str, *, secret: bool = True) -> None:
+        """The control plane started: its pods (the controller's) Ready, and, with `secret`, its
+        admin kubeconfig written to ``vc-<release>``."""
+        for pod in await self.pods(release, namespace):
+            await self.client.patch_status("v1", "Pod", pod["metadata"]["name"], {
+                "phase": "Running", "conditions": [{"type": "Ready", "status": "True"},
+                                                   {"type": "ContainersReady", "status": "True"}]},
+                namespace=namespace)
+        if secret:
+            await self.write_admin_secret(release, namespace, admin_kubeconfig(release, namespace, self.ca_pem))
+
+    async def write_admin_secret(self, release: str, namespace: str, config: str) -> None:
+        await self.client.apply({"apiVersion": "v1", "kind": "Secret",
+                                 "metadata": {"name": f"vc-{release}", "namespace": namespace},
+                                 "data": {"config": base64.b64encode(config.encode()).decode()}})
+
+    async def pods(self, release: str, namespace: str) -> list[dict]:
+        selector = ",".join(f"{k}={v}" for k, v in {**POD_LABELS, "release": release}.items())
+        return await self.client.list("v1", "Pod", namespace=namespace, label_selector=selector)
+
+
+@dataclass
+class IssuerDouble:
+    """TEST DOUBLE of the token kubeconfigs issued inside the virtual cluster."""
+
+    calls: list[tuple] = field(default_factory=list)
+    failure: Failure | None = None
+    silence: str | None = None
+    """What `unanswered` says: None, the vCluster API answers."""
+
+    def fail_with(self, reason: str, transient: bool, message: str = "") -> None:
+        self.failure = Failure(reason, message or f"token request (test double) failed: {reason}", transient)
+
+    async def issue(self, tenant: str, roles: list[str], admin_kubeconfig: dict, server_url: str | None,
+                    lifetime_seconds: int, revoke: list[str] | None = None) -> list[IssuedKubeconfig]:
+        self.calls.append(("issue", tenant, tuple(roles), tuple(revoke or ())))
+        if self.failure:
+            raise self.failure.error()
+        server = server_url or admin_kubeconfig["clusters"][0]["cluster"]["server"]
+        expires = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=lifetime_seconds)
+        return [IssuedKubeconfig(role, token_kubeconfig(tenant, role, server, len(self.calls)), expires)
+                for role in roles]
+
+    async def unanswered(self, admin_kubeconfig: dict) -> str | None:
+        self.calls.append(("unanswered",))
+        return self.silence
+
+
+def revision_secret(release: str, namespace: str, revision: int) -> dict:
+    """What Helm stores per release revision (the labels the operator reads; no release payload)."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+            "metadata": {"name": f"sh.helm.release.v1.{release}.v{revision}", "namespace": namespace,
+                         "labels": {"owner": "helm", "name": release, "status": "deployed",
+                                    "version": str(revision)}}}
+
+
+def statefulset(release: str, namespace: str, values: dict) -> dict:
+    """The chart's control-plane StatefulSet, reduced to what the operator reads: its replicas, pod
+    labels and a pod template that changes with the values (the chart hashes them into it)."""
+    control_plane = values.get("controlPlane") or {}
+    sts = control_plane.get("statefulSet") or {}
+    replicas = (sts.get("highAvailability") or {}).get("replicas", 1)
+    security = sts.get("security") or {}
+    labels = {**POD_LABELS, "release": release}
+    digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
+    return {
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": release, "namespace": namespace},
+        "spec": {"replicas": replicas, "serviceName": release, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels, "annotations": {"vClusterConfigHash": digest}},
+                              "spec": {"automountServiceAccountToken": False,
+                                       "securityContext": security.get("podSecurityContext") or {},
+                                       "containers": [{"name": "syncer", "image": "loft-sh/vcluster-oss",
+                                                       "resources": sts.get("resources") or {},
+                                                       "securityContext":
+                                                           security.get("containerSecurityContext") or {}}]}}}}
+
+
+def admin_kubeconfig(release: str, namespace: str, ca_pem: bytes) -> str:
+    """The admin kubeconfig vCluster writes, at its in-cluster Service address."""
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": release,
+        "clusters": [{"name": release, "cluster": {
+            "server": f"https://{release}.{namespace}:443",
+            "certificate-authority-data": base64.b64encode(ca_pem).decode()}}],
+        "users": [{"name": release, "user": {"token": "admin-token-of-the-double"}}],
+        "contexts": [{"name": release, "context": {"cluster": release, "user": release}}]})
+
+
+def token_kubeconfig(tenant: str, role: str, server: str, serial: int) -> str:
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": tenant,
+        "clusters": [{"name": tenant, "cluster": {"server": server}}],
+        "users": [{"name": role, "user": {"token": f"double-{tenant}-{role}-{serial}"}}],
+        "contexts": [{"name": tenant, "context": {"cluster": tenant, "user": role}}]})
+
+
+class InProcessOperator:
+    """The reconciler of `gputenant run`, built as handlers.build_runtime builds it but with the two
+    doubles, on one event loop of its own (the clients' HTTP sessions belong to it)."""
+
+    def __init__(self, plane: ControlPlane, config: OperatorConfig):
+        self.plane = plane
+        self.config = config
+        self.loop = asyncio.new_event_loop()
+        kubeconfig = str(plane.user(OPERATOR_USER, groups=["system:masters"]))
+        self.client = KubeClient.from_kubeconfig(kubeconfig, config.field_manager)
+        self.chart_client = KubeClient.from_kubeconfig(str(plane.kubeconfig_path), "helm-test-double")
+        self.platform = KubeClient.from_kubeconfig(str(plane.kubeconfig_path), "platform-engineer")
+        self.releases = VClusterDouble(self.chart_client, plane.ca_pem)
+        self.issuer = IssuerDouble()
+        self.reconciler = Reconciler(self.client, config, self.releases, self.issuer)
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coroutine)
+
+    def close(self) -> None:
+        for client in (self.client, self.chart_client, self.platform):
+            self.run(client.close())
+        self.loop.close()
+
+    # -- the platform engineer's side -------------------------------------------------------------
+
+    def apply(self, manifest: dict) -> dict:
+        return self.run(self.platform.apply(manifest))
+
+    def annotate(self, name: str, annotations: dict[str, str | None]) -> None:
+        self.run(self.platform.patch(API_VERSION, KIND, name, {"metadata": {"annotations": annotations}}))
+
+    def tenant(self, name: str) -> dict | None:
+        return self.run(self.platform.get(API_VERSION, KIND, name))
+
+    def condition(self, name: str, condition_type: str) -> dict:
+        body = self.tenant(name) or {}
+        return next((c for c in (body.get("status") or {}).get("conditions") or []
+                     if c["type"] == condition_type), {})
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        return self.run(self.platform.get(api_version, kind, name, namespace))
+
+    # -- the operator's side ----------------------------------------------------------------------
+
+    def reconcile(self, name: str) -> Outcome:
+        """One pass, as kopf's create/update/resync handlers run it, on the tenant as it is now."""
+        body = self.tenant(name)
+        assert body is not None, f"tenant {name} does not exist"
+        return self.run(self.reconciler.reconcile(body))
+
+    def serve(self, name: str, *, secret: bool = True) -> None:
+        namespace = self.config.namespace_prefix + name
+        self.run(self.releases.serve(name, namespace, secret=secret))
+
+    def wait_for_pods(self, name: str, timeout: float = 30) -> list[dict]:
+        """The control plane's pods, once the StatefulSet controller has made them (none before
+        `timeout`: an AssertionError)."""
+        namespace = self.config.namespace_prefix + name
+        for _ in range(int(timeout * 10)):
+            if pods := self.run(self.releases.pods(name, namespace)):
+                return pods
+            self.run(asyncio.sleep(0.1))
+        raise AssertionError(f"no control-plane pod of {name}: {self.condition(name, 'VClusterReady')}")
+
+    def ready(self, name: str) -> dict:
+        """Reconcile, starting whatever control-plane pod the StatefulSet controller made, until Ready
+        (a rollout replaces the pod: each new one is started too)."""
+        for _ in range(100):
+            if self.reconcile(name).ready:
+                body = self.tenant(name)
+                assert body is not None
+                return body
+            self.serve(name)
+            self.run(asyncio.sleep(0.2))
+        raise AssertionError(f"tenant {name} not Ready: {(self.tenant(name) or {}).get('status')}")
+
+    def writes(self) -> int:
+        """Requests that write, sent by the operator's client so far."""
+        return self.client.counters.writes
+
+    def delete(self, name: str, *, finish: bool = True) -> None:
+        """Delete the tenant as kopf's deletion handler does: with its finalizer held, offboard,
+        then release the finalizer; `finish` False leaves the offboarding to the caller."""
+        body = self.tenant(name)
+        if body is None:
+            return
+        if KOPF_FINALIZER not in (body["metadata"].get("finalizers") or []):
+            self.run(self.platform.patch(API_VERSION, KIND, name, {"metadata": {"finalizers": [KOPF_FINALIZER]}}))
+        self.run(self.platform.delete(API_VERSION, KIND, name))
+        if finish:
+            self.offboard(name)
+
+    def offboard(self, name: str) -> None:
+        body = self.tenant(name)
+        assert body is not None and body["metadata"].get("deletionTimestamp"), f"tenant {name} is not being deleted"
+        spec = body.get("spec") or {}
+        self.run(offboard(self.client, self.releases, self.config, name,
+                          retain=spec.get("deletionPolicy") == "Retain", argocd_namespaces=argocd_namespaces(body),
+                          uid=body["metadata"].get("uid")))
+        self.reconciler.forget(body["metadata"]["uid"])
+        self.run(self.platform.patch(API_VERSION, KIND, name, {"metadata": {"finalizers": None}}))
