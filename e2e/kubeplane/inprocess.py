@@ -12,9 +12,10 @@ edges that need a running vCluster are TEST DOUBLES behind the pipeline's ports
   (``owner=helm``), and the control plane's StatefulSet, whose pod the plane's real StatefulSet
   controller creates; it never runs (the plane has no node). `serve` makes it what a started
   control plane is: its pod Ready and its admin kubeconfig in ``vc-<release>``. `fail_with` makes
-  the next calls raise the `StepError` the real adapter would (`adapters.helm_step_error`).
+  its calls raise the `StepError` the real adapter makes of a Helm failure (`adapters.helm_step_error`).
 - `IssuerDouble` (the `KubeconfigIssuer` port) stands in for the virtual cluster's TokenRequest
-  API: tokens it makes up, or the `StepError` it is told to raise; `silence` is its answer to
+  API: tokens it makes up, or the failure it is told to raise, translated as the real adapter does
+  (`adapters.issue_step_error`); `silence` is its answer to
   "does the vCluster API answer?".
 
 The real-vCluster modules (test_vcluster_*, test_operator_lifecycle ...) keep covering the real
@@ -27,17 +28,20 @@ import asyncio
 import base64
 import hashlib
 import json
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+import pytest
 import yaml
 
 from gputenant import KIND
 from gputenant.config.models import OperatorConfig
-from gputenant.kube import KubeClient
-from gputenant.kubeconfigs import IssuedKubeconfig
+from gputenant.kube import ApiError, KubeClient
+from gputenant.helm import HelmError
+from gputenant.kubeconfigs import IssuedKubeconfig, KubeconfigIssueError
+from gputenant.reconcile.adapters import helm_step_error, issue_step_error
 from gputenant.reconcile.context import Outcome
 from gputenant.reconcile.controlplane import POD_LABELS
 from gputenant.reconcile.events import API_VERSION
@@ -46,23 +50,20 @@ from gputenant.reconcile.pipeline import Reconciler
 from gputenant.reconcile.ports import StepError
 from gputenant.reconcile.steps.argocd import argocd_namespaces
 
+from .fixtures import install_crds, install_kai_queue_crd
 from .plane import ControlPlane
+from .process import wait_for
+from .tools import REPO_ROOT, pinned_versions
 
 T = TypeVar("T")
+CONFIG = OperatorConfig.load(REPO_ROOT / "examples" / "config.yaml")
+QUEUE = ("scheduling.run.ai/v2", "Queue")
+PREFIX = "ip-"
+"""Every tenant of this tier is named so; the fixture offboards what a test left."""
 OPERATOR_USER = "inprocess-operator"
 """The in-process operator's own user, so the audit log tells its requests apart."""
 KOPF_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 """The finalizer kopf puts on a resource it has a deletion handler for."""
-
-
-@dataclass
-class Failure:
-    reason: str
-    message: str
-    transient: bool
-
-    def error(self) -> StepError:
-        return StepError(self.reason, self.message, self.transient)
 
 
 @dataclass
@@ -72,11 +73,12 @@ class VClusterDouble:
     client: KubeClient
     ca_pem: bytes
     calls: list[tuple] = field(default_factory=list)
-    failure: Failure | None = None
+    failure: StepError | None = None
+    """Raised by every call while set: what the real adapter makes of a Helm failure."""
     revisions: dict[str, int] = field(default_factory=dict)
 
-    def fail_with(self, reason: str, transient: bool, message: str = "") -> None:
-        self.failure = Failure(reason, message or f"helm (test double) failed: {reason}", transient)
+    def fail_with(self, error: HelmError) -> None:
+        self.failure = helm_step_error(error)
 
     def ensure_calls(self, release: str) -> list[tuple]:
         return [call for call in self.calls if call[0] == "ensure" and call[1] == release]
@@ -85,7 +87,7 @@ class VClusterDouble:
                      known_absent: bool = False) -> str:
         self.calls.append(("ensure", release, namespace, chart_version, known_absent))
         if self.failure:
-            raise self.failure.error()
+            raise self.failure
         revision = self.revisions.get(release, 0) + 1
         self.revisions[release] = revision
         await self.client.apply(revision_secret(release, namespace, revision))
@@ -95,7 +97,7 @@ class VClusterDouble:
     async def uninstall(self, release: str, namespace: str) -> None:
         self.calls.append(("uninstall", release, namespace))
         if self.failure:
-            raise self.failure.error()
+            raise self.failure
         await self.client.delete("apps/v1", "StatefulSet", release, namespace)
         for secret in await self.client.list("v1", "Secret", namespace=namespace,
                                              label_selector=f"owner=helm,name={release}"):
@@ -128,18 +130,16 @@ class IssuerDouble:
     """TEST DOUBLE of the token kubeconfigs issued inside the virtual cluster."""
 
     calls: list[tuple] = field(default_factory=list)
-    failure: Failure | None = None
+    failure: KubeconfigIssueError | ValueError | None = None
+    """Raised (as the real adapter translates it) by `issue` while set."""
     silence: str | None = None
     """What `unanswered` says: None, the vCluster API answers."""
-
-    def fail_with(self, reason: str, transient: bool, message: str = "") -> None:
-        self.failure = Failure(reason, message or f"token request (test double) failed: {reason}", transient)
 
     async def issue(self, tenant: str, roles: list[str], admin_kubeconfig: dict, server_url: str | None,
                     lifetime_seconds: int, revoke: list[str] | None = None) -> list[IssuedKubeconfig]:
         self.calls.append(("issue", tenant, tuple(roles), tuple(revoke or ())))
         if self.failure:
-            raise self.failure.error()
+            raise issue_step_error(tenant, self.failure)
         server = server_url or admin_kubeconfig["clusters"][0]["cluster"]["server"]
         expires = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=lifetime_seconds)
         return [IssuedKubeconfig(role, token_kubeconfig(tenant, role, server, len(self.calls)), expires)
@@ -233,6 +233,9 @@ class InProcessOperator:
     def tenant(self, name: str) -> dict | None:
         return self.run(self.platform.get(API_VERSION, KIND, name))
 
+    def namespace(self, name: str) -> str:
+        return self.config.namespace_prefix + name
+
     def condition(self, name: str, condition_type: str) -> dict:
         body = self.tenant(name) or {}
         return next((c for c in (body.get("status") or {}).get("conditions") or []
@@ -240,6 +243,24 @@ class InProcessOperator:
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None:
         return self.run(self.platform.get(api_version, kind, name, namespace))
+
+    def assert_condition(self, name: str, condition_type: str, status: str, reason: str) -> dict:
+        """The condition as the API server holds it, set at the tenant's current generation."""
+        body = self.tenant(name)
+        assert body is not None, f"tenant {name} does not exist"
+        found = self.condition(name, condition_type)
+        assert (found.get("status"), found.get("reason")) == (status, reason), found or body.get("status")
+        assert found["observedGeneration"] == body["metadata"]["generation"], found
+        assert body["status"]["observedGeneration"] == body["metadata"]["generation"], body["status"]
+        return found
+
+    def served(self, api_version: str, kind: str) -> bool:
+        """A fresh CRD answers 429 while its storage initialises."""
+        try:
+            self.run(self.platform.list(api_version, kind))
+        except ApiError:
+            return False
+        return True
 
     # -- the operator's side ----------------------------------------------------------------------
 
@@ -275,6 +296,25 @@ class InProcessOperator:
             self.run(asyncio.sleep(0.2))
         raise AssertionError(f"tenant {name} not Ready: {(self.tenant(name) or {}).get('status')}")
 
+    def ready_but(self, name: str, condition_type: str) -> Outcome:
+        """Reconcile, starting the control plane, until `condition_type` is False; that pass's outcome."""
+        for _ in range(100):
+            outcome = self.reconcile(name)
+            if self.condition(name, condition_type).get("status") == "False":
+                return outcome
+            self.serve(name)
+            self.run(asyncio.sleep(0.2))
+        raise AssertionError(f"tenant {name}: {condition_type} never False: {(self.tenant(name) or {}).get('status')}")
+
+    def until(self, name: str, done: Callable[[], bool], passes: int = 100) -> Outcome:
+        """Reconcile (0.2 s apart) until `done()`; the last pass's outcome."""
+        for _ in range(passes):
+            outcome = self.reconcile(name)
+            if done():
+                return outcome
+            self.run(asyncio.sleep(0.2))
+        raise AssertionError(f"tenant {name}: not done after {passes} passes: {(self.tenant(name) or {}).get('status')}")
+
     def writes(self) -> int:
         """Requests that write, sent by the operator's client so far."""
         return self.client.counters.writes
@@ -284,6 +324,10 @@ class InProcessOperator:
         then release the finalizer; `finish` False leaves the offboarding to the caller."""
         body = self.tenant(name)
         if body is None:
+            return
+        if body["metadata"].get("deletionTimestamp"):
+            if finish:
+                self.offboard(name)
             return
         if KOPF_FINALIZER not in (body["metadata"].get("finalizers") or []):
             self.run(self.platform.patch(API_VERSION, KIND, name, {"metadata": {"finalizers": [KOPF_FINALIZER]}}))
@@ -300,3 +344,35 @@ class InProcessOperator:
                           uid=body["metadata"].get("uid")))
         self.reconciler.forget(body["metadata"]["uid"])
         self.run(self.platform.patch(API_VERSION, KIND, name, {"metadata": {"finalizers": None}}))
+
+
+def tenant_manifest(name: str, trust: str = "Trusted", gpus: float = 1, **spec) -> dict:
+    """A GpuTenant as a platform engineer writes it; its vCluster at the pinned Kubernetes version."""
+    vcluster = {"kubernetesVersion": pinned_versions()["kube"], **spec.pop("vcluster", {})}
+    return {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
+            "spec": {"trust": trust, "owners": [{"kind": "User", "name": f"{name}-owner"}],
+                     "gpu": {"quota": gpus}, "vcluster": vcluster, **spec}}
+
+
+@pytest.fixture(scope="module")
+def inprocess(plane: ControlPlane) -> Iterator[InProcessOperator]:
+    """The in-process operator on the session's plane (examples/config.yaml); the tenants a module
+    left (named ``ip-...``) are offboarded when it ends."""
+    install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
+    install_kai_queue_crd(plane)
+    running = InProcessOperator(plane, CONFIG)
+    wait_for(lambda: running.served(*QUEUE), timeout=30, interval=0.2, what="the Queue CRD served")
+    yield running
+    running.releases.failure = None
+    for tenant in running.run(running.platform.list(API_VERSION, KIND)):
+        name = tenant["metadata"]["name"]
+        if name.startswith(PREFIX):
+            running.delete(name)
+    running.close()
+
+
+@pytest.fixture
+def op(inprocess: InProcessOperator) -> InProcessOperator:
+    """`inprocess` with its doubles answering normally again."""
+    inprocess.releases.failure = inprocess.issuer.failure = inprocess.issuer.silence = None
+    return inprocess

@@ -6,75 +6,9 @@ real-vCluster modules keep the journeys on the real chart."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from gputenant.api import conditions as reasons
-from gputenant.config.models import OperatorConfig
-from gputenant.kube import ApiError
-from gputenant.reconcile.memory import RETRY_ANNOTATION
-from kubeplane import ControlPlane, wait_for
-from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd
-from kubeplane.inprocess import OPERATOR_USER, InProcessOperator
-from kubeplane.tools import pinned_versions
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONFIG = OperatorConfig.load(REPO_ROOT / "examples" / "config.yaml")
-QUEUE = ("scheduling.run.ai/v2", "Queue")
-
-
-@pytest.fixture(scope="module")
-def op(plane: ControlPlane):
-    install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
-    install_kai_queue_crd(plane)
-    running = InProcessOperator(plane, CONFIG)
-    wait_for(lambda: served(running, *QUEUE), timeout=30, interval=0.2, what="the Queue CRD served")
-    yield running
-    for tenant in running.run(running.platform.list("gputenant.io/v1alpha1", "GpuTenant")):
-        name = tenant["metadata"]["name"]
-        if name.startswith("ip-"):
-            running.releases.failure = None
-            running.delete(name, finish=not tenant["metadata"].get("deletionTimestamp"))
-            if running.tenant(name) is not None:
-                running.offboard(name)
-    running.close()
-
-
-def served(op: InProcessOperator, api_version: str, kind: str) -> bool:
-    """A fresh CRD answers 429 while its storage initialises."""
-    try:
-        op.run(op.platform.list(api_version, kind))
-    except ApiError:
-        return False
-    return True
-
-
-@pytest.fixture(autouse=True)
-def reset_doubles(op: InProcessOperator):
-    op.releases.failure = op.issuer.failure = op.issuer.silence = None
-
-
-def manifest(name: str, trust: str = "Trusted", gpus: float = 1, **spec) -> dict:
-    vcluster = {"kubernetesVersion": pinned_versions()["kube"], **spec.pop("vcluster", {})}
-    return {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
-            "spec": {"trust": trust, "owners": [{"kind": "User", "name": f"{name}-owner"}],
-                     "gpu": {"quota": gpus}, "vcluster": vcluster, **spec}}
-
-
-def namespace(name: str) -> str:
-    return CONFIG.namespace_prefix + name
-
-
-def assert_condition(op: InProcessOperator, name: str, condition_type: str, status: str, reason: str) -> dict:
-    """The condition as the API server holds it, at the tenant's current generation."""
-    body = op.tenant(name)
-    assert body is not None
-    found = op.condition(name, condition_type)
-    assert (found.get("status"), found.get("reason")) == (status, reason), found
-    assert found["observedGeneration"] == body["metadata"]["generation"], found
-    assert body["status"]["observedGeneration"] == body["metadata"]["generation"]
-    return found
+from kubeplane.inprocess import OPERATOR_USER, QUEUE, inprocess, op  # noqa: F401 (fixtures)
+from kubeplane.inprocess import tenant_manifest as manifest
 
 
 def test_create_walks_the_control_plane_up_to_ready(op):
@@ -84,32 +18,32 @@ def test_create_walks_the_control_plane_up_to_ready(op):
     assert first.wait_after is not None and not first.ready and first.retry_after is None
     assert [call[4] for call in op.releases.ensure_calls(name)] == [True]  # known absent: the first install
     # read right after Helm wrote it: the StatefulSet controller has not observed it yet
-    assert_condition(op, name, reasons.VCLUSTER_READY, "False", reasons.CONTROL_PLANE_ROLLING_OUT)
+    op.assert_condition(name, reasons.VCLUSTER_READY, "False", reasons.CONTROL_PLANE_ROLLING_OUT)
     op.wait_for_pods(name)
     op.reconcile(name)
-    assert_condition(op, name, reasons.VCLUSTER_READY, "False", reasons.CONTROL_PLANE_STARTING)
-    ready = assert_condition(op, name, reasons.READY, "False", reasons.CONTROL_PLANE_STARTING)
+    op.assert_condition(name, reasons.VCLUSTER_READY, "False", reasons.CONTROL_PLANE_STARTING)
+    ready = op.assert_condition(name, reasons.READY, "False", reasons.CONTROL_PLANE_STARTING)
     assert ready["message"].startswith("VClusterReady: ")
     for part in (reasons.NAMESPACE_READY, reasons.QUOTA_READY, reasons.RBAC_READY, reasons.NETWORK_READY,
                  reasons.QUEUE_READY):
-        assert_condition(op, name, part, "True", reasons.APPLIED)
-    assert_condition(op, name, reasons.SHARING_READY, "True", reasons.CHOSEN_FROM_TRUST)
+        op.assert_condition(name, part, "True", reasons.APPLIED)
+    op.assert_condition(name, reasons.SHARING_READY, "True", reasons.CHOSEN_FROM_TRUST)
     assert op.get(*QUEUE, name) is not None
     assert op.condition(name, reasons.KUBECONFIG_READY) == {}  # the steps after the wait did not run
     op.serve(name, secret=False)
     op.reconcile(name)
-    assert_condition(op, name, reasons.VCLUSTER_READY, "False", reasons.WAITING_FOR_CONTROL_PLANE)
+    op.assert_condition(name, reasons.VCLUSTER_READY, "False", reasons.WAITING_FOR_CONTROL_PLANE)
     op.serve(name)
     outcome = op.reconcile(name)
     assert outcome.ready and outcome.wait_after is None
-    assert_condition(op, name, reasons.VCLUSTER_READY, "True", reasons.CONTROL_PLANE_UP)
-    assert_condition(op, name, reasons.KUBECONFIG_READY, "True", reasons.ISSUED)
-    assert_condition(op, name, reasons.ARGOCD_READY, "True", reasons.NOT_REQUESTED)
-    assert_condition(op, name, reasons.READY, "True", reasons.TENANT_READY)
+    op.assert_condition(name, reasons.VCLUSTER_READY, "True", reasons.CONTROL_PLANE_UP)
+    op.assert_condition(name, reasons.KUBECONFIG_READY, "True", reasons.ISSUED)
+    op.assert_condition(name, reasons.ARGOCD_READY, "True", reasons.NOT_REQUESTED)
+    op.assert_condition(name, reasons.READY, "True", reasons.TENANT_READY)
     assert len(op.releases.ensure_calls(name)) == 1
     assert [call[2] for call in op.issuer.calls if call[0] == "issue" and call[1] == name] == [("admin", "view")]
     for role in ("admin", "view"):
-        assert op.get("v1", "Secret", f"{name}-kubeconfig-{role}", namespace(name)) is not None
+        assert op.get("v1", "Secret", f"{name}-kubeconfig-{role}", op.namespace(name)) is not None
 
 
 def test_an_unchanged_resync_writes_nothing_and_calls_no_edge(op, plane):
@@ -139,10 +73,10 @@ def test_a_gpu_quota_change_updates_quota_and_queue_without_helm(op):
     assert outcome.ready
     after = op.tenant(name)
     assert after["metadata"]["generation"] == body["metadata"]["generation"] + 1
-    assert_condition(op, name, reasons.READY, "True", reasons.TENANT_READY)
+    op.assert_condition(name, reasons.READY, "True", reasons.TENANT_READY)
     queue = op.get(*QUEUE, name)["spec"]["resources"]["gpu"]["quota"]
     assert queue == 2 * before == after["status"]["granted"]["queue"]["quota"]
-    [quota] = op.run(op.platform.list("v1", "ResourceQuota", namespace=namespace(name)))
+    [quota] = op.run(op.platform.list("v1", "ResourceQuota", namespace=op.namespace(name)))
     assert all(key in quota["spec"]["hard"] for key in after["status"]["granted"]["resources"])
     assert len(op.releases.ensure_calls(name)) == helm
 
@@ -159,5 +93,97 @@ def test_a_values_change_is_one_upgrade_and_ready_only_once_rolled_out(op):
     assert waiting["reason"] in (reasons.CONTROL_PLANE_ROLLING_OUT, reasons.CONTROL_PLANE_STARTING), waiting
     assert op.condition(name, reasons.READY)["status"] != "True"
     op.ready(name)
-    assert_condition(op, name, reasons.READY, "True", reasons.TENANT_READY)
+    op.assert_condition(name, reasons.READY, "True", reasons.TENANT_READY)
     assert len(op.releases.ensure_calls(name)) == 2
+
+
+def test_argocd_registration_waits_for_its_namespace_then_registers(op):
+    name, argocd_namespace = "ip-argocd", "ip-argocd-ns"
+    op.apply(manifest(name, argocd={"enabled": True, "namespace": argocd_namespace}))
+    outcome = op.ready_but(name, reasons.ARGOCD_READY)
+    assert outcome.retry_after is not None and outcome.permanent_failure is None
+    missing = op.assert_condition(name, reasons.ARGOCD_READY, "False", reasons.ARGOCD_NAMESPACE_MISSING)
+    assert f"namespace {argocd_namespace}" in missing["message"]
+    op.assert_condition(name, reasons.READY, "False", reasons.ARGOCD_NAMESPACE_MISSING)
+    op.run(op.platform.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": argocd_namespace}}))
+    try:
+        assert op.reconcile(name).ready
+        op.assert_condition(name, reasons.ARGOCD_READY, "True", reasons.REGISTERED)
+        secret = op.get("v1", "Secret", f"gputenant-{name}", argocd_namespace) or {}
+        assert secret, op.run(op.platform.list("v1", "Secret", namespace=argocd_namespace))
+        assert secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"] == "cluster"
+        assert ("issue", name, ("argocd",), ()) in op.issuer.calls
+        op.delete(name)
+        assert op.run(op.platform.list("v1", "Secret", namespace=argocd_namespace,
+                                       label_selector=f"gputenant.io/tenant={name}")) == []
+    finally:
+        op.run(op.platform.delete("v1", "Namespace", argocd_namespace))
+
+
+def test_sleep_stops_the_control_plane_and_wake_starts_it(op):
+    name = "ip-sleep"
+    op.apply(manifest(name))
+    op.ready(name)
+    op.apply(manifest(name, sleep={"asleep": True}))
+    op.reconcile(name)
+    assert len(op.releases.ensure_calls(name)) == 2  # the values scale the control plane to zero
+    falling = op.condition(name, reasons.ASLEEP)
+    assert (falling["status"], falling["reason"]) in (("Unknown", reasons.FALLING_ASLEEP), ("True", reasons.SLEEP_REQUESTED))
+    op.until(name, lambda: op.condition(name, reasons.ASLEEP).get("status") == "True")
+    op.assert_condition(name, reasons.ASLEEP, "True", reasons.SLEEP_REQUESTED)
+    op.assert_condition(name, reasons.VCLUSTER_READY, "False", reasons.ASLEEP_REASON)
+    op.assert_condition(name, reasons.READY, "False", reasons.ASLEEP_REASON)
+    assert op.run(op.platform.list("v1", "Pod", namespace=op.namespace(name))) == []
+    assert op.get(*QUEUE, name) is not None  # the Queue and the quota stay
+    op.apply(manifest(name, sleep={"asleep": False}))
+    op.reconcile(name)
+    op.wait_for_pods(name)
+    op.reconcile(name)
+    op.assert_condition(name, reasons.ASLEEP, "Unknown", reasons.WAKING)
+    waking = op.condition(name, reasons.VCLUSTER_READY)
+    assert waking["status"] == "False" and waking["message"].startswith("waking: "), waking
+    assert waking["reason"] in (reasons.CONTROL_PLANE_STARTING, reasons.CONTROL_PLANE_ROLLING_OUT), waking
+    op.ready(name)
+    op.assert_condition(name, reasons.ASLEEP, "False", reasons.AWAKE)
+    op.assert_condition(name, reasons.READY, "True", reasons.TENANT_READY)
+
+
+def test_offboarding_uninstalls_first_sweeps_then_deletes_the_namespace_and_lets_go(op, plane):
+    name = "ip-gone"
+    op.apply(manifest(name, trust="Untrusted"))
+    op.ready(name)
+    release_objects = op.run(op.platform.list("v1", "Secret", namespace=op.namespace(name),
+                                              label_selector=f"gputenant.io/tenant={name}"))
+    assert release_objects
+    op.delete(name, finish=False)
+    assert op.tenant(name)["metadata"]["deletionTimestamp"]  # held by kopf's finalizer
+    since = plane.audit_offset()
+    op.offboard(name)
+    assert op.tenant(name) is None  # the finalizer let go
+    assert op.releases.calls[-1] == ("uninstall", name, op.namespace(name))
+    deletes = [(event["objectRef"]["resource"], event["objectRef"].get("name"))
+               for event in plane.audit_events(since)
+               if event["verb"] == "delete" and event.get("stage") == "ResponseComplete"
+               and event.get("user", {}).get("username") in (OPERATOR_USER, "kubeplane-admin")
+               and (event["objectRef"].get("namespace") in (op.namespace(name), None))]
+    resources = [resource for resource, _ in deletes]
+    assert resources[0] == "statefulsets", deletes  # Helm's uninstall before anything the operator sweeps
+    assert resources[-1] == "namespaces" and ("queues", name) in deletes, deletes
+    assert resources.index("queues") > max(i for i, r in enumerate(resources) if r == "secrets"), deletes
+    assert op.get("v1", "Namespace", op.namespace(name)) is None
+    assert op.get(*QUEUE, name) is None
+
+
+def test_retain_keeps_the_namespace_without_the_tenants_labels(op):
+    name = "ip-keep"
+    op.apply(manifest(name, deletionPolicy="Retain"))
+    op.ready(name)
+    op.delete(name)
+    assert op.tenant(name) is None
+    kept = op.get("v1", "Namespace", op.namespace(name))
+    assert kept is not None and kept["metadata"].get("deletionTimestamp") is None
+    assert "gputenant.io/tenant" not in (kept["metadata"].get("labels") or {})
+    assert not [ref for ref in kept["metadata"].get("ownerReferences") or [] if ref["kind"] == "GpuTenant"]
+    assert op.run(op.platform.list("v1", "Secret", namespace=op.namespace(name),
+                                   label_selector=f"gputenant.io/tenant={name}")) == []
+    op.run(op.platform.delete("v1", "Namespace", op.namespace(name)))
