@@ -38,8 +38,8 @@ import yaml
 
 from gputenant import KIND
 from gputenant.config.models import OperatorConfig
-from gputenant.kube import ApiError, KubeClient
 from gputenant.helm import HelmError
+from gputenant.kube import ApiError, KubeClient
 from gputenant.kubeconfigs import IssuedKubeconfig, KubeconfigIssueError
 from gputenant.reconcile.adapters import helm_step_error, issue_step_error
 from gputenant.reconcile.context import Outcome

@@ -7,7 +7,7 @@ real-vCluster modules keep the journeys on the real chart."""
 from __future__ import annotations
 
 from gputenant.api import conditions as reasons
-from kubeplane.inprocess import OPERATOR_USER, QUEUE, inprocess, op  # noqa: F401 (fixtures)
+from kubeplane.inprocess import OPERATOR_USER, QUEUE
 from kubeplane.inprocess import tenant_manifest as manifest
 
 

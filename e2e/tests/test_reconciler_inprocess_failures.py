@@ -21,7 +21,7 @@ from gputenant.helm.errors import (
 from gputenant.kubeconfigs import KubeconfigIssueError
 from gputenant.reconcile.memory import RETRY_ANNOTATION
 from kubeplane import wait_for
-from kubeplane.inprocess import OPERATOR_USER, QUEUE, inprocess, op  # noqa: F401 (fixtures)
+from kubeplane.inprocess import OPERATOR_USER, QUEUE
 from kubeplane.inprocess import tenant_manifest as manifest
 
 WITHHELD = (reasons.NETWORK_READY, reasons.QUEUE_READY)
