@@ -346,6 +346,14 @@ class InProcessOperator:
         self.run(self.platform.patch(API_VERSION, KIND, name, {"metadata": {"finalizers": None}}))
 
 
+def labelled_objects(plane: ControlPlane, name: str) -> list[str]:
+    """Every object, of every kind the API serves (namespaced and cluster-scoped), that still
+    carries the tenant's label."""
+    kinds = plane.kubectl("api-resources", "--verbs=list", "-o", "name").stdout.split()
+    result = plane.kubectl("get", ",".join(kinds), "-A", "-l", f"gputenant.io/tenant={name}", "-o", "name")
+    return [line for line in result.stdout.splitlines() if line]
+
+
 def tenant_manifest(name: str, trust: str = "Trusted", gpus: float = 1, **spec) -> dict:
     """A GpuTenant as a platform engineer writes it; its vCluster at the pinned Kubernetes version."""
     vcluster = {"kubernetesVersion": pinned_versions()["kube"], **spec.pop("vcluster", {})}

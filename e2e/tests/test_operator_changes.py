@@ -7,6 +7,7 @@ import kubernetes
 import pytest
 
 from kubeplane import wait_for
+from kubeplane.inprocess import labelled_objects
 
 LABEL = "gputenant.io/tenant"
 
@@ -32,14 +33,6 @@ def helm_revisions(plane, name: str) -> int:
 
 def queue(plane, name: str) -> dict | None:
     return plane.cluster_object("scheduling.run.ai", "v2", "queues", name)
-
-
-def labelled_objects(plane, name: str) -> list[str]:
-    """Every object, of every kind the API serves (namespaced and cluster-scoped), that still
-    carries the tenant's label."""
-    kinds = plane.kubectl("api-resources", "--verbs=list", "-o", "name").stdout.split()
-    result = plane.kubectl("get", ",".join(kinds), "-A", "-l", f"{LABEL}={name}", "-o", "name")
-    return [line for line in result.stdout.splitlines() if line]
 
 
 def namespace_exists(plane, name: str) -> bool:

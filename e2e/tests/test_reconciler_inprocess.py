@@ -7,7 +7,7 @@ real-vCluster modules keep the journeys on the real chart."""
 from __future__ import annotations
 
 from gputenant.api import conditions as reasons
-from kubeplane.inprocess import OPERATOR_USER, QUEUE
+from kubeplane.inprocess import OPERATOR_USER, QUEUE, labelled_objects
 from kubeplane.inprocess import tenant_manifest as manifest
 
 
@@ -172,9 +172,10 @@ def test_offboarding_uninstalls_first_sweeps_then_deletes_the_namespace_and_lets
     assert resources.index("queues") > max(i for i, r in enumerate(resources) if r == "secrets"), deletes
     assert op.get("v1", "Namespace", op.namespace(name)) is None
     assert op.get(*QUEUE, name) is None
+    assert labelled_objects(plane, name) == []
 
 
-def test_retain_keeps_the_namespace_without_the_tenants_labels(op):
+def test_retain_keeps_the_namespace_without_the_tenants_labels(op, plane):
     name = "ip-keep"
     op.apply(manifest(name, deletionPolicy="Retain"))
     op.ready(name)
@@ -184,6 +185,6 @@ def test_retain_keeps_the_namespace_without_the_tenants_labels(op):
     assert kept is not None and kept["metadata"].get("deletionTimestamp") is None
     assert "gputenant.io/tenant" not in (kept["metadata"].get("labels") or {})
     assert not [ref for ref in kept["metadata"].get("ownerReferences") or [] if ref["kind"] == "GpuTenant"]
-    assert op.run(op.platform.list("v1", "Secret", namespace=op.namespace(name),
-                                   label_selector=f"gputenant.io/tenant={name}")) == []
+    assert labelled_objects(plane, name) == []
+    assert op.releases.calls[-1] == ("uninstall", name, op.namespace(name))
     op.run(op.platform.delete("v1", "Namespace", op.namespace(name)))

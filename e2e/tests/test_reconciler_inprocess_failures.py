@@ -18,6 +18,7 @@ from gputenant.helm.errors import (
     HelmAdmissionDeniedError,
     HelmForbiddenError,
 )
+from gputenant.kube import ApiError
 from gputenant.kubeconfigs import KubeconfigIssueError
 from gputenant.reconcile.memory import RETRY_ANNOTATION
 from kubeplane import wait_for
@@ -34,6 +35,41 @@ def written(plane, since: int) -> set[tuple[str, str]]:
             for event in plane.audit_events(since)
             if event.get("user", {}).get("username") == OPERATOR_USER and event["verb"] not in ("get", "list", "watch")
             and event.get("stage") == "ResponseComplete"}
+
+
+STEADY = "ip-steady"
+
+
+@pytest.fixture(scope="module")
+def steady(inprocess) -> dict:
+    """A tenant that must stay Ready, untouched, whatever happens to the others."""
+    inprocess.releases.failure = inprocess.issuer.failure = inprocess.issuer.silence = None
+    inprocess.apply(manifest(STEADY))
+    inprocess.ready(STEADY)
+    inprocess.reconcile(STEADY)  # settles the tenant view
+    return inprocess.condition(STEADY, reasons.READY)
+
+
+@pytest.fixture(autouse=True)
+def steady_stays_ready(op, steady):
+    """After each test: the steady tenant's pass is still Ready with nothing to write; no failure of
+    another tenant (its remembered backoff or Helm stop) reaches it."""
+    yield
+    op.releases.failure = op.issuer.failure = op.issuer.silence = None
+    writes = op.writes()
+    outcome = op.reconcile(STEADY)
+    assert outcome.ready and outcome.retry_after is None and op.writes() == writes
+    assert op.condition(STEADY, reasons.READY) == steady
+
+
+def test_requests_above_limits_are_refused_by_the_crd_naming_the_field(op):
+    manifest_ = manifest("ip-overreq", vcluster={"resources": {
+        "requests": {"cpu": "4", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}}})
+    with pytest.raises(ApiError) as refused:
+        op.apply(manifest_)
+    message = str(refused.value)
+    assert "spec.vcluster.resources.requests.cpu" in message and "must not exceed limits.cpu" in message, message
+    assert op.tenant("ip-overreq") is None
 
 
 def test_an_invalid_spec_is_a_condition_and_nothing_is_applied(op):
@@ -118,8 +154,16 @@ HELM_FAILURES = [
 ]
 
 
+def helm_questions(plane, namespace: str, since: int) -> int:
+    """How often the operator asked about the release (its revision Secrets) since an audit offset:
+    the first thing every Helm attempt does, and what a remembered permanent failure skips."""
+    return sum(event["verb"] == "list" and event["requestURI"].startswith(f"/api/v1/namespaces/{namespace}/secrets?")
+               and "owner%3Dhelm" in event["requestURI"]
+               for event in plane.audit_events(since) if event.get("user", {}).get("username") == OPERATOR_USER)
+
+
 @pytest.mark.parametrize("error", HELM_FAILURES, ids=lambda error: error.reason)
-def test_each_helm_failure_is_its_own_reason(op, error):
+def test_each_helm_failure_is_its_own_reason(op, plane, error):
     """Permanent: no Helm call until the retry annotation changes (the message says so); transient:
     retried with a growing backoff."""
     name = f"ip-helm-{error.reason.lower()}"
@@ -130,6 +174,7 @@ def test_each_helm_failure_is_its_own_reason(op, error):
     op.assert_condition(name, reasons.READY, "False", error.reason)
     assert op.condition(name, reasons.KUBECONFIG_READY) == {}
     assert len(op.releases.ensure_calls(name)) == 1
+    since = plane.audit_offset()
     second = op.reconcile(name)
     if error.transient:
         assert first.retry_after == 5.0 and second.retry_after == 10.0 and first.permanent_failure is None
@@ -138,10 +183,26 @@ def test_each_helm_failure_is_its_own_reason(op, error):
     assert first.permanent_failure == error.reason and first.retry_after is None
     assert RETRY_ANNOTATION in failed["message"], failed
     assert len(op.releases.ensure_calls(name)) == 1  # remembered: no Helm until an input changes
+    assert helm_questions(plane, op.namespace(name), since) == 0
     op.releases.failure = None
     op.annotate(name, {RETRY_ANNOTATION: "1"})
     op.ready(name)
     assert len(op.releases.ensure_calls(name)) == 2
+    op.assert_condition(name, reasons.READY, "True", reasons.TENANT_READY)
+
+
+def test_a_tenant_recreated_valid_after_a_permanent_helm_failure_goes_ready(op):
+    """Deleted and created again under the same name, the tenant must not inherit the failure."""
+    name = "ip-rehelm"
+    op.apply(manifest(name, vcluster={"chartVersion": "0.35.0"}))
+    op.releases.fail_with(ChartVersionMismatchError("helm (test double): the chart is 0.36.1, not 0.35.0"))
+    op.reconcile(name)
+    failed = op.assert_condition(name, reasons.VCLUSTER_READY, "False", reasons.CHART_VERSION_MISMATCH)
+    assert RETRY_ANNOTATION in failed["message"]
+    op.releases.failure = None
+    op.delete(name)
+    op.apply(manifest(name))
+    op.ready(name)
     op.assert_condition(name, reasons.READY, "True", reasons.TENANT_READY)
 
 
