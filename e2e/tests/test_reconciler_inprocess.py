@@ -6,7 +6,11 @@ real-vCluster modules keep the journeys on the real chart."""
 
 from __future__ import annotations
 
+import pytest
+
 from gputenant.api import conditions as reasons
+from gputenant.reconcile import offboard as offboarding
+from gputenant.reconcile.ports import StepError
 from kubeplane.inprocess import OPERATOR_USER, QUEUE, labelled_objects
 from kubeplane.inprocess import tenant_manifest as manifest
 
@@ -120,15 +124,25 @@ def test_argocd_registration_waits_for_its_namespace_then_registers(op):
         op.run(op.platform.delete("v1", "Namespace", argocd_namespace))
 
 
+HOLD = "gputenant.io/test-hold"
+"""A finalizer the tests put on an object to keep it from going while they look."""
+
+
 def test_sleep_stops_the_control_plane_and_wake_starts_it(op):
     name = "ip-sleep"
     op.apply(manifest(name))
     op.ready(name)
+    [pod] = op.wait_for_pods(name)
+    held = {"metadata": {"finalizers": [HOLD]}}
+    op.run(op.platform.patch("v1", "Pod", pod["metadata"]["name"], held, op.namespace(name)))
     op.apply(manifest(name, sleep={"asleep": True}))
-    op.reconcile(name)
+    stopping = op.until(name, lambda: op.condition(name, reasons.ASLEEP).get("reason") == reasons.FALLING_ASLEEP)
+    assert stopping.wait_after is not None and stopping.retry_after is None
     assert len(op.releases.ensure_calls(name)) == 2  # the values scale the control plane to zero
-    falling = op.condition(name, reasons.ASLEEP)
-    assert (falling["status"], falling["reason"]) in (("Unknown", reasons.FALLING_ASLEEP), ("True", reasons.SLEEP_REQUESTED))
+    op.assert_condition(name, reasons.ASLEEP, "Unknown", reasons.FALLING_ASLEEP)
+    op.assert_condition(name, reasons.VCLUSTER_READY, "False", reasons.ASLEEP_REASON)
+    op.run(op.platform.patch("v1", "Pod", pod["metadata"]["name"], {"metadata": {"finalizers": None}},
+                             op.namespace(name)))
     op.until(name, lambda: op.condition(name, reasons.ASLEEP).get("status") == "True")
     op.assert_condition(name, reasons.ASLEEP, "True", reasons.SLEEP_REQUESTED)
     op.assert_condition(name, reasons.VCLUSTER_READY, "False", reasons.ASLEEP_REASON)
@@ -173,6 +187,25 @@ def test_offboarding_uninstalls_first_sweeps_then_deletes_the_namespace_and_lets
     assert op.get("v1", "Namespace", op.namespace(name)) is None
     assert op.get(*QUEUE, name) is None
     assert labelled_objects(plane, name) == []
+
+
+def test_offboarding_waits_for_a_terminating_namespace_then_lets_go(op, monkeypatch):
+    """A namespace that takes long to go (here: a finalizer of the test's) is NamespaceTerminating,
+    which kopf retries with the tenant's finalizer held; once it is gone the tenant is let go."""
+    name = "ip-slowns"
+    op.apply(manifest(name))
+    op.ready(name)
+    op.run(op.platform.patch("v1", "Namespace", op.namespace(name), {"metadata": {"finalizers": [HOLD]}}))
+    monkeypatch.setattr(offboarding, "NAMESPACE_WAIT_SECONDS", 1.0)
+    op.delete(name, finish=False)
+    with pytest.raises(StepError) as waiting:
+        op.offboard(name)
+    assert (waiting.value.reason, waiting.value.transient) == (reasons.NAMESPACE_TERMINATING, True)
+    assert op.tenant(name)["metadata"]["finalizers"]  # still held: kopf retries the deletion
+    op.run(op.platform.patch("v1", "Namespace", op.namespace(name), {"metadata": {"finalizers": None}}))
+    monkeypatch.setattr(offboarding, "NAMESPACE_WAIT_SECONDS", 60.0)
+    op.offboard(name)
+    assert op.tenant(name) is None and op.get("v1", "Namespace", op.namespace(name)) is None
 
 
 def test_retain_keeps_the_namespace_without_the_tenants_labels(op, plane):

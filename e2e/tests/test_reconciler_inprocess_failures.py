@@ -7,6 +7,7 @@ recording TEST DOUBLES; what they raise is translated by the real adapters."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -112,6 +113,11 @@ def test_a_spec_the_renderer_refuses_is_a_condition_with_nothing_applied(op, pla
      reasons.POOL_MODE_MISMATCH, ("gpu.pool h100-mig-small", "a100-timeslice")),
     ("ip-nopool", {"gpu": {"quota": 1, "pool": "no-such-pool"}}, reasons.POOL_NOT_FOUND, ("no-such-pool",)),
     ("ip-toobig", {"gpu": {"quota": 1000}}, reasons.QUOTA_ABOVE_POOL_CAPACITY, ()),
+    ("ip-pooltrust", {"sharing": {"mode": "MIG"}, "gpu": {"quota": 1, "pool": "h100-mig-small"}},
+     reasons.POOL_TRUST_MISMATCH, ("gpu.pool h100-mig-small",)),
+    ("ip-parentq", {"gpu": {"quota": 1, "parentQueue": "nope"}}, reasons.PARENT_QUEUE_NOT_ALLOWED,
+     ("gpu.parentQueue nope",)),
+    ("ip-fraction", {"gpu": {"quota": 0.3}}, reasons.FRACTION_NOT_GRANTABLE, ("whole replicas",)),
 ])
 def test_an_impossible_policy_withholds_parts_with_its_reason(op, name, spec, reason, named):
     """SharingReady carries the policy's reason and stops the pass; the parts the renderer withholds
@@ -135,6 +141,8 @@ def test_an_impossible_policy_withholds_parts_with_its_reason(op, name, spec, re
     ("ip-explicit", {"sharing": {"mode": "TimeSlicing"}}, reasons.EXPLICIT_MODE),
     ("ip-trust", {}, reasons.CHOSEN_FROM_TRUST),
     ("ip-nogpu", {"gpus": 0}, reasons.NO_GPU_REQUESTED),
+    ("ip-fallback", {"trust": "Internal", "gpu": {"quota": 1, "pool": "h100-mig-small"}},
+     reasons.FALLBACK_TO_STRONGER_MODE),
 ])
 def test_a_possible_policy_names_how_it_chose(op, name, spec, reason):
     op.apply(manifest(name, **spec))
@@ -330,3 +338,43 @@ def test_an_object_the_api_server_refuses_is_apply_rejected(op, plane):
     finally:
         op.run(op.platform.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", "ip-no-netpol"))
         op.run(op.platform.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "ip-no-netpol"))
+
+
+NOT_SET_BY_THE_PIPELINE = {
+    "ATTESTED", "ATTESTATION_FAILED", "UNATTESTED",  # IsolationVerified: the attestation loop
+    "NO_IDLE_POLICY", "GPUS_WORKING", "IDLE_NOT_LONG_ENOUGH", "NON_PREEMPTIBLE_WORKLOAD",  # idle verdicts
+    "KUBECONFIG_ISSUED", "ARGOCD_TOKEN_ISSUED", "DRIFT_REPAIRED", "MIG_RECONFIGURATION_BLOCKED",  # Events only
+    "GANG_GROUP_REFUSED", "GPU_POD_PENDING", "GPU_MEMORY_HELD_BY_NO_ONE", "GPU_MEMORY_RELEASED",
+    "PREVENT_DELETION_SET",  # DeletionPrevented: kopf's deletion handler (test_operator_changes.py)
+}
+"""Reasons of api/conditions.py that no reconcile pass sets."""
+ASSERTED_ELSEWHERE = {
+    "API_UNAVAILABLE": "needs an API server that does not answer, which cannot take the status either "
+                       "(test_operator_outage.py, test_metrics_dashboard.py)",
+    "WAITING_FOR_ACCESS": "needs the chart's RBAC and an authorizer slower than the operator's review",
+    "NOT_APPLIED": "the renderer withholding a step of a possible decision (test_reconcile_conditions.py)",
+    "PROGRESSING": "Ready while parts are pending (test_reconcile_conditions.py)",
+    "WOKEN_ON_REQUEST": "an owner's wake request from inside the virtual cluster (test_sleep_wake.py)",
+    "IDLE_GPUS": "the idle policy's sleep (test_usage.py)",
+    **{name: "a decision the CRD or this config cannot reach here; the policy's unit tests (test_policy.py)"
+       for name in ("MODE_NOT_ALLOWED_FOR_TRUST", "LIMIT_BELOW_QUOTA", "QUEUE_NAME_IS_PARENT_QUEUE",
+                    "POOL_MODEL_MISMATCH", "NO_POOL_FOR_MODE", "PROFILE_NOT_ON_GPU", "PROFILE_NOT_IN_POOL",
+                    "HAMI_SHARE_TOO_SMALL", "MEMORY_ABOVE_GPU")},
+}
+"""Reasons the pipeline sets that this tier does not assert, and where they are."""
+
+
+def test_every_reason_the_pipeline_sets_is_asserted_in_process():
+    """Each reason of api/conditions.py is asserted by an in-process test (named as reasons.X in
+    these modules), or listed above with why not and where it is asserted instead."""
+    here = Path(__file__).parent
+    sources = "".join((here / module).read_text() for module in (
+        "test_reconciler_inprocess.py", "test_reconciler_inprocess_failures.py"))
+    declared = {name for name, value in vars(reasons).items() if name.isupper() and isinstance(value, str)}
+    types = {name for name in declared if getattr(reasons, name) in (*reasons.PART_CONDITIONS, reasons.READY)
+             or name in ("DELETION_PREVENTED", "ISOLATION_VERIFIED", "ASLEEP")}
+    asserted = {name for name in declared if f"reasons.{name}" in sources
+                or getattr(reasons, name) in {error.reason for error in HELM_FAILURES}}  # Helm's by parameter
+    missing = declared - types - NOT_SET_BY_THE_PIPELINE - set(ASSERTED_ELSEWHERE) - asserted
+    assert not missing, sorted(missing)
+    assert not asserted & set(ASSERTED_ELSEWHERE), "asserted here now: drop it from ASSERTED_ELSEWHERE"
