@@ -221,3 +221,19 @@ def test_retain_keeps_the_namespace_without_the_tenants_labels(op, plane):
     assert labelled_objects(plane, name) == []
     assert op.releases.calls[-1] == ("uninstall", name, op.namespace(name))
     op.run(op.platform.delete("v1", "Namespace", op.namespace(name)))
+
+
+def test_a_deleted_managed_object_is_repaired_with_a_drift_event(op):
+    name = "ip-drift"
+    body = op.apply(manifest(name))
+    op.ready(name)
+    op.reconcile(name)
+    [quota] = op.run(op.platform.list("v1", "ResourceQuota", namespace=op.namespace(name)))
+    op.run(op.platform.delete("v1", "ResourceQuota", quota["metadata"]["name"], op.namespace(name)))
+    outcome = op.reconcile(name)
+    assert outcome.ready and not outcome.status_written
+    assert [key[1] for key in outcome.applied] == ["ResourceQuota"]
+    assert op.get("v1", "ResourceQuota", quota["metadata"]["name"], op.namespace(name)) is not None
+    events = op.run(op.platform.list("v1", "Event", namespace="default"))
+    assert any(event["reason"] == reasons.DRIFT_REPAIRED and event["involvedObject"]["uid"] == body["metadata"]["uid"]
+               for event in events)

@@ -343,7 +343,7 @@ def test_an_object_the_api_server_refuses_is_apply_rejected(op, plane):
 NOT_SET_BY_THE_PIPELINE = {
     "ATTESTED", "ATTESTATION_FAILED", "UNATTESTED",  # IsolationVerified: the attestation loop
     "NO_IDLE_POLICY", "GPUS_WORKING", "IDLE_NOT_LONG_ENOUGH", "NON_PREEMPTIBLE_WORKLOAD",  # idle verdicts
-    "KUBECONFIG_ISSUED", "ARGOCD_TOKEN_ISSUED", "DRIFT_REPAIRED", "MIG_RECONFIGURATION_BLOCKED",  # Events only
+    "KUBECONFIG_ISSUED", "ARGOCD_TOKEN_ISSUED", "MIG_RECONFIGURATION_BLOCKED",  # Events only
     "GANG_GROUP_REFUSED", "GPU_POD_PENDING", "GPU_MEMORY_HELD_BY_NO_ONE", "GPU_MEMORY_RELEASED",
     "PREVENT_DELETION_SET",  # DeletionPrevented: kopf's deletion handler (test_operator_changes.py)
 }
