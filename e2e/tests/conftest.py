@@ -27,6 +27,7 @@ import yaml
 from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd, label_cpu_node
+from kubeplane.inprocess import inprocess, op  # noqa: F401 (fixtures: the in-process reconciler, test_reconciler_inprocess*)
 from kubeplane.kai_fixtures import gpu_scheduling
 from kubeplane.operator_process import RESYNC_SECONDS, OperatorProcess, guarded_operator
 from kubeplane.pytest_plugin import kwok  # noqa: F401 (fixture: kwok on the session plane, for simulated GPU nodes)

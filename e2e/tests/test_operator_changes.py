@@ -1,5 +1,7 @@
 """Spec changes, crash recovery and offboarding against the real control plane, each tenant's
-vCluster the REAL chart running on the plane's node."""
+vCluster the REAL chart running on the plane's node. What the pipeline decides on a change (a GPU
+quota change without Helm, an impossible policy withholding parts, Retain) is asserted in-process:
+test_reconciler_inprocess*.py."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import kubernetes
 import pytest
 
 from kubeplane import wait_for
+from kubeplane.inprocess import labelled_objects
 
 LABEL = "gputenant.io/tenant"
 
@@ -34,35 +37,12 @@ def queue(plane, name: str) -> dict | None:
     return plane.cluster_object("scheduling.run.ai", "v2", "queues", name)
 
 
-def labelled_objects(plane, name: str) -> list[str]:
-    """Every object, of every kind the API serves (namespaced and cluster-scoped), that still
-    carries the tenant's label."""
-    kinds = plane.kubectl("api-resources", "--verbs=list", "-o", "name").stdout.split()
-    result = plane.kubectl("get", ",".join(kinds), "-A", "-l", f"{LABEL}={name}", "-o", "name")
-    return [line for line in result.stdout.splitlines() if line]
-
-
 def namespace_exists(plane, name: str) -> bool:
     return bool(plane.kubectl("get", "namespace", name, "-o", "name", "--ignore-not-found").stdout.strip())
 
 
 def helm_releases(plane) -> list[str]:
     return plane.helm("list", "--all-namespaces", "--all", "-q").stdout.split()
-
-
-def test_gpu_quota_change_updates_quota_and_queue_without_helm(plane, tenants_api):
-    tenants_api.apply(tenants_api.manifest("quota-t", "Trusted", owner="q-owner", gpus=1))
-    tenants_api.wait_ready("quota-t")
-    revisions = helm_revisions(plane, "quota-t")
-    before = queue(plane, "quota-t")["spec"]["resources"]["gpu"]["quota"]
-    tenants_api.apply(tenants_api.manifest("quota-t", "Trusted", owner="q-owner", gpus=2))
-    body = tenants_api.wait_ready("quota-t")
-    assert body["status"]["granted"]["queue"]["quota"] == queue(plane, "quota-t")["spec"]["resources"]["gpu"]["quota"]
-    assert queue(plane, "quota-t")["spec"]["resources"]["gpu"]["quota"] == 2 * before  # KAI units
-    hard = plane.kubectl("get", "resourcequota", "-n", "tenant-quota-t", "-o",
-                         "jsonpath={.items[0].spec.hard}").stdout
-    assert body["status"]["granted"]["resources"] and all(k in hard for k in body["status"]["granted"]["resources"])
-    assert helm_revisions(plane, "quota-t") == revisions
 
 
 def control_plane(plane, name: str) -> tuple[dict, list[dict]]:
@@ -126,29 +106,3 @@ def test_prevent_deletion_blocks_then_delete_cleans_up(plane, tenants_api):
     assert queue(plane, "gone-t") is None
     assert "gone-t" not in helm_releases(plane)
     assert not namespace_exists(plane, "tenant-gone-t")
-
-
-def test_impossible_policy_withholds_parts_with_the_policy_reason(plane, tenants_api):
-    """A quota above every pool: the parts the policy withholds carry its reason, none claims
-    True with nothing applied, and the namespace, RBAC and zero-GPU quota are in place."""
-    tenants_api.apply(tenants_api.manifest("toobig-t", "Trusted", owner="t-owner", gpus=1000))
-    body = wait_for(lambda: (lambda b: b if tenants_api.condition(b, "Ready").get("status") == "False" else None)(
-        tenants_api.get("toobig-t")), timeout=60, what="Ready=False")
-    parts = {c["type"]: c for c in body["status"]["conditions"]}
-    policy_reason = parts["SharingReady"]["reason"]
-    assert policy_reason not in ("Applied", "NotApplied") and parts["SharingReady"]["status"] == "False"
-    for withheld in ("NetworkReady", "QueueReady"):
-        assert (parts[withheld]["status"], parts[withheld]["reason"]) == ("False", policy_reason), parts[withheld]
-    for applied in ("NamespaceReady", "QuotaReady", "RBACReady"):
-        assert parts[applied]["status"] == "True" and parts[applied]["message"].startswith("in place:")
-    assert parts["Ready"]["reason"] == policy_reason
-    assert queue(plane, "toobig-t") is None
-
-
-def test_retain_keeps_the_namespace_unlabelled(plane, tenants_api):
-    tenants_api.apply(tenants_api.manifest("keep-t", "Trusted", owner="k-owner", deletionPolicy="Retain"))
-    tenants_api.wait_ready("keep-t")
-    plane.kubectl("delete", "gputenant", "keep-t", "--timeout=300s")
-    namespace = plane.kubectl("get", "namespace", "tenant-keep-t", "-o", "json").stdout
-    assert LABEL not in namespace and "GpuTenant" not in namespace
-    assert labelled_objects(plane, "keep-t") == []

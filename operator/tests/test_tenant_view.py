@@ -83,6 +83,19 @@ def test_trusted_time_slicing_tenant_asks_for_the_resource_up_to_its_limit():
     assert ask["examplePod"]["spec"]["containers"][0]["resources"]["limits"][resource] == "1"
 
 
+def test_a_tenant_granted_no_gpu_is_told_so_instead_of_an_example():
+    """gpu.quota 0 (NoGpuRequested): no GPU resource to ask for; the view used to fail the whole pass
+    (IndexError), found by the in-process tier (e2e/tests/test_reconciler_inprocess_failures.py)."""
+    tenant = GpuTenant.model_validate({"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant",
+                                       "metadata": {"name": "cpu-only"},
+                                       "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": "o"}],
+                                                "gpu": {"quota": 0}}})
+    decision = decide(tenant.name, tenant.spec, CONFIG)
+    assert decision.possible and decision.reason == "NoGpuRequested"
+    ask = tenant_view(tenant, decision, {}, [])["ask"]
+    assert ask == {"possible": False, "why": decision.message}
+
+
 def test_untrusted_mig_tenant_asks_for_its_mig_profile_and_counts_slices_in_the_queue():
     tenant, decision = example("untrusted")
     view = tenant_view(tenant, decision, {}, [])

@@ -15,6 +15,15 @@ def helm_step_error(error: HelmError, message: str | None = None) -> StepError:
     return StepError(error.reason, message or str(error), transient=error.transient)
 
 
+def issue_step_error(tenant: str, error: KubeconfigIssueError | ValueError) -> StepError:
+    """The one translation of a failure to issue kubeconfigs: the virtual cluster refused or did not
+    answer (TokenRequestFailed, transient as the error says), or the input was unusable."""
+    if isinstance(error, KubeconfigIssueError):
+        return StepError(reasons.TOKEN_REQUEST_FAILED, f"in the virtual cluster of {tenant}: {error.message}",
+                         transient=error.transient)
+    return StepError(reasons.INVALID_KUBECONFIG_INPUT, str(error), transient=False)
+
+
 class HelmReleases:
     """Releases over gputenant.helm.VClusterReleases with the operator's chart location."""
 
@@ -52,11 +61,8 @@ class TokenKubeconfigs:
             return await issue_kubeconfigs(admin_kubeconfig, roles, lifetime_seconds, server_url,
                                            context_name=tenant, field_manager=self.field_manager,
                                            revoke=revoke or ())
-        except KubeconfigIssueError as error:
-            raise StepError(reasons.TOKEN_REQUEST_FAILED, f"in the virtual cluster of {tenant}: {error.message}",
-                            transient=error.transient) from None
-        except ValueError as error:
-            raise StepError(reasons.INVALID_KUBECONFIG_INPUT, str(error), transient=False) from None
+        except (KubeconfigIssueError, ValueError) as error:
+            raise issue_step_error(tenant, error) from None
 
     async def unanswered(self, admin_kubeconfig: dict) -> str | None:
         return await unanswered(admin_kubeconfig, self.field_manager)

@@ -137,6 +137,9 @@ def how_to_ask(decision: Decision, caps: list[dict]) -> dict:
     rules = decision.pod_rules
     if not decision.possible or rules is None:
         return {"possible": False, "why": decision.message}
+    if rules.fraction_share is None and not rules.gpu_resources:
+        # a tenant granted no GPU (spec.gpu.quota 0) has nothing to ask for
+        return {"possible": False, "why": decision.message}
     asked: dict = {"possible": True}
     if rules.fraction_share is not None:
         share, largest = rules.fraction_share, rules.max_fraction or rules.fraction_share
