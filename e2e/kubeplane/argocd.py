@@ -150,6 +150,21 @@ class ArgoCD:
         self._processes.clear()
         self.git.stop()
 
+    def how_to_use(self) -> str:
+        """What `make dev DEV_ARGS=--argocd` prints: there is no Argo CD API server or UI here, its
+        API is the Application objects (and the Git repository it reads)."""
+        assert self._plane is not None
+        return "\n".join([
+            f"Argo CD {pinned_versions()['argocd']} runs in namespace {self.namespace} (application controller, repo "
+            "server, ApplicationSet controller; no API server or UI: its API is the Kubernetes objects).",
+            f"  Git repository it reads: {self.git.url} (commit and push in {self.git.clone})",
+            f"  export KUBECONFIG={self._plane.kubeconfig_path}",
+            f"  kubectl -n {self.namespace} apply -f examples/argocd/apps/tenants.yaml   # after setting "
+            f"repoURL: {self.git.url}, path: tenants",
+            f"  kubectl -n {self.namespace} get applications -o wide",
+            f"  logs: {self._plane.log_dir}/argocd-*.log",
+        ])
+
     def apply(self, *objects: dict) -> None:
         """Server-side apply Applications or ApplicationSets (into Argo CD's namespace)."""
         assert self._plane is not None

@@ -19,20 +19,29 @@ refresh a Git webhook would ask for:
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
 
+from gputenant import naming
 from kubeplane import ControlPlane, wait_for
 from kubeplane.argocd import ArgoCD
-from kubeplane.fixtures import REAL_VCLUSTER_CHART
+from kubeplane.fixtures import ARGOCD_NAMESPACE, REAL_VCLUSTER_CHART
+from kubeplane.images import TEST_IMAGE
 from kubeplane.tools import REPO_ROOT
 
 TENANT = "gitops-team"
 TENANT_FILE = f"tenants/{TENANT}.yaml"
-APPLICATION = REPO_ROOT / "examples" / "argocd" / "apps" / "tenants.yaml"
+EXAMPLES = REPO_ROOT / "examples" / "argocd"
+APPLICATION = EXAMPLES / "apps" / "tenants.yaml"
+APPLICATION_SET = EXAMPLES / "apps" / "workloads.yaml"
+WORKLOAD = EXAMPLES / "workloads" / "sample.yaml"
+WORKLOAD_FILE = "workloads/sample.yaml"
 TIMEOUT_SECONDS = 480
 """A real vCluster on a 2-core machine shared with other work (test_vcluster_real_operator.py)."""
 
@@ -101,7 +110,8 @@ class GitOps:
         return self.tenant_health()
 
     def syncs(self) -> list[str]:
-        """The revisions Argo CD has synced, oldest first (its history, one entry per sync)."""
+        """The revisions Argo CD has synced, oldest first (its history, one entry per sync; a commit
+        that changes no manifest of the Application needs none)."""
         return [entry["revision"] for entry in self.status().get("history") or []]
 
 
@@ -113,13 +123,59 @@ def gitops(argocd: ArgoCD, vcluster_node: ControlPlane, real_tenants) -> GitOps:
     return loop
 
 
-def tenant_file(tenants, quota: float, asleep: bool = False) -> dict:
+def tenant_file(tenants, quota: float, *, asleep: bool = False, argocd: bool = False, rotation: str = "") -> dict:
     """The tenant as its file in Git says it: each file asks Argo CD to confirm its deletion."""
-    body = tenants.manifest(TENANT, "Trusted", owner="gitops-owner", gpus=quota)
-    body["metadata"]["annotations"] = {"argocd.argoproj.io/sync-options": "Delete=confirm"}
+    extra: dict = {"kubeconfig": {"roles": ["admin"]}}
+    if argocd:
+        extra["argocd"] = {"enabled": True, "namespace": ARGOCD_NAMESPACE}
     if asleep:
-        body["spec"]["sleep"] = {"asleep": True}
+        extra["sleep"] = {"asleep": True}
+    body = tenants.manifest(TENANT, "Trusted", owner="gitops-owner", gpus=quota, **extra)
+    body["metadata"]["annotations"] = {"argocd.argoproj.io/sync-options": "Delete=confirm"}
+    if rotation:
+        body["metadata"]["annotations"][naming.ROTATE_ANNOTATION] = rotation
     return body
+
+
+def with_test_image(documents) -> list[dict]:
+    """examples/argocd/workloads with the node's test image in place of the example's registry."""
+    documents = [doc for doc in documents if doc]
+    for doc in documents:
+        for container in doc.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+            container["image"] = TEST_IMAGE
+    return documents
+
+
+def cluster_token(plane: ControlPlane, secret_name: str) -> str | None:
+    """The bearer token in Argo CD's cluster Secret for the tenant, None while there is none."""
+    found = plane.kubectl("get", "secret", secret_name, "-n", ARGOCD_NAMESPACE, "--ignore-not-found",
+                          "-o", "jsonpath={.data.config}").stdout
+    return json.loads(base64.b64decode(found))["bearerToken"] if found else None
+
+
+def synced_and_healthy(argocd: ArgoCD, name: str, revision: str | None = None) -> bool:
+    status = (argocd.application(name) or {}).get("status") or {}
+    sync = status.get("sync") or {}
+    return sync.get("status") == "Synced" and (status.get("health") or {}).get("status") == "Healthy" \
+        and revision in (None, sync.get("revision"))
+
+
+def running_sample_pods(plane: ControlPlane, namespace: str) -> list[str]:
+    """The sample Deployment's pods the vCluster synced to its host namespace, Running there."""
+    pods = json.loads(plane.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+    return [pod["metadata"]["name"] for pod in pods
+            if pod["metadata"]["name"].startswith("sample-") and pod["status"].get("phase") == "Running"]
+
+
+def vcluster_message(tenants, namespace: str, directory: Path) -> str:
+    """The sample ConfigMap's message inside the tenant's vCluster, read with its admin kubeconfig."""
+    secret = tenants.plane.kubectl("get", "secret", naming.kubeconfig_secret_name(TENANT, "admin"), "-n", namespace,
+                                   "-o", "jsonpath={.data.config}").stdout
+    path = directory / "admin.kubeconfig"
+    path.write_bytes(base64.b64decode(secret))
+    return subprocess.run([str(tenants.plane.bin_dir / "kubectl"), f"--kubeconfig={path}", "get", "configmap",
+                           "sample", "-n", "default", "-o", "jsonpath={.data.message}", "--request-timeout=10s"],
+                          capture_output=True, text=True, timeout=60).stdout
 
 
 def test_a_tenant_committed_to_git_is_applied_and_healthy_once_ready(gitops: GitOps, real_tenants):
@@ -129,17 +185,17 @@ def test_a_tenant_committed_to_git_is_applied_and_healthy_once_ready(gitops: Git
     assert real_tenants.condition(body, "Ready")["status"] == "True"
     assert gitops.health_seen[0] == "Progressing", gitops.health_seen
     assert healthy["status"] == "Healthy"
-    # the operator's status writes since the sync made the Application no OutOfSync: one sync per commit
-    assert gitops.syncs() == gitops.commits
+    assert gitops.syncs()[-1] == gitops.commits[-1]
 
 
 def test_the_application_stays_synced_across_the_operators_writes(gitops: GitOps, real_tenants):
-    """Argo CD compares again after the tenant turned Healthy (a resync or the tenant's own
-    change) and finds nothing to sync."""
+    """Argo CD compares the live tenant, with everything the operator wrote since the sync, again
+    and finds it still Synced: no new sync (its history is unchanged), no OutOfSync."""
+    synced = gitops.syncs()
     compared = gitops.status()["reconciledAt"]
     gitops.wait(lambda: gitops.status().get("reconciledAt", compared) > compared, "another comparison")
     assert gitops.synced_at_head()
-    assert gitops.syncs() == gitops.commits
+    assert gitops.syncs() == synced
 
 
 def test_a_quota_change_in_git_is_applied_and_reconciled(gitops: GitOps, real_tenants):
@@ -150,11 +206,48 @@ def test_a_quota_change_in_git_is_applied_and_reconciled(gitops: GitOps, real_te
                 "the operator to reconcile the new quota")
     gitops.wait_health("Healthy")
     assert real_tenants.get(TENANT)["spec"]["gpu"]["quota"] == 2
-    assert gitops.syncs() == gitops.commits
+    assert gitops.syncs()[-1] == gitops.commits[-1]
+
+
+def test_an_application_set_deploys_a_workload_into_the_tenants_vcluster_across_a_rotation(gitops: GitOps,
+                                                                                          real_tenants, tmp_path: Path):
+    """The tenant loop: spec.argocd.enabled in Git makes the operator register the vCluster (its
+    cluster Secret), the ApplicationSet's cluster generator makes an Application for it, and the
+    sample workload runs in the vCluster, its pod synced to the host through the guard. A rotation
+    of the tenant's credentials (asked for in Git) replaces the Secret's token; Argo CD keeps
+    deploying with the new one."""
+    body = tenant_file(real_tenants, quota=2, argocd=True)
+    workload = yaml.safe_load_all(WORKLOAD.read_text())
+    gitops.commit("the sample workload and spec.argocd for " + TENANT,
+                  {TENANT_FILE: yaml.safe_dump(body), WORKLOAD_FILE: yaml.safe_dump_all(with_test_image(workload))})
+    gitops.wait_health("Healthy")
+    secret_name = naming.argocd_secret_name(TENANT)
+    token = gitops.wait(lambda: cluster_token(gitops.plane, secret_name), f"the cluster Secret {secret_name}")
+    application_set = yaml.safe_load(APPLICATION_SET.read_text())
+    source = application_set["spec"]["template"]["spec"]["source"]
+    source["repoURL"], source["path"] = gitops.argocd.git.url, "workloads"
+    gitops.argocd.apply(application_set)
+    workloads = f"{secret_name}-workloads"
+    gitops.wait(lambda: synced_and_healthy(gitops.argocd, workloads), f"the Application {workloads} Healthy")
+    namespace = real_tenants.get(TENANT)["status"]["namespace"]
+    gitops.wait(lambda: running_sample_pods(gitops.plane, namespace), "the sample pod running on the host")
+
+    gitops.commit_tenant(f"{TENANT}: rotate its credentials", tenant_file(real_tenants, quota=2, argocd=True,
+                                                                          rotation="first"))
+    gitops.wait(lambda: (new := cluster_token(gitops.plane, secret_name)) and new != token, "a rotated token")
+    changed = with_test_image(yaml.safe_load_all(WORKLOAD.read_text()))
+    changed[0]["data"]["message"] = "deployed again after the rotation"
+    gitops.commit("a new message for the sample", {WORKLOAD_FILE: yaml.safe_dump_all(changed)})
+    gitops.argocd.refresh(workloads)
+    gitops.wait(lambda: synced_and_healthy(gitops.argocd, workloads, gitops.commits[-1]),
+                f"the Application {workloads} Synced to the new message")
+    gitops.wait(lambda: vcluster_message(real_tenants, namespace, tmp_path) == "deployed again after the rotation",
+                "the new message in the vCluster")
 
 
 def test_a_tenant_put_to_sleep_in_git_is_suspended(gitops: GitOps, real_tenants):
-    gitops.commit_tenant(f"{TENANT}: sleep", tenant_file(real_tenants, quota=2, asleep=True))
+    gitops.commit_tenant(f"{TENANT}: sleep", tenant_file(real_tenants, quota=2, asleep=True, argocd=True,
+                                                         rotation="first"))
     suspended = gitops.wait_health("Suspended")
     assert suspended["message"].startswith("Asleep (SleepRequested)"), suspended
     assert real_tenants.condition(real_tenants.get(TENANT), "Asleep")["status"] == "True"
@@ -172,3 +265,6 @@ def test_deleting_the_file_offboards_the_tenant_once_approved(gitops: GitOps, re
     gitops.wait(lambda: real_tenants.get(TENANT) is None, f"tenant {TENANT} offboarded")
     gitops.wait(gitops.synced_at_head, "the Application Synced without the tenant")
     real_tenants.assert_nothing_left(TENANT, namespace, data_volumes)
+    workloads = f"{naming.argocd_secret_name(TENANT)}-workloads"
+    gitops.wait(lambda: gitops.argocd.application(workloads) is None,
+                f"the ApplicationSet to remove {workloads} with the tenant's cluster")

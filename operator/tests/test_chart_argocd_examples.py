@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant
 from gputenant.config.models import OperatorConfig
 from gputenant.policy.choose import decide
@@ -17,7 +18,9 @@ from gputenant.render import render_tenant
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples" / "argocd"
-APPS = {path.stem: yaml.safe_load(path.read_text()) for path in sorted((EXAMPLES / "apps").glob("*.yaml"))}
+MANIFESTS = {path.stem: yaml.safe_load(path.read_text()) for path in sorted((EXAMPLES / "apps").glob("*.yaml"))}
+APPS = {name: body for name, body in MANIFESTS.items() if body["kind"] == "Application"}
+APPLICATION_SETS = {name: body for name, body in MANIFESTS.items() if body["kind"] == "ApplicationSet"}
 ROOT = yaml.safe_load((EXAMPLES / "root.yaml").read_text())
 TENANT_FILES = sorted((EXAMPLES / "tenants").glob("*.yaml"))
 
@@ -34,6 +37,16 @@ def test_applications_point_at_paths_in_this_repository():
     assert ROOT["spec"]["source"]["path"] == "examples/argocd/apps"
     assert APPS["operator"]["spec"]["source"]["path"] == "charts/gpu-tenant-operator"
     assert APPS["tenants"]["spec"]["source"]["path"] == "examples/argocd/tenants"
+
+
+def test_the_workloads_application_set_targets_every_cluster_secret_the_operator_writes():
+    assert set(APPLICATION_SETS) == {"workloads"}
+    spec = APPLICATION_SETS["workloads"]["spec"]
+    [generator] = spec["generators"]
+    selector = generator["clusters"]["selector"]["matchLabels"]
+    assert selector.items() <= naming.tenant_labels("any-team", "argocd").items()
+    assert (REPO_ROOT / spec["template"]["spec"]["source"]["path"]).is_dir()
+    assert spec["template"]["spec"]["destination"]["server"] == "{{.server}}"
 
 
 def test_operator_syncs_before_tenants_and_tenants_tolerate_a_missing_crd():
