@@ -11,10 +11,14 @@ One tenant walks through what a platform team does in Git, each step a commit fo
 refresh a Git webhook would ask for:
 - add the file: Argo CD applies it, reports it Progressing while the vCluster starts, then Healthy
   once the operator says Ready; the Application stays Synced while the operator writes its status;
-- raise its quota: applied, the operator reconciles the new generation, still one sync per commit;
+- raise its quota: applied, the operator reconciles the new generation, Healthy again;
+- enable spec.argocd: the operator's cluster Secret registers the vCluster, the ApplicationSet of
+  examples/argocd/apps/workloads.yaml deploys the sample workload into it, its pod runs on the host;
+  after a rotation asked for in Git, a change to the workload still reaches the vCluster;
 - put it to sleep: Suspended;
 - delete the file: Argo CD prunes the tenant only after the deletion is approved (the file's
-  `Delete=confirm`), then the operator offboards it and nothing of it is left on the host.
+  `Prune=confirm`, as in examples/argocd/tenants); a tenant with spec.preventDeletion is then
+  Suspended until that is lifted, then the operator offboards it and nothing of it is left on the host.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ APPLICATION = EXAMPLES / "apps" / "tenants.yaml"
 APPLICATION_SET = EXAMPLES / "apps" / "workloads.yaml"
 WORKLOAD = EXAMPLES / "workloads" / "sample.yaml"
 WORKLOAD_FILE = "workloads/sample.yaml"
+EXAMPLE_TENANT = yaml.safe_load((EXAMPLES / "tenants" / "team-vision.yaml").read_text())
+"""Whose annotations (Prune=confirm,Delete=confirm) every tenant file in Git carries."""
 TIMEOUT_SECONDS = 480
 """A real vCluster on a 2-core machine shared with other work (test_vcluster_real_operator.py)."""
 
@@ -124,14 +130,14 @@ def gitops(argocd: ArgoCD, vcluster_node: ControlPlane, real_tenants) -> GitOps:
 
 
 def tenant_file(tenants, quota: float, *, asleep: bool = False, argocd: bool = False, rotation: str = "") -> dict:
-    """The tenant as its file in Git says it: each file asks Argo CD to confirm its deletion."""
+    """The tenant as its file in Git says it: like the examples, it asks Argo CD to confirm its deletion."""
     extra: dict = {"kubeconfig": {"roles": ["admin"]}}
     if argocd:
         extra["argocd"] = {"enabled": True, "namespace": ARGOCD_NAMESPACE}
     if asleep:
         extra["sleep"] = {"asleep": True}
     body = tenants.manifest(TENANT, "Trusted", owner="gitops-owner", gpus=quota, **extra)
-    body["metadata"]["annotations"] = {"argocd.argoproj.io/sync-options": "Delete=confirm"}
+    body["metadata"]["annotations"] = dict(EXAMPLE_TENANT["metadata"]["annotations"])
     if rotation:
         body["metadata"]["annotations"][naming.ROTATE_ANNOTATION] = rotation
     return body
@@ -253,15 +259,30 @@ def test_a_tenant_put_to_sleep_in_git_is_suspended(gitops: GitOps, real_tenants)
     assert real_tenants.condition(real_tenants.get(TENANT), "Asleep")["status"] == "True"
 
 
-def test_deleting_the_file_offboards_the_tenant_once_approved(gitops: GitOps, real_tenants):
+def test_deleting_the_file_offboards_the_tenant_once_approved_and_no_longer_prevented(gitops: GitOps,
+                                                                                     real_tenants):
+    """Removing the file prunes nothing until the deletion is approved (Prune=confirm); a tenant
+    with spec.preventDeletion then stays, Suspended with the operator's reason, until someone lifts
+    it (with kubectl: its file is gone from Git); then the operator offboards it."""
     namespace = real_tenants.get(TENANT)["status"]["namespace"]
     data_volumes = real_tenants.volumes_claimed_in(namespace)
+    kept = tenant_file(real_tenants, quota=2, asleep=True, argocd=True, rotation="first")
+    kept["spec"]["preventDeletion"] = True
+    gitops.commit_tenant(f"{TENANT}: prevent its deletion", kept)
+    gitops.wait(gitops.synced_at_head, "the Application Synced with preventDeletion")
     gitops.commit_tenant(f"offboard {TENANT}", None)
-    gitops.wait(lambda: "confirm" in ((gitops.status().get("operationState") or {}).get("message") or "").lower(),
-                "Argo CD to wait for the deletion to be approved")
+    gitops.wait(lambda: "pruning confirmation" in (gitops.status().get("operationState") or {}).get("message", ""),
+                "Argo CD to wait for the pruning to be approved")
     assert real_tenants.get(TENANT)["metadata"].get("deletionTimestamp") is None
     approved = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     gitops.argocd.annotate(gitops.name, {"argocd.argoproj.io/deletion-approved": approved})
+    blocked = gitops.wait(lambda: (health := gitops.tenant_health()).get("status") == "Suspended"
+                          and "preventDeletion" in health.get("message", "") and health,
+                          "the deleted tenant Suspended by spec.preventDeletion")
+    assert real_tenants.get(TENANT)["metadata"].get("deletionTimestamp"), blocked
+    assert real_tenants.condition(real_tenants.get(TENANT), "DeletionPrevented")["status"] == "True"
+
+    gitops.plane.kubectl("patch", "gputenant", TENANT, "--type=merge", "-p", '{"spec":{"preventDeletion":false}}')
     gitops.wait(lambda: real_tenants.get(TENANT) is None, f"tenant {TENANT} offboarded")
     gitops.wait(gitops.synced_at_head, "the Application Synced without the tenant")
     real_tenants.assert_nothing_left(TENANT, namespace, data_volumes)

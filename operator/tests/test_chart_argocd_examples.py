@@ -60,7 +60,8 @@ def test_every_tenant_needs_confirmation_to_be_deleted_and_is_a_valid_gpu_tenant
     names = []
     for path in TENANT_FILES:
         body = yaml.safe_load(path.read_text())
-        assert body["metadata"]["annotations"]["argocd.argoproj.io/sync-options"] == "Delete=confirm", path.name
+        options = body["metadata"]["annotations"]["argocd.argoproj.io/sync-options"].split(",")
+        assert {"Prune=confirm", "Delete=confirm"} <= set(options), path.name
         names.append(GpuTenant.model_validate(body).name)
     assert len(names) == len(set(names))
 
