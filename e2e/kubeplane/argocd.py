@@ -112,9 +112,12 @@ class ArgoCD:
     def _start_components(self, plane: ControlPlane, binary: Path) -> None:
         home = self.directory / "home"
         home.mkdir(parents=True, exist_ok=True)
-        # git and helm for the repo server; a HOME and TMPDIR of its own for their files
-        env = {"PATH": f"{plane.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": str(home),
-               "TMPDIR": str(home), "ARGOCD_GPG_ENABLED": "false"}
+        scripts = self._signature_script()
+        # git and helm for the repo server; a HOME and TMPDIR of its own for their files; the
+        # in-cluster destination (https://kubernetes.default.svc) through KUBECONFIG, upstream's
+        # switch for running outside a pod (it would read a ServiceAccount's mounted token)
+        env = {"PATH": f"{scripts}:{plane.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": str(home),
+               "TMPDIR": str(home), "ARGOCD_GPG_ENABLED": "false", "ARGOCD_FAKE_IN_CLUSTER": "true"}
         namespace = f"--namespace={self.namespace}"
         [redis] = free_ports(1)
         self._processes.append(Process("redis", [
@@ -125,17 +128,32 @@ class ArgoCD:
         repo, repo_metrics = free_ports(2)
         self._run(plane, binary, "argocd-repo-server", env, [
             "--address=127.0.0.1", f"--port={repo}", "--metrics-address=127.0.0.1", f"--metrics-port={repo_metrics}",
-            "--disable-tls", cache], repo_metrics, "/healthz")
+            "--disable-tls", "--client-ca-path=", cache], repo_metrics, "/healthz")
         repo_server = [f"--repo-server=127.0.0.1:{repo}", "--repo-server-plaintext"]
         [controller_metrics] = free_ports(1)
         self._run(plane, binary, "argocd-application-controller", env, [
             namespace, *repo_server, cache, f"--metrics-port={controller_metrics}",
-            f"--app-resync={RESYNC_SECONDS}", "--app-resync-jitter=0"], controller_metrics, "/healthz")
+            f"--app-resync={RESYNC_SECONDS}", "--app-resync-jitter=0",
+            # each resource's health in the Application's status (Argo CD 3 keeps it only in redis
+            # for the API server by default; here the tests read it from the object)
+            "--persist-resource-health=true"], controller_metrics, "/healthz")
         appset_metrics, probe, webhook = free_ports(3)
         self._run(plane, binary, "argocd-applicationset-controller", env, [
             namespace, f"--argocd-repo-server=127.0.0.1:{repo}", "--repo-server-plaintext",
             f"--metrics-addr=127.0.0.1:{appset_metrics}", f"--probe-addr=127.0.0.1:{probe}",
             f"--webhook-addr=127.0.0.1:{webhook}", "--enable-scm-providers=false"], appset_metrics, "/metrics")
+
+    def _signature_script(self) -> Path:
+        """A directory with `git-verify-wrapper.sh`, which the repo server runs for every revision
+        (its image installs the module's hack/git-verify-wrapper.sh; without it every manifest
+        request fails with "permission denied"). The module cache's copy is not executable, so
+        a one-line launcher runs it there with sh."""
+        scripts = self.directory / "bin"
+        scripts.mkdir(parents=True, exist_ok=True)
+        launcher = scripts / "git-verify-wrapper.sh"
+        launcher.write_text(f'#!/bin/sh\nexec sh {module_dir() / "hack" / "git-verify-wrapper.sh"} "$@"\n')
+        launcher.chmod(0o755)
+        return scripts
 
     def _run(self, plane: ControlPlane, binary: Path, component: str, env: dict[str, str], args: list[str],
              ready_port: int, ready_path: str) -> None:
