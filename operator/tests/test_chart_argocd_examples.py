@@ -52,6 +52,7 @@ def test_the_workloads_application_set_targets_every_cluster_secret_the_operator
 def test_operator_syncs_before_tenants_and_tenants_tolerate_a_missing_crd():
     assert wave(APPS["operator"]) < wave(APPS["tenants"])
     assert "SkipDryRunOnMissingResource=true" in APPS["tenants"]["spec"]["syncPolicy"]["syncOptions"]
+    assert APPS["tenants"]["spec"]["syncPolicy"]["automated"]["allowEmpty"] is True
     assert "ServerSideApply=true" in APPS["operator"]["spec"]["syncPolicy"]["syncOptions"]
 
 
