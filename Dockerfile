@@ -23,7 +23,6 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY operator/ operator/
 COPY templates/ templates/
-COPY e2e/kubeplane/ e2e/kubeplane/
 RUN python -m venv /opt/gputenant && /opt/gputenant/bin/pip install --no-cache-dir .
 
 # Stage 3: runtime. Non-root (65532, as the chart's securityContext expects), read-only root

@@ -26,7 +26,7 @@ generate: venv ## Rewrite every generated file: the CRD, its field reference, th
 	$(BIN)/python charts/gpu-tenant-operator/generate_schema.py
 	$(BIN)/python docs/generate.py
 
-lint: venv ## ruff, import-linter's layering contracts (.importlinter) and mypy on the package
+lint: venv ## ruff, import-linter's layering contracts (.importlinter) and mypy on the package and the test harness
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
@@ -52,6 +52,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	@# The test harness (e2e/kubeplane) is importable in the venv but no part of the wheel or image.
+	echo '$(CURDIR)/e2e' > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/kubeplane-harness.pth"
 	touch $@
 
 tools: ## Build the pinned control-plane tools into ~/.cache/gputenant-operator/tools (cached)

@@ -1,13 +1,15 @@
 """Admission-guard latency under bursts of pod creations against a real apiserver.
 
-    .venv/bin/python bench/webhook_latency.py [--rates 10 50 100] [--seconds 3]
+    .venv/bin/python bench/webhook_latency.py [--rates 10 50 100] [--seconds 3] [--guard process|thread]
     .venv/bin/python bench/webhook_latency.py --onboard 200 [--rate 50] [--repeats 3]
 
 Starts a local control plane (or attaches to KUBEPLANE_DIR), one HAMi tenant (the heaviest
 mutation: queue, scheduler, pool selector, toleration and the KAI ConfigMap prefix of a GPU share), and the guard
-on loopback with TLS. For each rate it creates `rate x seconds` GPU pods as the tenant's user,
+on loopback with TLS, in a process of its own as ``gputenant run`` serves it (``--guard thread``:
+inside this process, as earlier rounds measured it, sharing the load generator's interpreter). For each rate it creates `rate x seconds` GPU pods as the tenant's user,
 paced at that rate, and measures each creation end to end; the same burst into a namespace of no
-tenant is the baseline without webhooks. The apiserver's own histogram gives the mean time it
+tenant is the baseline without webhooks; ``--repeats`` rounds alternate the two so that load
+drifts fall on both, and the table pools their samples. The apiserver's own histogram gives the mean time it
 spent waiting on each webhook. Prints one table (the figures in docs/admission-guard.md).
 
 With ``--onboard N`` the guard is measured while the operator onboards N tenants at once (its
@@ -30,6 +32,7 @@ on CPU N alone and everything else this script started on the other CPUs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -54,7 +57,8 @@ from bench.tenants import generate_tenants, operator_config  # noqa: E402
 from bench.vcluster_shared import SharedVirtualCluster  # noqa: E402
 from gputenant import naming  # noqa: E402
 from gputenant.config.models import OperatorConfig  # noqa: E402
-from gputenant.guard.standalone import GuardThread  # noqa: E402
+from gputenant.guard.flags import add_webhook_arguments  # noqa: E402
+from gputenant.guard.standalone import GuardProcess, GuardThread  # noqa: E402
 from kubeplane import ControlPlane, wait_for  # noqa: E402
 from kubeplane.fixtures import install_crds, install_kai_queue_crd  # noqa: E402
 from kubeplane.process import free_ports  # noqa: E402
@@ -129,7 +133,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="burst length; pods = rate x seconds")
     parser.add_argument("--onboard", type=int, help="measure while the operator onboards this many tenants")
     parser.add_argument("--rate", type=int, default=50, help="with --onboard: pods per second")
-    parser.add_argument("--repeats", type=int, default=3, help="with --onboard: bursts during the onboarding")
+    parser.add_argument("--repeats", type=int, default=3, help="bursts per rate (with --onboard: during the onboarding)")
+    parser.add_argument("--guard", choices=("process", "thread"), default="process",
+                        help="the guard in a process of its own, as deployed (default), or a thread of this one")
     parser.add_argument("--operator-cpu", type=int, help="with --onboard: the operator on this CPU alone, "
                         "the control plane and the load generator on the others (as on separate machines)")
     args = parser.parse_args()
@@ -141,7 +147,7 @@ def main() -> int:
     plane = ControlPlane.attach(directory) if directory else ControlPlane().start()
     try:
         user = setup(plane)
-        with GuardThread(plane.kubeconfig_path, CONFIG, cert_dir=Path(tempfile.mkdtemp(prefix="bench-guard-"))):
+        with guard_served(plane, args.guard):
             configuration = kubernetes.client.Configuration()
             kubernetes.config.load_kube_config(config_file=str(user), client_configuration=configuration)
             configuration.connection_pool_maxsize = 32
@@ -151,18 +157,47 @@ def main() -> int:
                 rows = []
                 for rate in args.rates:
                     count = int(rate * args.seconds)
+                    guarded: list[float] = []
+                    baseline: list[float] = []
+                    achieved: list[float] = []
                     before = webhook_seconds(plane)
-                    guarded, achieved = burst(core, GUARDED, rate, count)
+                    for _ in range(args.repeats):
+                        seconds, pace = burst(core, GUARDED, rate, count)
+                        guarded += seconds
+                        achieved.append(pace)
+                        baseline += burst(core, UNGUARDED, rate, count)[0]
                     after = webhook_seconds(plane)
-                    baseline, _ = burst(core, UNGUARDED, rate, count)
                     means = {name.split(".")[1]: (after[name][0] - before.get(name, (0, 0))[0])
                              / max(1, after[name][1] - before.get(name, (0, 0))[1])
                              for name in after if name.startswith("pods.")}
-                    rows.append((rate, count, achieved, guarded, baseline, means))
+                    rows.append((rate, count * args.repeats, statistics.median(achieved), guarded, baseline, means,
+                                 os.getloadavg()[0]))
+        print(f"guard: {args.guard}; {args.repeats} alternating rounds of {args.seconds:g} s per rate")
         print_table(rows)
     finally:
         plane.stop()
     return 0
+
+
+@contextlib.contextmanager
+def guard_served(plane: ControlPlane, how: str):
+    """The guard for the bench: ``process``, the child process ``gputenant run --webhook-host``
+    starts (its own interpreter, as deployed), or ``thread``, inside this process."""
+    cert_dir = Path(tempfile.mkdtemp(prefix="bench-guard-"))
+    if how == "thread":
+        with GuardThread(plane.kubeconfig_path, CONFIG, cert_dir=cert_dir) as guard:
+            yield guard
+        return
+    parser = argparse.ArgumentParser()
+    add_webhook_arguments(parser)
+    [port] = free_ports(1)
+    flags = parser.parse_args(["--webhook-host", "127.0.0.1", "--webhook-port", str(port),
+                               "--webhook-cert-dir", str(cert_dir)])
+    guard = GuardProcess(plane.kubeconfig_path, CONFIG, flags).start()
+    try:
+        yield guard
+    finally:
+        guard.stop()
 
 
 def _guarded(core: kubernetes.client.CoreV1Api) -> bool:
@@ -299,13 +334,14 @@ def _set_affinity(pid: int, cpus: set[int]) -> None:
 
 def print_table(rows) -> None:
     header = ("rate/s", "pods", "achieved/s", "guarded p50 ms", "guarded p99 ms", "no-guard p50 ms",
-              "no-guard p99 ms", "mutate mean ms", "validate mean ms")
+              "no-guard p99 ms", "p99 ratio", "mutate mean ms", "validate mean ms", "load avg")
     lines = [header] + [(
         str(rate), str(count), f"{achieved:.0f}",
         f"{percentile(guarded, 0.5) * 1000:.1f}", f"{percentile(guarded, 0.99) * 1000:.1f}",
         f"{percentile(baseline, 0.5) * 1000:.1f}", f"{percentile(baseline, 0.99) * 1000:.1f}",
-        f"{means.get('mutate', 0) * 1000:.1f}", f"{means.get('validate', 0) * 1000:.1f}",
-    ) for rate, count, achieved, guarded, baseline, means in rows]
+        f"{percentile(guarded, 0.99) / percentile(baseline, 0.99):.2f}",
+        f"{means.get('mutate', 0) * 1000:.1f}", f"{means.get('validate', 0) * 1000:.1f}", f"{load:.1f}",
+    ) for rate, count, achieved, guarded, baseline, means, load in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:
         print("  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True)))

@@ -28,13 +28,15 @@ KINE_VERSION=v0.17.5
 COREDNS_VERSION=v1.14.1
 LOCAL_PATH_PROVISIONER_VERSION=v0.0.30
 KUBE_ROUTER_VERSION=v2.1.0
+METALLB_VERSION=v0.15.2
 ARGOCD_VERSION=v3.6.1
 
 if [[ ${1:-} == --versions ]]; then
   echo "kube=$KUBE_VERSION etcd=$ETCD_VERSION helm=$HELM_VERSION kwok=$KWOK_VERSION kai=$KAI_VERSION" \
     "pause=$PAUSE_VERSION httpsget=$HTTPSGET_VERSION vcluster=$VCLUSTER_VERSION kine=$KINE_VERSION" \
     "coredns=$COREDNS_VERSION local-path-provisioner=$LOCAL_PATH_PROVISIONER_VERSION" \
-    "kube-router=$KUBE_ROUTER_VERSION argocd=$ARGOCD_VERSION"
+    "kube-router=$KUBE_ROUTER_VERSION" \
+    "metallb=$METALLB_VERSION argocd=$ARGOCD_VERSION"
   exit 0
 fi
 
@@ -119,6 +121,13 @@ build kine "$KINE_VERSION" kine github.com/k3s-io/kine "-X github.com/k3s-io/kin
 build coredns "$COREDNS_VERSION" coredns github.com/coredns/coredns
 build local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" local-path-provisioner \
   github.com/rancher/local-path-provisioner
+
+# MetalLB in L2 mode, the load balancer behind vcluster.exposure LoadBalancer in the local cluster
+# (e2e/kubeplane/metallb.py): its controller on the host, its speaker in the node's namespace. Its
+# CRDs are read from the module cache. v0.15.2: v0.16.2 needs a frr-k8s the proxy refuses (tools/metallb/go.mod).
+for component in controller speaker; do
+  build "metallb-$component" "$METALLB_VERSION" metallb "go.universe.tf/metallb/$component"
+done
 
 # With --argocd only (the GitOps tests ask for it through e2e/kubeplane/argocd.py; nothing else pays
 # for it): Argo CD's multi-call binary (ARGOCD_BINARY_NAME picks the application controller, repo

@@ -6,10 +6,12 @@ See docs/control-plane.md. Typical use::
         core = kubernetes.client.CoreV1Api(plane.api_client())
 """
 
+from .access import CommandError
 from .audit import WRITE_VERBS
-from .plane import CommandError, ControlPlane, VirtualAPIServer, wait_for
-from .process import PlaneError
+from .plane import ControlPlane
+from .process import PlaneError, wait_for
 from .tools import ensure_tools, tools_bin_dir
+from .virtual_apiserver import VirtualAPIServer
 
 __all__ = [
     "WRITE_VERBS", "CommandError", "ControlPlane", "PlaneError", "VirtualAPIServer",

@@ -21,6 +21,7 @@ import os
 import secrets
 import subprocess
 from pathlib import Path
+from typing import Any, cast
 
 import kubernetes
 from kubernetes.client.rest import ApiException
@@ -195,8 +196,8 @@ class ArgoCD:
         assert self._plane is not None
         with self._plane.api_client() as client:
             try:
-                return kubernetes.client.CustomObjectsApi(client).get_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, "applications", name)
+                return cast(dict[str, Any], kubernetes.client.CustomObjectsApi(client).get_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, "applications", name))
             except ApiException as error:
                 if error.status == 404:
                     return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -41,7 +41,7 @@ def read_events(path: Path, since_offset: int = 0) -> Iterator[dict]:
         return
 
 
-def matches(event: dict, verbs: Iterable[str] | None, user: str | None,
+def matches(event: dict, verbs: Collection[str] | None, user: str | None,
             user_agent: str | None) -> bool:
     """`user` is an exact username; `user_agent` a prefix, because clients append versions."""
     return (

@@ -53,7 +53,7 @@ class NodeCgroup:
                 procs.write_text(str(pid))
 
     def pids(self) -> set[int]:
-        found = set()
+        found: set[int] = set()
         for hierarchy in hierarchies():
             for directory, _, _ in os.walk(hierarchy / self.name):
                 try:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from .plane import ControlPlane, _http_ok
+from .apiserver import http_ok
+from .plane import ControlPlane
 from .process import Process, wait_until_serving
 
 
@@ -19,6 +20,6 @@ def start_component(plane: ControlPlane, name: str, binary: Path, args: list[str
     kubeconfig = plane.user(name, groups=["system:masters"])
     environment = [f"KUBECONFIG={kubeconfig}", *(f"{key}={value}" for key, value in (env or {}).items())]
     process = Process(name, ["env", *environment, str(binary), *args], plane.log_dir / f"{name}.log")
-    wait_until_serving(process, lambda: _http_ok(ready_port, ready_path),
-                        f"{name} {ready_path} on port {ready_port}")
+    wait_until_serving(process, lambda: http_ok(ready_port, ready_path),
+                       f"{name} {ready_path} on port {ready_port}")
     return process

@@ -11,8 +11,10 @@ Usage::
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -43,8 +45,8 @@ class DcgmExporter(Collector):
     def __init__(self, gpus: list[SimulatedGpu]):
         self.gpus = gpus
         self.address = ""
-        self._server = None
-        self._thread = None
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
 
     def collect(self) -> Iterator[Metric]:
         for name, value in (("DCGM_FI_PROF_SM_ACTIVE", lambda g: g.sm_active),
@@ -67,4 +69,5 @@ class DcgmExporter(Collector):
     def __exit__(self, *_: object) -> None:
         if self._server is not None:
             self._server.shutdown()
+        if self._thread is not None:
             self._thread.join(timeout=5)

@@ -6,14 +6,17 @@ Every function takes a `ControlPlane` or a `VirtualAPIServer` (anything with `ap
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import kubernetes
 import yaml
 from kubernetes.client.rest import ApiException
 
-from .plane import ControlPlane, VirtualAPIServer, wait_for
+from .plane import ControlPlane
+from .process import wait_for
 from .tools import REPO_ROOT
+from .virtual_apiserver import VirtualAPIServer
 
 Target = ControlPlane | VirtualAPIServer
 
@@ -42,17 +45,17 @@ def install_crds(target: Target, path: Path, timeout: float = 30) -> list[str]:
                 if error.status != 409:
                     raise
                 existing = extensions.read_custom_resource_definition(crd["metadata"]["name"])
-                crd["metadata"]["resourceVersion"] = existing.metadata.resource_version
+                crd["metadata"]["resourceVersion"] = existing.metadata.resource_version  # type: ignore[union-attr]
                 extensions.replace_custom_resource_definition(crd["metadata"]["name"], crd)
         names = [crd["metadata"]["name"] for crd in documents]
         for name in names:
-            wait_for(lambda name=name: _established(extensions, name), timeout=timeout,
+            wait_for(functools.partial(_established, extensions, name), timeout=timeout,
                      what=f"CRD {name} to be Established")
     return names
 
 
 def _established(extensions: kubernetes.client.ApiextensionsV1Api, name: str) -> bool:
-    conditions = extensions.read_custom_resource_definition_status(name).status.conditions or []
+    conditions = extensions.read_custom_resource_definition_status(name).status.conditions or []  # type: ignore[union-attr]
     return any(c.type == "Established" and c.status == "True" for c in conditions)
 
 
@@ -67,5 +70,5 @@ def install_kai_queue_crd(target: Target, prefer_upstream: bool = True) -> Path:
 def label_cpu_node(plane: ControlPlane, node_selector: dict[str, str]) -> None:
     """Give the plane's real node the configuration's `cpuPool.nodeSelector` labels: it is the CPU
     node the guard sends every tenant pod without GPUs to (the vCluster control plane, CoreDNS)."""
-    plane.kubectl("label", "node", plane.node.name, "--overwrite",
+    plane.kubectl("label", "node", plane.require_node().name, "--overwrite",
                   *(f"{key}={value}" for key, value in node_selector.items()))

@@ -22,7 +22,7 @@ from gputenant.api.gpus import MIG_PROFILES, mig_layout
 from gputenant.config.models import OperatorConfig
 from gputenant.config.pools import MigStrategy, Pool, PoolMode, Toleration
 
-from .plane import wait_for
+from .process import wait_for
 
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 """kwok manages the nodes that carry this annotation (kubeplane.kwok passes it as its selector)."""
@@ -90,6 +90,7 @@ def _mode_resources_and_labels(pool: Pool, gpus: int, product: str) -> tuple[dic
     """How the GPU Operator advertises `gpus` GPUs of the pool's mode on one node."""
     if pool.mode is PoolMode.TIME_SLICING:
         sharing = pool.time_slicing
+        assert sharing is not None, "the pool model requires timeSlicing in this mode"
         replicas = gpus * sharing.replicas
         labels = {"nvidia.com/gpu.replicas": str(sharing.replicas),
                   "nvidia.com/gpu.sharing-strategy": "time-slicing"}
@@ -103,6 +104,7 @@ def _mode_resources_and_labels(pool: Pool, gpus: int, product: str) -> tuple[dic
         return {GPU: str(gpus)}, {}
     if pool.mode is PoolMode.MIG:
         mig = pool.mig
+        assert mig is not None, "the pool model requires mig in this mode"
         layout = mig_layout(pool.gpu_model, mig.config)
         if layout is None:
             raise GpuNodeError(
@@ -147,7 +149,7 @@ def gpu_node(name: str, pool: Pool, gpus: int) -> GpuNode:
 
 def pool_nodes(config: OperatorConfig) -> list[GpuNode]:
     """The simulated nodes of every pool, `gpu-<pool>-<n>`, sized by the pool's `gpus`."""
-    nodes = []
+    nodes: list[GpuNode] = []
     for pool in config.pools:
         if not pool.node_selector:
             raise GpuNodeError(f"pools[{pool.name}].nodeSelector is empty: the pool selects no node; "
@@ -167,14 +169,14 @@ def create_nodes(api_client: kubernetes.client.ApiClient, nodes: list[GpuNode], 
     """
     core = kubernetes.client.CoreV1Api(api_client)
     for node in nodes:
-        core.create_node(node.manifest())
+        core.create_node(node.manifest())  # type: ignore[arg-type]
         core.patch_node_status(node.name, {"status": node.status()})
     wanted = {node.name for node in nodes}
 
     def all_ready() -> bool:
         ready = {
-            node.metadata.name for node in core.list_node(label_selector=SIMULATED_LABEL).items
-            if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+            node.metadata.name for node in core.list_node(label_selector=SIMULATED_LABEL).items  # type: ignore[union-attr]
+            if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])  # type: ignore[union-attr]
         }
         return wanted <= ready
     wait_for(all_ready, timeout=timeout, interval=0.2, what=f"kwok to mark {sorted(wanted)} Ready")
@@ -210,11 +212,11 @@ class SimulatedGpuReservations:
 
     def start(self) -> SimulatedGpuReservations:
         """Create the namespace and ServiceAccount KAI's chart would, then report in the background."""
-        self._core.create_namespace({"metadata": {"name": RESERVATION_NAMESPACE}})
+        self._core.create_namespace({"metadata": {"name": RESERVATION_NAMESPACE}})  # type: ignore[arg-type]
         wait_for(lambda: self._core.list_namespaced_service_account(
             RESERVATION_NAMESPACE, field_selector="metadata.name=default").items,
             timeout=60, interval=0.2, what=f"ServiceAccount {RESERVATION_NAMESPACE}/default")
-        self._core.create_namespaced_service_account(RESERVATION_NAMESPACE, {"metadata": {"name": RESERVATION_NAMESPACE}})
+        self._core.create_namespaced_service_account(RESERVATION_NAMESPACE, {"metadata": {"name": RESERVATION_NAMESPACE}})  # type: ignore[arg-type]
         self._thread.start()
         return self
 
@@ -236,16 +238,16 @@ class SimulatedGpuReservations:
         pods = self._core.list_namespaced_pod(RESERVATION_NAMESPACE).items
         taken: dict[str, set[str]] = {}
         for pod in pods:
-            uuid = (pod.metadata.annotations or {}).get(RESERVED_GPU_ANNOTATION)
+            uuid = (pod.metadata.annotations or {}).get(RESERVED_GPU_ANNOTATION)  # type: ignore[union-attr]
             if uuid:
-                taken.setdefault(pod.spec.node_name, set()).add(uuid)
+                taken.setdefault(pod.spec.node_name, set()).add(uuid)  # type: ignore[arg-type, union-attr]
         for pod in pods:
-            if (pod.metadata.annotations or {}).get(RESERVED_GPU_ANNOTATION) or not pod.spec.node_name:
+            if (pod.metadata.annotations or {}).get(RESERVED_GPU_ANNOTATION) or not pod.spec.node_name:  # type: ignore[union-attr]
                 continue
-            node = pod.spec.node_name
+            node = pod.spec.node_name  # type: ignore[union-attr]
             used = taken.setdefault(node, set())
             uuid = next(f"{SIMULATED_GPU_UUID_PREFIX}{node}-{index}" for index in range(len(used) + 1)
                         if f"{SIMULATED_GPU_UUID_PREFIX}{node}-{index}" not in used)
-            self._core.patch_namespaced_pod(pod.metadata.name, RESERVATION_NAMESPACE,
+            self._core.patch_namespaced_pod(pod.metadata.name, RESERVATION_NAMESPACE,  # type: ignore[arg-type, union-attr]
                                             {"metadata": {"annotations": {RESERVED_GPU_ANNOTATION: uuid}}})
             used.add(uuid)

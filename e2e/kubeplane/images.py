@@ -60,6 +60,8 @@ def _layer(files: list[ImageFile]) -> bytes:
             if file.link is not None:
                 info.type, info.linkname = tarfile.SYMTYPE, file.link
                 tar.addfile(info)
+            elif file.source is None:
+                raise ValueError(f"{file.path}: neither a link nor a source file")
             else:
                 content = file.source.read_bytes()
                 info.size = len(content)

@@ -40,7 +40,7 @@ class InClusterOperator:
         """Import the image, install the chart and wait until the Deployment is available and
         the guard's webhook configurations name its Service."""
         _, archive = operator_image(self.plane.bin_dir)
-        self.plane.node.containerd.import_images([archive])
+        self.plane.require_node().containerd.import_images([archive])
         values_file = values_dir / "operator-values.yaml"
         values = {"crd": {"install": False}, **self.values}
         # The chart's default clusterNetworks (every private range) hold the host's end of the node's
@@ -51,8 +51,8 @@ class InClusterOperator:
                         "--values", str(values_file))
         with self.plane.api_client() as client:
             core = kubernetes.client.CoreV1Api(client)
-            self.guard_ip = core.read_namespaced_service(f"{RELEASE}-guard", self.namespace).spec.cluster_ip
-        route_service_to_node(self.plane.node, self.guard_ip)
+            self.guard_ip = core.read_namespaced_service(f"{RELEASE}-guard", self.namespace).spec.cluster_ip  # type: ignore[union-attr]
+        route_service_to_node(self.plane.require_node(), self.guard_ip)  # type: ignore[arg-type]
         try:
             wait_for(self.available, timeout=timeout, interval=1, what=f"deployment {RELEASE} available")
             wait_for(self.guard_registered, timeout=60, interval=0.5, what="the guard's webhook configurations")
@@ -64,8 +64,10 @@ class InClusterOperator:
         with self.plane.api_client() as client:
             deployment = kubernetes.client.AppsV1Api(client).read_namespaced_deployment(RELEASE, self.namespace)
         wanted = deployment.spec.replicas
-        return (deployment.status.available_replicas or 0) == wanted and \
-            (deployment.status.updated_replicas or 0) == wanted
+        status = deployment.status
+        if status is None:
+            return False
+        return (status.available_replicas or 0) == wanted and (status.updated_replicas or 0) == wanted
 
     def guard_registered(self) -> bool:
         with self.plane.api_client() as client:
@@ -77,7 +79,7 @@ class InClusterOperator:
                     return False
                 raise
         return all(hook.client_config.service is not None
-                   and hook.client_config.service.namespace == self.namespace for hook in hooks)
+                   and hook.client_config.service.namespace == self.namespace for hook in hooks)  # type: ignore[union-attr]
 
     def pods(self) -> list[kubernetes.client.V1Pod]:
         with self.plane.api_client() as client:
@@ -88,8 +90,8 @@ class InClusterOperator:
         """The operator pods' state and logs, for failure messages."""
         lines = [self.plane.kubectl("get", "pods,events", "-n", self.namespace, "-o", "wide", check=False).stdout]
         for pod in self.pods():
-            lines.append(f"--- logs of {pod.metadata.name}")
-            lines.append(self.plane.kubectl("logs", "-n", self.namespace, pod.metadata.name, "--tail=40",
+            lines.append(f"--- logs of {pod.metadata.name}")  # type: ignore[union-attr]
+            lines.append(self.plane.kubectl("logs", "-n", self.namespace, pod.metadata.name, "--tail=40",  # type: ignore[arg-type, union-attr]
                                             check=False).stdout)
         return "\n".join(lines)
 
@@ -98,4 +100,4 @@ class InClusterOperator:
         remove_guard_configurations(self.plane)
         self.plane.kubectl("delete", "namespace", self.namespace, "--wait=false", check=False)
         if self.guard_ip:
-            remove_service_route(self.plane.node, self.guard_ip)
+            remove_service_route(self.plane.require_node(), self.guard_ip)

@@ -40,7 +40,7 @@ def grant_reads(admin: kubernetes.client.ApiClient) -> None:
                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBE_ROUTER_USER}]}
     for create, body in ((rbac.create_cluster_role, role), (rbac.create_cluster_role_binding, binding)):
         try:
-            create(body)
+            create(body)  # type: ignore[arg-type]
         except kubernetes.client.ApiException as error:
             if error.status != 409:
                 raise

@@ -16,10 +16,12 @@ def _b64(data: bytes) -> str:
 def kubeconfig(server: str, ca_pem: bytes, name: str, *, cert_pem: bytes | None = None,
                key_pem: bytes | None = None, token: str | None = None) -> dict:
     """A kubeconfig with one cluster, one user and one context, all called `name`."""
-    user = {"token": token} if token else {
-        "client-certificate-data": _b64(cert_pem),
-        "client-key-data": _b64(key_pem),
-    }
+    if token:
+        user = {"token": token}
+    elif cert_pem and key_pem:
+        user = {"client-certificate-data": _b64(cert_pem), "client-key-data": _b64(key_pem)}
+    else:
+        raise ValueError(f"kubeconfig {name}: give a token or both cert_pem and key_pem")
     return {
         "apiVersion": "v1",
         "kind": "Config",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .process import PlaneError
 
-LINK_RANGE = ipaddress.ip_network("172.30.0.0/16")
+LINK_RANGE = ipaddress.IPv4Network("172.30.0.0/16")
 """Each node takes one /30 of this for its veth pair (host .1, node .2)."""
 NETNS_DIR = Path("/run/netns")
 
@@ -31,7 +31,7 @@ def _run(*args: str) -> str:
 
 def _addresses_in_use() -> list[ipaddress.IPv4Network]:
     links = json.loads(_run("ip", "-j", "-4", "addr", "show"))
-    return [ipaddress.ip_network(f"{a['local']}/{a['prefixlen']}", strict=False)
+    return [ipaddress.IPv4Network(f"{a['local']}/{a['prefixlen']}", strict=False)
             for link in links for a in link.get("addr_info", [])]
 
 
@@ -49,17 +49,22 @@ class NodeNetwork:
 
     @property
     def host_ip(self) -> str:
-        return str(self.link[1])
+        return str(self._chosen_link()[1])
 
     @property
     def node_ip(self) -> str:
-        return str(self.link[2])
+        return str(self._chosen_link()[2])
+
+    def _chosen_link(self) -> ipaddress.IPv4Network:
+        if self.link is None:
+            raise PlaneError(f"no link chosen for {self.name} yet (choose_link first)")
+        return self.link
 
     def choose_link(self) -> None:
         """Pick a /30 no interface on the host uses (before start: the apiserver's certificate
         names `node_ip`)."""
         used = _addresses_in_use()
-        candidates = list(LINK_RANGE.subnets(new_prefix=30))
+        candidates: list[ipaddress.IPv4Network] = list(LINK_RANGE.subnets(new_prefix=30))
         for link in random.sample(candidates, 64):
             if not any(link.overlaps(other) for other in used):
                 self.link = link

@@ -66,7 +66,7 @@ def node_ready(api: kubernetes.client.ApiClient, name: str) -> bool:
         node = kubernetes.client.CoreV1Api(api).read_node(name)
     except kubernetes.client.ApiException:
         return False
-    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])  # type: ignore[union-attr]
 
 
 class Node:
@@ -138,7 +138,7 @@ class Node:
         """Remove the `not-ready` taint the kubelet registers with. The node lifecycle controller
         does that in a cluster; the plane does not run it (see plane.CONTROLLERS)."""
         core = kubernetes.client.CoreV1Api(admin)
-        taints = core.read_node(self.name).spec.taints or []
+        taints = core.read_node(self.name).spec.taints or []  # type: ignore[union-attr]
         kept = [t for t in taints if t.key != NOT_READY_TAINT]
         if len(kept) != len(taints):
             core.patch_node(self.name, {"spec": {"taints": [admin.sanitize_for_serialization(t)
@@ -147,7 +147,7 @@ class Node:
     def _publish_api_endpoint(self, admin: kubernetes.client.ApiClient) -> None:
         """Point the `kubernetes` Service at the forwarder (the API server's own endpoint
         reconciler is off: Endpoints may not hold its 127.0.0.1)."""
-        kubernetes.client.DiscoveryV1Api(admin).create_namespaced_endpoint_slice("default", {
+        kubernetes.client.DiscoveryV1Api(admin).create_namespaced_endpoint_slice("default", {  # type: ignore[arg-type]
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"name": "kubernetes", "labels": {
                 "kubernetes.io/service-name": "kubernetes",
@@ -163,7 +163,7 @@ class Node:
         core = kubernetes.client.CoreV1Api(admin)
         for pod in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={self.name}").items:
             try:
-                core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace,
+                core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace,  # type: ignore[arg-type, union-attr]
                                            grace_period_seconds=0)
             except kubernetes.client.ApiException as error:
                 if error.status != 404:

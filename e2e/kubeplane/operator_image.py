@@ -70,6 +70,9 @@ def operator_image_reference() -> str:
 
 
 def build_wheel(directory: Path) -> Path:
+    """The project's wheel in `directory`. setuptools builds in the tree and packs whatever an
+    earlier build left in the git-ignored build/lib, so that goes first."""
+    shutil.rmtree(REPO_ROOT / "build", ignore_errors=True)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                     "--wheel-dir", str(directory), str(REPO_ROOT)], check=True)
     return next(directory.glob("gpu_tenant_operator-*.whl"))

@@ -9,7 +9,6 @@ its kubeconfig, so the audit log tells its requests apart from the tests' and th
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,10 +20,12 @@ import yaml
 
 from gputenant.config.models import OperatorConfig
 
+from .apiserver import SERVICE_CIDR
 from .containerd import POD_CIDR
 from .fixtures import REAL_VCLUSTER_CHART
 from .node import API_FORWARD_PORT
-from .plane import SERVICE_CIDR, ControlPlane
+from .plane import ControlPlane
+from .process import free_ports
 from .tools import REPO_ROOT
 
 GPUTENANT = Path(sys.executable).parent / "gputenant"
@@ -86,9 +87,7 @@ class OperatorProcess:
 
 def guard_flags(cert_dir: Path) -> list[str]:
     """`gputenant run` flags that serve the admission guard on a free loopback port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    [port] = free_ports(1)
     return ["--webhook-host", "127.0.0.1", "--webhook-port", str(port), "--webhook-cert-dir", str(cert_dir)]
 
 
@@ -109,7 +108,7 @@ def remove_guard_configurations(plane: ControlPlane) -> None:
 def cluster_networks(plane: ControlPlane) -> list[str]:
     """The plane's own networks, as a platform names its pod, service and node CIDRs. The host's
     end of the node's link, where the API server calls webhooks from, is outside them."""
-    return [POD_CIDR, SERVICE_CIDR, f"{plane.node.network.node_ip}/32"]
+    return [POD_CIDR, SERVICE_CIDR, f"{plane.require_node().network.node_ip}/32"]
 
 
 def real_vcluster_config(plane: ControlPlane, path: Path, extra_pools: Sequence[dict] = ()) -> Path:
@@ -119,7 +118,7 @@ def real_vcluster_config(plane: ControlPlane, path: Path, extra_pools: Sequence[
     plane's own networks are its clusterNetworks (pods, Services, the node), and the API server
     is where pods reach it: the node's address, on the forwarder's port. `extra_pools` are added to
     the example's pools (a test's own arrangement)."""
-    node_ip = plane.node.network.node_ip
+    node_ip = plane.require_node().network.node_ip
     document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
     document["vcluster"].update(localPath=str(REAL_VCLUSTER_CHART),
                                 exposure={"type": "NodePort", "address": node_ip})

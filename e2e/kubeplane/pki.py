@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,13 +94,15 @@ class CertificateAuthority:
         """Load the CA of a plane that is already running (to mint users for an attached plane)."""
         cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{key_path}: not the EC key a kubeplane CA has")
         return cls(cert, key)
 
     @property
     def pair(self) -> KeyPair:
         return KeyPair(self._cert.public_bytes(serialization.Encoding.PEM), key_pem(self._key))
 
-    def _issue(self, subject: x509.Name, usage: ExtendedKeyUsageOID, sans: list | None) -> KeyPair:
+    def _issue(self, subject: x509.Name, usage: x509.ObjectIdentifier, sans: list | None) -> KeyPair:
         key = _new_key()
         now = datetime.datetime.now(datetime.UTC)
         builder = (
@@ -131,7 +134,7 @@ class CertificateAuthority:
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         return self._issue(subject, ExtendedKeyUsageOID.SERVER_AUTH, sans)
 
-    def client_pair(self, user: str, groups: list[str] = ()) -> KeyPair:
+    def client_pair(self, user: str, groups: Iterable[str] = ()) -> KeyPair:
         """A client certificate: Kubernetes reads the user from CN and the groups from O."""
         attributes = [x509.NameAttribute(NameOID.COMMON_NAME, user)] + [
             x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups

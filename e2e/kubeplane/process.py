@@ -116,7 +116,7 @@ class Process:
             pass
 
 
-def wait_for(probe: Callable[[], T], *, timeout: float = 30, interval: float = 0.1,
+def wait_for(probe: Callable[[], T | None], *, timeout: float = 30, interval: float = 0.1,
              what: str = "condition") -> T:
     """Poll `probe` until it returns something truthy and return that; controllers are asynchronous,
     so tests wait for the observable outcome instead of sleeping."""
@@ -130,11 +130,12 @@ def wait_for(probe: Callable[[], T], *, timeout: float = 30, interval: float = 0
         time.sleep(interval)
 
 
-def healthz_ok(host: str, port: int) -> bool:
-    """Whether plain-HTTP `/healthz` on host:port answers 200 (kube-proxy's and kube-router's)."""
+def healthz_ok(host: str, port: int, path: str = "/healthz") -> bool:
+    """Whether plain-HTTP `path` on host:port answers 200 (kube-proxy's and kube-router's /healthz,
+    MetalLB's /metrics)."""
     connection = http.client.HTTPConnection(host, port, timeout=2)
     try:
-        connection.request("GET", "/healthz")
+        connection.request("GET", path)
         return connection.getresponse().status == 200
     except (OSError, http.client.HTTPException):
         return False

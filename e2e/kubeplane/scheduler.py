@@ -33,14 +33,15 @@ class Scheduler:
             api_url, ca_pem, "kube-scheduler", cert_pem=client.cert_pem, key_pem=client.key_pem))
         cert, key = ca.serving_pair("kube-scheduler", ["localhost"], ["127.0.0.1"]).write(
             self.directory, "serving")
-        [self.port] = free_ports(1)
+        [port] = free_ports(1)
+        self.port = port
         self._process = Process("kube-scheduler", [
             str(binary), f"--kubeconfig={config}", "--bind-address=127.0.0.1",
-            f"--secure-port={self.port}", f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
+            f"--secure-port={port}", f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
             "--leader-elect=false", "--profiling=false",
         ], log_path)
-        wait_until_serving(self._process, lambda: healthy(self.port),
-                           f"kube-scheduler /healthz on port {self.port}")
+        wait_until_serving(self._process, lambda: healthy(port),
+                           f"kube-scheduler /healthz on port {port}")
         return self
 
     def stop(self) -> None:

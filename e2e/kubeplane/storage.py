@@ -17,8 +17,9 @@ import json
 import kubernetes
 import yaml
 
+from .apiserver import https_status
 from .images import TEST_IMAGE
-from .plane import ControlPlane, _https_status
+from .plane import ControlPlane
 from .process import Process, free_ports, wait_until_serving
 
 PROVISIONER_NAME = "rancher.io/local-path"
@@ -53,13 +54,13 @@ class LocalPathProvisioner:
         config = {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [str(volumes_dir)]}]}
         with plane.api_client() as client:
             core = kubernetes.client.CoreV1Api(client)
-            core.create_namespace({"metadata": {"name": NAMESPACE}})
-            core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": SERVICE_ACCOUNT}})
-            core.create_namespaced_config_map(NAMESPACE, {
+            core.create_namespace({"metadata": {"name": NAMESPACE}})  # type: ignore[arg-type]
+            core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": SERVICE_ACCOUNT}})  # type: ignore[arg-type]
+            core.create_namespaced_config_map(NAMESPACE, {  # type: ignore[arg-type]
                 "metadata": {"name": CONFIG_MAP},
                 "data": {"config.json": json.dumps(config), "setup": SETUP_SCRIPT,
                          "teardown": TEARDOWN_SCRIPT, "helperPod.yaml": yaml.safe_dump(helper_pod(TEST_IMAGE))}})
-            kubernetes.client.StorageV1Api(client).create_storage_class({
+            kubernetes.client.StorageV1Api(client).create_storage_class({  # type: ignore[arg-type]
                 "metadata": {"name": STORAGE_CLASS,
                              "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
                 "provisioner": PROVISIONER_NAME, "reclaimPolicy": "Delete",
@@ -86,7 +87,7 @@ class LocalPathProvisioner:
             f"--tls-private-key-file={key}", "--leader-elect=false", f"--controllers={BINDER_CONTROLLER}",
             "--use-service-account-credentials=false", "--profiling=false"], plane.log_dir / f"{name}.log")
         self._processes.append(binder)
-        wait_until_serving(binder, lambda: _https_status(port, "/healthz", ca_file) == 200,
+        wait_until_serving(binder, lambda: https_status(port, "/healthz", ca_file) == 200,
                            f"{name} /healthz on port {port}")
 
     def _start_provisioner(self, plane: ControlPlane) -> None:

@@ -16,7 +16,8 @@ PINS = {"etcd": "etcd", "kube-apiserver": "kube", "kube-controller-manager": "ku
         **{f"kai-{component}": "kai" for component in (
             "scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller")},
         "vcluster": "vcluster", "kine": "kine", "coredns": "coredns",
-        "local-path-provisioner": "local-path-provisioner", "kube-router": "kube-router"}
+        "local-path-provisioner": "local-path-provisioner", "kube-router": "kube-router",
+        "metallb-controller": "metallb", "metallb-speaker": "metallb"}
 
 # Files of the Debian packages build.sh installs for the node (containerd, runc,
 # containernetworking-plugins, iptables, conntrack, ipset, busybox-static).
@@ -34,8 +35,8 @@ def tools_bin_dir() -> Path:
 
 def pinned_versions() -> dict[str, str]:
     """The versions build.sh pins, by key (kube, etcd, helm, kwok, kai, pause, httpsget, vcluster,
-    kine, coredns, local-path-provisioner, kube-router, argocd; argocd is built only on request,
-    see kubeplane.argocd)."""
+    kine, coredns, local-path-provisioner, kube-router, metallb, argocd; argocd is built only on
+    request, see kubeplane.argocd)."""
     output = subprocess.run(["bash", str(BUILD_SCRIPT), "--versions"], check=True,
                             capture_output=True, text=True).stdout
     return dict(item.split("=", 1) for item in output.split())

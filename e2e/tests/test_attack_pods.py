@@ -34,19 +34,15 @@ from gputenant.guard.standalone import GuardThread
 from gputenant.kube import KubeClient
 from gputenant.policy.choose import decide
 from gputenant.render.tenant import POD_GROUPS_QUOTA, render_tenant
-from kubeplane import wait_for
+from kubeplane import builders, wait_for
+from kubeplane.builders import container
+from kubeplane.builders import placed_pool as pool
 from kubeplane.fixtures import UPSTREAM_PODGROUP_CRD, install_crds
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TENANT_CRD = REPO_ROOT / "crds" / "tenant.yaml"
 QUEUE = "kai.scheduler/queue"
 POOL = "gputenant.io/pool"
-
-
-def pool(name: str, mode: str, **extra) -> dict:
-    return {"name": name, "mode": mode, "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920, "gpus": 8,
-            "nodeSelector": {POOL: name},
-            "tolerations": [{"key": POOL, "operator": "Equal", "value": name, "effect": "NoSchedule"}], **extra}
 
 
 CONFIG = OperatorConfig.model_validate({"pools": [
@@ -115,21 +111,9 @@ def syncer(tenant: str) -> str:
     return f"system:serviceaccount:{namespace(tenant)}:vc-{tenant}"
 
 
-def container(name: str = "main", limits: dict | None = None, **fields) -> dict:
-    result = {"name": name, "image": "registry.example/app:1", **fields}
-    if limits:
-        result["resources"] = {"limits": limits}
-    return result
-
-
 def pod(*containers: dict, labels: dict | None = None, annotations: dict | None = None, **spec) -> dict:
-    metadata: dict[str, Any] = {"generateName": "attack-"}
-    if labels:
-        metadata["labels"] = labels
-    if annotations:
-        metadata["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-            "spec": {"containers": list(containers) or [container()], **spec}}
+    return builders.pod(*containers, labels=labels, annotations=annotations, metadata={"generateName": "attack-"},
+                        **spec)
 
 
 def gpu_pod(tenant: str, **fields) -> dict:

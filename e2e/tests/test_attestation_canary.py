@@ -16,9 +16,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -29,6 +27,7 @@ import yaml
 
 from gputenant import GROUP, KIND, VERSION
 from gputenant.api import conditions as reasons
+from gputenant.api.status import PIPELINE
 from gputenant.attestation.promise import COMPONENT
 from gputenant.attestation.run import Attestor, publish_tenant_conditions
 from gputenant.attestation.verdict import Outcome
@@ -39,6 +38,7 @@ from kubeplane import wait_for
 from kubeplane.canary_image import CANARY_IMAGE, canary_image
 from kubeplane.kai_fixtures import KaiCluster
 from kubeplane.node import NODE_NAME
+from kubeplane.process import free_ports
 
 pytestmark = pytest.mark.plane
 
@@ -101,10 +101,11 @@ def test_every_pool_on_simulated_nodes_is_unattested_and_so_is_its_tenant(cluste
         done = await attestor.round(client, config)
         created = await client.create(tenant)
         # What the operator's pipeline writes once it placed the tenant (no operator runs here).
-        await client.patch_status(TENANT_API, KIND, "attested", {
-            "observedGeneration": created["metadata"]["generation"], "sharing": {"mode": "MIG", "pool": "h100-mig-small"}})
-        first = await publish_tenant_conditions(client, attestor, lambda _: contextlib.nullcontext())
-        second = await publish_tenant_conditions(client, attestor, lambda _: contextlib.nullcontext())
+        await client.apply_status(TENANT_API, KIND, "attested", {
+            "observedGeneration": created["metadata"]["generation"], "sharing": {"mode": "MIG", "pool": "h100-mig-small"}},
+            PIPELINE)
+        first = await publish_tenant_conditions(client, attestor)
+        second = await publish_tenant_conditions(client, attestor)
         return done, first, second, await client.get(TENANT_API, KIND, "attested")
 
     try:
@@ -164,12 +165,6 @@ def test_a_canary_the_api_server_refuses_leaves_its_pool_unattested_with_the_rea
     assert "not found" in verdict.message
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def attesting_operator(cluster: KaiCluster, tmp_path: Path):
     """`gputenant run` with the canary image named, its pool report on a liveness endpoint. Its
@@ -181,7 +176,7 @@ def attesting_operator(cluster: KaiCluster, tmp_path: Path):
     config_path = tmp_path / "config.yaml"
     config_path.write_text(yaml.safe_dump(document))
     plane.kubectl("create", "namespace", "gpu-operator", check=False)
-    port = free_port()
+    port = free_ports(1)[0]
     env = {**plane.env(), "GPUTENANT_RESYNC_SECONDS": "2", "GPUTENANT_ATTESTATION_IMAGE": CANARY_IMAGE,
            "GPUTENANT_ATTESTATION_NAMESPACE": NAMESPACE, "GPUTENANT_ATTESTATION_QUEUE": QUEUE}
     log_path = plane.log_dir / "attesting-operator.log"

@@ -14,7 +14,6 @@ quotas and namespace deletion are real.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -31,6 +30,7 @@ from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import REAL_VCLUSTER_CHART, install_kai_queue_crd
 from kubeplane.gpu_nodes import create_nodes, gpu_node
 from kubeplane.kwok import Kwok
+from kubeplane.process import free_ports
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "gpu-tenant-operator"
@@ -131,19 +131,13 @@ def wait_for_scope_policy(plane: ControlPlane, token_kubeconfig: Path) -> None:
                  timeout=30, interval=0.2, what="the scope ValidatingAdmissionPolicy to be in force")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def operator_as_service_account(rbac_plane, installed, tmp_path_factory):
     """`gputenant run` as the chart's Deployment runs it (admission guard and GPU pools included),
     but on loopback and with the ServiceAccount's token."""
     token_kubeconfig, config_path = installed
-    port = free_port()
-    guard = ["--webhook-host", "127.0.0.1", "--webhook-port", str(free_port()),
+    port, webhook_port = free_ports(2)
+    guard = ["--webhook-host", "127.0.0.1", "--webhook-port", str(webhook_port),
              "--webhook-cert-dir", str(tmp_path_factory.mktemp("guard-certs"))]
     log_path = rbac_plane.log_dir / "operator-as-service-account.log"
     env = {**rbac_plane.env(token_kubeconfig), "GPUTENANT_RESYNC_SECONDS": "5",

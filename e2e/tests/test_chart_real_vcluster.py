@@ -18,7 +18,6 @@ issue 10 (a running vCluster) needs the real node.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -31,6 +30,7 @@ from kubernetes.client.rest import ApiException
 
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import install_kai_queue_crd
+from kubeplane.process import free_ports
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "gpu-tenant-operator"
@@ -50,12 +50,6 @@ pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file
 
 def example_tenants() -> list[dict]:
     return [doc for path in EXAMPLE_TENANTS for doc in yaml.safe_load_all(path.read_text()) if doc]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -97,13 +91,14 @@ def operator(own_plane, installed, tmp_path_factory):
     """`gputenant run` as the chart's Deployment runs it, on loopback, with the ServiceAccount's
     token; yields (liveness URL, log path, process)."""
     token_kubeconfig, config_path = installed
-    liveness = f"http://127.0.0.1:{free_port()}/healthz"
+    liveness_port, webhook_port = free_ports(2)
+    liveness = f"http://127.0.0.1:{liveness_port}/healthz"
     log_path = own_plane.log_dir / "operator-real-chart.log"
     env = {**own_plane.env(token_kubeconfig), "GPUTENANT_RESYNC_SECONDS": "5"}
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [str(GPUTENANT), "run", "--config", str(config_path), "--kubeconfig", str(token_kubeconfig),
-             "--liveness", liveness, "--webhook-host", "127.0.0.1", "--webhook-port", str(free_port()),
+             "--liveness", liveness, "--webhook-host", "127.0.0.1", "--webhook-port", str(webhook_port),
              "--webhook-cert-dir", str(tmp_path_factory.mktemp("guard-certs"))],
             env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
     try:

@@ -24,18 +24,14 @@ from gputenant.config.models import OperatorConfig
 from gputenant.guard import hami_caps, kai_sharing
 from gputenant.guard.standalone import GuardThread
 from kubeplane import wait_for
+from kubeplane.builders import container, pod
+from kubeplane.builders import placed_pool as pool
 from kubeplane.fixtures import install_crds
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TENANT_CRD = REPO_ROOT / "crds" / "tenant.yaml"
 QUEUE = "kai.scheduler/queue"
 POOL_KEY = "gputenant.io/pool"
-
-
-def pool(name: str, mode: str, model: str = "A100-80GB", **extra) -> dict:
-    return {"name": name, "mode": mode, "gpuModel": model, "gpuMemoryMiB": 81920, "gpus": 8,
-            "nodeSelector": {POOL_KEY: name},
-            "tolerations": [{"key": POOL_KEY, "operator": "Equal", "value": name, "effect": "NoSchedule"}], **extra}
 
 
 CONFIG = OperatorConfig.model_validate({"pools": [
@@ -93,23 +89,6 @@ MODE_NAMES = {TIME_SLICING: "TimeSlicing", HAMI: "HAMi", MIG: "MIG", EXCLUSIVE: 
 
 
 # -- pods and expected outcomes ----------------------------------------------------------------
-
-
-def container(name: str = "main", limits: dict | None = None, **fields) -> dict:
-    result = {"name": name, "image": "registry.example/app:1", **fields}
-    if limits:
-        result["resources"] = {"limits": limits}
-    return result
-
-
-def pod(*containers: dict, labels: dict | None = None, annotations: dict | None = None, **spec) -> dict:
-    metadata = {"generateName": "case-"}
-    if labels:
-        metadata["labels"] = labels
-    if annotations:
-        metadata["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-            "spec": {"containers": list(containers) or [container()], **spec}}
 
 
 @dataclass

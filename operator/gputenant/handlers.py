@@ -20,6 +20,7 @@ import kopf
 
 from gputenant import GROUP, KIND, PLURAL, VERSION, naming
 from gputenant.api import conditions as reasons
+from gputenant.api.status import DELETION
 from gputenant.attestation.run import Attestor
 from gputenant.config.models import OperatorConfig
 from gputenant.config.settings import OperatorSettings
@@ -292,7 +293,7 @@ def start_loops(rt: Runtime) -> None:
                                                    on_unheld=_unheld_to_pools(rt)), period)
     if rt.attestor is not None:
         attestor = rt.attestor
-        rt.loops.start("attestation", lambda: keep_attestation(rt.client, rt.config, attestor, rt.lock, period),
+        rt.loops.start("attestation", lambda: keep_attestation(rt.client, rt.config, attestor, period),
                        period)
 
 
@@ -345,16 +346,17 @@ async def delete(body: kopf.Body, **_) -> None:
 async def _report_prevented(rt: Runtime, body: kopf.Body) -> None:
     """DeletionPrevented=True in status and one Event, once; a failed write is retried with the
     deletion (the caller raises TemporaryError either way)."""
-    status = dict(body.get("status") or {})
+    before = cond.parse((body.get("status") or {}).get("conditions") or [])
     now = datetime.now(UTC)
-    conditions = cond.set_condition(
-        list(status.get("conditions") or []), reasons.DELETION_PREVENTED, "True", reasons.PREVENT_DELETION_SET,
-        "deletion is blocked while spec.preventDeletion is true", body["metadata"].get("generation"), rfc3339(now))
-    if conditions == list(status.get("conditions") or []):
+    conditions = cond.owned(cond.set_condition(
+        before, reasons.DELETION_PREVENTED, "True", reasons.PREVENT_DELETION_SET,
+        "deletion is blocked while spec.preventDeletion is true", body["metadata"].get("generation"), rfc3339(now)),
+        DELETION)
+    if conditions == cond.owned(before, DELETION):
         return
     try:
-        await rt.client.patch_status(API_VERSION, KIND, body["metadata"]["name"],
-                                     {"conditions": cond.ordered(conditions)})
+        await rt.client.apply_status(API_VERSION, KIND, body["metadata"]["name"],
+                                     {"conditions": cond.as_status(conditions)}, DELETION)
     except ApiError as error:
         log.warning("tenant %s: could not report DeletionPrevented: %s", body["metadata"]["name"], error)
         return

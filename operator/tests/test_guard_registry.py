@@ -12,15 +12,10 @@ from gputenant.guard import keys
 from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.rules import RULES, STRICT, rule_table, validate_pod
 from gputenant.policy.choose import decide
+from kubeplane.builders import placed_pool as pool
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "admission-guard.md"
 POOL = "gputenant.io/pool"
-
-
-def pool(name: str, mode: str, **extra) -> dict:
-    return {"name": name, "mode": mode, "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920, "gpus": 8,
-            "nodeSelector": {POOL: name},
-            "tolerations": [{"key": POOL, "operator": "Equal", "value": name, "effect": "NoSchedule"}], **extra}
 
 
 CONFIG = OperatorConfig.model_validate({"pools": [

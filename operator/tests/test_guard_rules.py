@@ -12,6 +12,7 @@ from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.pods import pod_gpu_amounts
 from gputenant.guard.rules import Violation, rejection_message, validate_pod
 from gputenant.policy.decision import Decision, PodRules, QueueGrant
+from kubeplane import builders
 
 TAINT = Toleration(key="gputenant.io/pool", operator="Equal", value="shared", effect="NoSchedule")
 
@@ -39,19 +40,12 @@ MIG = decision(SharingMode.MIG, Trust.UNTRUSTED, PodRules(
 
 
 def pod(*containers: dict, labels=None, annotations=None, **spec) -> dict:
-    metadata = {"name": "p", "namespace": "tenant-team-a"}
-    if labels is not None:
-        metadata["labels"] = labels
-    if annotations is not None:
-        metadata["annotations"] = annotations
-    return {"metadata": metadata, "spec": {"containers": list(containers) or [container()], **spec}}
+    return builders.pod(*(containers or [container()]), labels=labels, annotations=annotations,
+                        metadata={"name": "p", "namespace": "tenant-team-a"}, **spec)
 
 
 def container(name="main", gpus=None, **fields) -> dict:
-    result = {"name": name, "image": "busybox", **fields}
-    if gpus:
-        result["resources"] = {"limits": gpus}
-    return result
+    return builders.container(name, gpus, image="busybox", **fields)
 
 
 def apply_patch(document: dict, patch: list[dict]) -> dict:

@@ -14,6 +14,7 @@ from gputenant.api.trust import allowed_modes
 from gputenant.api.v1alpha1 import GpuTenant, GpuTenantSpec, SharingMode, Trust
 from gputenant.config.models import OperatorConfig
 from gputenant.policy.choose import decide
+from kubeplane import builders
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = OperatorConfig.load(ROOT / "examples" / "config.yaml")
@@ -50,7 +51,7 @@ def config(*pools: dict, **extra) -> OperatorConfig:
 
 
 def pool(name: str, mode: str, model: str = "H100-80GB", memory: int = 81559, **fields) -> dict:
-    return {"name": name, "mode": mode, "gpuModel": model, "gpuMemoryMiB": memory, **fields}
+    return builders.pool(name, mode, model, memory, **fields)
 
 
 # -- the matrix: every trust x mode x (example pool or none), quota 1 and limit 2 -----------------

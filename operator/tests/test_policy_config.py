@@ -11,12 +11,13 @@ from gputenant.api.gpus import MIG_PROFILES, all_mig_profile_names, mig_layout, 
 from gputenant.api.v1alpha1 import SharingMode, Trust
 from gputenant.config.models import OperatorConfig
 from gputenant.config.pools import HamiPool
+from kubeplane import builders
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def pool(name: str = "p", mode: str = "MIG", model: str = "H100-80GB", **fields) -> dict:
-    return {"name": name, "mode": mode, "gpuModel": model, "gpuMemoryMiB": 81559, **fields}
+    return builders.pool(name, mode, model, 81559, **fields)
 
 
 def mig(config: str = "all-1g.10gb", profiles: tuple[str, ...] = ("1g.10gb",), **fields) -> dict:

@@ -18,9 +18,9 @@ T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 def test_transition_time_moves_only_when_status_changes():
     first = cond.set_condition([], "QueueReady", "False", "Pending", "a", 1, T0)
     same = cond.set_condition(first, "QueueReady", "False", "Other", "b", 2, T1)
-    assert same[0]["lastTransitionTime"] == T0 and same[0]["reason"] == "Other"
+    assert same[0].last_transition_time == T0 and same[0].reason == "Other"
     flipped = cond.set_condition(same, "QueueReady", "True", "Applied", "", 2, T1)
-    assert flipped[0]["lastTransitionTime"] == T1
+    assert flipped[0].last_transition_time == T1 and flipped[0].status is cond.ConditionStatus.TRUE
 
 
 def test_ready_summarises_the_first_false_part_then_pending_then_true():
@@ -31,13 +31,47 @@ def test_ready_summarises_the_first_false_part_then_pending_then_true():
     pending = cond.remove_condition(conditions, "KubeconfigReady")
     assert cond.summarise_ready(pending)[:2] == ("Unknown", "Progressing")
     failed = cond.set_condition(pending, "SharingReady", "False", "NoPoolForMode", "add a pool", 1, T0)
-    assert cond.summarise_ready(failed) == ("False", "NoPoolForMode", "SharingReady: add a pool")
+    assert cond.summarise_ready(failed) == (cond.ConditionStatus.FALSE, "NoPoolForMode", "SharingReady: add a pool")
 
 
 def test_ordered_puts_ready_first_then_pipeline_order():
-    conditions = [{"type": t} for t in ("VClusterReady", "Ready", "NamespaceReady", "DeletionPrevented")]
-    assert [c["type"] for c in cond.ordered(conditions)] == [
+    conditions = [cond.Condition(type=t, status="True", reason="R", last_transition_time=T0)
+                  for t in ("VClusterReady", "Ready", "NamespaceReady", "DeletionPrevented")]
+    assert [c.type for c in cond.ordered(conditions)] == [
         "Ready", "NamespaceReady", "VClusterReady", "DeletionPrevented"]
+
+
+def test_a_condition_round_trips_between_the_api_servers_json_and_the_typed_model():
+    raw = {"type": "Ready", "status": "Unknown", "reason": "Progressing", "message": "waiting for QuotaReady",
+           "lastTransitionTime": T0, "observedGeneration": 4}
+    typed = cond.parse([raw])
+    assert typed[0].status is cond.ConditionStatus.UNKNOWN and typed[0].observed_generation == 4
+    assert cond.as_status(typed) == [raw]
+
+
+def test_a_condition_that_does_not_validate_is_dropped_not_fatal():
+    bad = [{"type": "Ready", "status": "Maybe", "reason": "X", "lastTransitionTime": T0},
+           {"type": "QueueReady", "status": "True", "reason": "Applied", "lastTransitionTime": T0}]
+    assert [c.type for c in cond.parse(bad)] == ["QueueReady"]
+
+
+def test_a_boolean_outcome_becomes_a_condition_status():
+    assert [cond.status_of(ok) for ok in (True, False, None)] == [
+        cond.ConditionStatus.TRUE, cond.ConditionStatus.FALSE, cond.ConditionStatus.UNKNOWN]
+
+
+def test_each_writer_applies_only_the_condition_types_it_owns():
+    every = [cond.Condition(type=t, status="True", reason="R", last_transition_time=T0)
+             for t in ("IsolationVerified", "Ready", "DeletionPrevented", "Asleep", "QueueReady")]
+    assert [c.type for c in cond.owned(every, "pipeline")] == ["Ready", "QueueReady", "Asleep"]
+    assert [c.type for c in cond.owned(every, "attestation")] == ["IsolationVerified"]
+    assert [c.type for c in cond.owned(every, "deletion")] == ["DeletionPrevented"]
+    assert cond.owned(every, "usage") == []
+
+
+def test_no_condition_type_has_two_writers():
+    owners = [t for types in cond.OWNED_BY.values() for t in types]
+    assert len(owners) == len(set(owners))
 
 
 @pytest.mark.parametrize("text, expected", [

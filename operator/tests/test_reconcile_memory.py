@@ -1,8 +1,9 @@
 """What the reconciler remembers between passes (by uid, dropped with the tenant), and the typed
 status it writes."""
 
+from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.memory import HelmAttempt, TenantMemory
-from gputenant.reconcile.status import carried_status, comparable, status_body
+from gputenant.reconcile.status import carried_status, comparable, pipeline_part, status_body, whole_status
 
 ATTEMPT = HelmAttempt(generation=1, values_hash="sha256:a", retry_request="")
 
@@ -43,7 +44,7 @@ WRITTEN = {
 
 def test_a_status_carried_through_the_typed_model_compares_equal_so_nothing_is_written():
     typed = carried_status(WRITTEN)
-    assert comparable(status_body(typed, WRITTEN["conditions"], 3)) == comparable(WRITTEN)
+    assert comparable(status_body(typed, cond.parse(WRITTEN["conditions"]), 3)) == comparable(WRITTEN)
 
 
 def test_a_carried_part_that_no_longer_validates_is_dropped_not_fatal():
@@ -52,7 +53,7 @@ def test_a_carried_part_that_no_longer_validates_is_dropped_not_fatal():
 
 
 def test_an_overlong_message_is_cut_to_the_metav1_condition_limit():
-    long = [{**WRITTEN["conditions"][0], "message": "x" * 40000}]
+    long = cond.set_condition([], "Ready", "False", "HelmFailed", "x" * 40000, 1, "2026-01-01T00:00:00Z")
     assert len(status_body(carried_status({}), long, 1)["conditions"][0]["message"]) == 32768
 
 
@@ -60,4 +61,38 @@ def test_whole_numbers_read_back_as_ints_compare_equal_to_the_models_floats():
     """The API server returns queue.quota 100.0 as 100; that must not look like a change (a status
     write on every resync)."""
     read_back = {**WRITTEN, "granted": {**WRITTEN["granted"], "queue": {"name": "a", "quota": 100}}}
-    assert comparable(status_body(carried_status(read_back), WRITTEN["conditions"], 3)) == comparable(read_back)
+    assert comparable(status_body(carried_status(read_back), cond.parse(WRITTEN["conditions"]), 3)) == \
+        comparable(read_back)
+
+
+OTHER_WRITERS = {
+    "usage": {"window": "1h", "gpusHeld": 1, "observedAt": "2026-01-01T00:00:00Z"},
+    "conditions": [*WRITTEN["conditions"], {
+        "type": "IsolationVerified", "status": "Unknown", "reason": "Unattested", "message": "no canary",
+        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 3}],
+}
+
+
+def test_the_pipeline_writes_neither_usage_nor_another_writers_condition():
+    """A pass starting from a status the usage and attestation writers also wrote sends back only
+    its own parts (a stale copy of theirs would overwrite a newer one)."""
+    live = {**WRITTEN, **OTHER_WRITERS}
+    body = status_body(carried_status(live), cond.parse(live["conditions"]), 3)
+    assert "usage" not in body
+    assert [c["type"] for c in body["conditions"]] == ["Ready"]
+
+
+def test_another_writers_fields_are_no_reason_for_a_pipeline_write():
+    live = {**WRITTEN, **OTHER_WRITERS}
+    body = status_body(carried_status(live), cond.parse(live["conditions"]), 3)
+    assert comparable(body) == comparable(pipeline_part(live))
+    changed = cond.set_condition(cond.parse(live["conditions"]), "Ready", "False", "HelmFailed", "no", 3,
+                                 "2026-01-01T00:01:00Z")
+    assert comparable(status_body(carried_status(live), changed, 3)) != comparable(pipeline_part(live))
+
+
+def test_the_tenants_view_still_sees_what_other_writers_wrote():
+    live = {**WRITTEN, **OTHER_WRITERS}
+    seen = whole_status(carried_status(live), cond.parse(live["conditions"]), 3)
+    assert seen["usage"]["gpusHeld"] == 1
+    assert [c["type"] for c in seen["conditions"]] == ["Ready", "IsolationVerified"]

@@ -121,7 +121,7 @@ def test_quota_has_namespace_limits_and_the_decisions_gpu_entries(mode):
     hard = one(render_tenant(tenant(**spec), decision(mode), CONFIG).objects, "ResourceQuota")["spec"]["hard"]
     assert hard == {"limits.cpu": "8", "requests.cpu": "8", "limits.memory": "32Gi", "requests.memory": "32Gi",
                     "requests.storage": "1Ti", "pods": "40", "services": "5",
-                    "count/podgroups.scheduling.run.ai": "40", **GRANTS[mode]}
+                    "count/podgroups.scheduling.run.ai": "40", "services.loadbalancers": "0", **GRANTS[mode]}
 
 
 def test_limit_range_takes_the_spec_defaults():

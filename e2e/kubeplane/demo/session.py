@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import kubernetes
 import yaml
@@ -42,6 +42,13 @@ from kubeplane.demo.defaults import (
 )
 from kubeplane.demo.status import assess, failure_report, format_table, pick_demo_tenant
 from kubeplane.gpu_nodes import GpuNode, GpuNodeError, pool_nodes
+
+if TYPE_CHECKING:
+    from kubeplane import ControlPlane
+    from kubeplane.argocd import ArgoCD
+    from kubeplane.kwok import Kwok
+    from kubeplane.process import Process
+    from kubeplane.storage import LocalPathProvisioner
 
 FIELD_MANAGER = "platform-engineer"
 """Who applies the example tenants: the demo's stand-in for the person running kubectl."""
@@ -140,12 +147,26 @@ class Session:
         self.options = options
         self.out = out
         self.started_at = time.monotonic()
-        self.plane = None
-        self.kwok = None
-        self.provisioner = None
-        self.operator = None
-        self.argocd = None
+        self._plane: ControlPlane | None = None
+        self.kwok: Kwok | None = None
+        self.provisioner: LocalPathProvisioner | None = None
+        self._operator: Process | None = None
+        self.argocd: ArgoCD | None = None
         self._table_lines = 0
+
+    @property
+    def plane(self) -> ControlPlane:
+        """The plane start_plane() started; every later step runs on it."""
+        if self._plane is None:
+            raise DevError("the control plane is not started")
+        return self._plane
+
+    @property
+    def operator(self) -> Process:
+        """The operator start_operator() started."""
+        if self._operator is None:
+            raise DevError("the operator is not started")
+        return self._operator
 
     # -- output ---------------------------------------------------------------------------------
 
@@ -202,7 +223,7 @@ class Session:
         self.prepare_node(config)
         self.install_crds()
         self.create_gpu_nodes(config, nodes)
-        self.start_operator(expose_at_node(config_document, self.plane.node.network.node_ip))
+        self.start_operator(expose_at_node(config_document, self.plane.require_node().network.node_ip))
         if options.argocd:
             self.start_argocd()
         self.apply_tenants(manifests)
@@ -226,10 +247,10 @@ class Session:
                  "kube-controller-manager, kube-scheduler and a node: containerd and kubelet; tools built by "
                  "tools/build.sh if missing)")
         directory.mkdir(parents=True, exist_ok=True)
-        self.plane = ControlPlane(directory, node=True).start()
+        self._plane = ControlPlane(directory, node=True).start()
         # The operator and its helm calls inherit the plane's kubeconfig, pinned tools and helm homes.
         os.environ.update(self.plane.env())
-        self.say(f"control plane up at {self.plane.api_url}, node at {self.plane.node.network.node_ip}, "
+        self.say(f"control plane up at {self.plane.api_url}, node at {self.plane.require_node().network.node_ip}, "
                  f"in {self.plane.start_seconds:.1f}s")
 
     def prepare_node(self, config: OperatorConfig) -> None:
@@ -241,7 +262,7 @@ class Session:
         from kubeplane.vcluster_images import vcluster_images
 
         images = vcluster_images(self.plane.bin_dir)
-        self.plane.node.containerd.import_images(list(images.values()))
+        self.plane.require_node().containerd.import_images(list(images.values()))
         label_cpu_node(self.plane, config.cpu_pool.node_selector)
         self.provisioner = LocalPathProvisioner().start(self.plane)
         self.say(f"imported {', '.join(images)} into the node; local-path-provisioner is the default StorageClass")
@@ -281,8 +302,9 @@ class Session:
 
         self.say("starting Argo CD (redis, repo server, application and ApplicationSet controllers; "
                  "`tools/build.sh --argocd` builds it first if missing, minutes cold)")
-        self.argocd = ArgoCD(self.options.directory / "argocd").start(self.plane)
-        print(self.argocd.how_to_use(), file=self.out, flush=True)
+        argocd = ArgoCD(self.options.directory / "argocd").start(self.plane)
+        self.argocd = argocd
+        print(argocd.how_to_use(), file=self.out, flush=True)
 
     def start_operator(self, config_document: dict) -> None:
         from kubeplane.process import Process
@@ -291,7 +313,7 @@ class Session:
         config_path.write_text(yaml.safe_dump(config_document, sort_keys=False))
         log_path = self.plane.log_dir / "operator.log"
         guard_port = free_port()
-        self.operator = Process("gputenant-operator", [
+        self._operator = Process("gputenant-operator", [
             sys.executable, "-m", "gputenant.cli", "run", "--config", str(config_path),
             "--kubeconfig", str(self.plane.kubeconfig_path), "--webhook-host", "127.0.0.1",
             "--webhook-port", str(guard_port), "--webhook-cert-dir", str(self.options.directory / "guard-certs")],
@@ -341,7 +363,7 @@ class Session:
             custom = kubernetes.client.CustomObjectsApi(client)
             while True:
                 self.operator.check_running()
-                bodies = custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+                bodies = custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]  # type: ignore[index]
                 verdict = assess(bodies, names)
                 table = format_table(verdict.rows)
                 self.show_table(table, previous)
@@ -391,7 +413,7 @@ class Session:
             "KUBECONFIG above is the host plane's admin. The kubeconfig Secret is readable only by the",
             f"tenant's owners; {self.owner_hint(tenant)}",
             "The namespaces listed are the virtual cluster's (its real vCluster, reached by NodePort at the",
-            f"node's address {self.plane.node.network.node_ip}), not the host's.",
+            f"node's address {self.plane.require_node().network.node_ip}), not the host's.",
             "",
         ]), file=self.out, flush=True)
 
@@ -427,19 +449,19 @@ class Session:
             if self.argocd is not None:
                 self.argocd.stop()
                 self.argocd = None
-            if self.operator is not None:
-                self.operator.stop()
-                self.operator = None
+            if self._operator is not None:
+                self._operator.stop()
+                self._operator = None
             if self.provisioner is not None:
                 self.provisioner.stop()
                 self.provisioner = None
             if self.kwok is not None:
                 self.kwok.stop()
                 self.kwok = None
-            if self.plane is not None:
-                self.plane.stop()
-                self.say(f"stopped everything; logs kept in {self.plane.log_dir}")
-                self.plane = None
+            if self._plane is not None:
+                self._plane.stop()
+                self.say(f"stopped everything; logs kept in {self._plane.log_dir}")
+                self._plane = None
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

@@ -57,6 +57,9 @@ CONTROL_PLANE_UP: Final = "ControlPlaneUp"
 virtual cluster's API answers through the tenant's endpoint."""
 WAITING_FOR_CONTROL_PLANE: Final = "WaitingForControlPlane"
 """The control plane has yet to write its admin kubeconfig Secret, or its Service its node port."""
+LOAD_BALANCER_PENDING: Final = "LoadBalancerPending"
+"""Config vcluster.exposure is LoadBalancer and the vCluster Service has no load-balancer address yet:
+the implementation has not assigned one (none runs for its class, or its pool is exhausted)."""
 CONTROL_PLANE_STARTING: Final = "ControlPlaneStarting"
 """No control-plane pod is ready at the StatefulSet's current revision: first start, a restart after
 the pod died or was deleted, a failing readiness probe, or waking from sleep. Not a failure."""

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Final
 
 from pydantic import Field
 
 from gputenant.api.trust import SharingMode
 from gputenant.api.types import ApiModel, KubeconfigRole
+
+PIPELINE: Final = "pipeline"
+USAGE: Final = "usage"
+ATTESTATION: Final = "attestation"
+DELETION: Final = "deletion"
+"""The writers of a GpuTenant's status, each applying only its own fields under its own field manager
+(``<field manager>-<writer>``, `KubeClient.apply_status`); docs/architecture.md, Status."""
 
 
 class ConditionStatus(str, Enum):

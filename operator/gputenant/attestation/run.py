@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from gputenant import GROUP, KIND, VERSION
 from gputenant.api import conditions as reasons
+from gputenant.api.status import ATTESTATION
 from gputenant.attestation.promise import canary_pod, fingerprint, promise_of
 from gputenant.attestation.verdict import Outcome, Verdict, judge, parse_report
 from gputenant.config.models import OperatorConfig
@@ -189,13 +189,11 @@ def tenant_condition(attestor: Attestor, pool: str, mode: str | None = None) -> 
     return status, reason, message
 
 
-LockFor = Callable[[str], AbstractAsyncContextManager]
-
-
-async def publish_tenant_conditions(client: KubeClient, attestor: Attestor, lock_for: LockFor) -> list[str]:
+async def publish_tenant_conditions(client: KubeClient, attestor: Attestor) -> list[str]:
     """IsolationVerified on every tenant the policy placed on a pool (status.sharing.pool), written
-    only when it changed, under the tenant's lock (the pipeline's status write carries it over).
-    Returns the tenants written."""
+    only when it changed. The attestation writer applies this one condition under its own field
+    manager; `conditions` is a list-map keyed by type, so the pipeline's conditions are untouched and
+    no lock with the pipeline is needed. Returns the tenants written."""
     try:
         tenants = await client.list(TENANT_API, KIND)
     except ApiError as error:
@@ -212,19 +210,21 @@ async def publish_tenant_conditions(client: KubeClient, attestor: Attestor, lock
         wanted = tenant_condition(attestor, pool, sharing.get("mode"))
         if _holds(tenant, wanted):
             continue
-        async with lock_for(name):
-            live = await client.get(TENANT_API, KIND, name)
-            if live is None or _holds(live, wanted):
-                continue
-            conditions = list((live.get("status") or {}).get("conditions") or [])
-            updated = cond.set_condition(conditions, reasons.ISOLATION_VERIFIED, *wanted,
-                                         live["metadata"].get("generation"), rfc3339(attestor.clock()))
-            await client.patch_status(TENANT_API, KIND, name, {"conditions": cond.ordered(updated)})
-            written.append(name)
+        conditions = cond.parse((tenant.get("status") or {}).get("conditions") or [])
+        updated = cond.set_condition(conditions, reasons.ISOLATION_VERIFIED, *wanted,
+                                     tenant["metadata"].get("generation"), rfc3339(attestor.clock()))
+        try:
+            await client.apply_status(TENANT_API, KIND, name, {"conditions": cond.as_status(
+                cond.owned(updated, ATTESTATION))}, ATTESTATION)
+        except ApiError as error:
+            if not error.not_found:
+                raise
+            continue
+        written.append(name)
     return written
 
 
 def _holds(tenant: dict, wanted: tuple[str, str, str]) -> bool:
-    current = cond.find((tenant.get("status") or {}).get("conditions") or [], reasons.ISOLATION_VERIFIED)
-    return bool(current and (current["status"], current["reason"], current["message"]) == wanted
-                and current.get("observedGeneration") == tenant["metadata"].get("generation"))
+    current = cond.find(cond.parse((tenant.get("status") or {}).get("conditions") or []), reasons.ISOLATION_VERIFIED)
+    return bool(current and (current.status.value, current.reason, current.message) == wanted
+                and current.observed_generation == tenant["metadata"].get("generation"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from ipaddress import IPv4Network
+from ipaddress import IPv4Network, ip_address
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,6 +29,7 @@ class ExposureType(str, Enum):
 
     CLUSTER_IP = "ClusterIP"
     NODE_PORT = "NodePort"
+    LOAD_BALANCER = "LoadBalancer"
 
 
 class VClusterExposure(ConfigModel):
@@ -38,14 +39,27 @@ class VClusterExposure(ConfigModel):
         default=ExposureType.CLUSTER_IP,
         description=(
             "ClusterIP: only inside the host cluster, at https://<release>.<namespace>.svc:443. NodePort: at "
-            "https://<address>:<the Service's node port>, from anywhere that reaches a node."
+            "https://<address>:<the Service's node port>, from anywhere that reaches a node. LoadBalancer: at "
+            "https://<the address the load balancer gave the Service>:443, one per tenant."
         ),
     )
     address: str | None = Field(
         default=None,
         description=(
-            "Host name or IP address of the nodes that clients dial (NodePort); the vCluster's certificate is "
-            "signed for it and the kubeconfigs name it."
+            "NodePort: host name or IP address of the nodes that clients dial (required). LoadBalancer: an IP "
+            "address to request for the Service (spec.loadBalancerIP; optional, else the implementation "
+            "assigns one; only sensible for a single tenant). The vCluster's certificate is signed for it."
+        ),
+    )
+    load_balancer_class: str | None = Field(
+        default=None,
+        description="LoadBalancer only: spec.loadBalancerClass of the Service, the implementation that serves it.",
+    )
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "LoadBalancer only: annotations of the vCluster Service, read by the implementation "
+            "(e.g. metallb.io/address-pool)."
         ),
     )
 
@@ -55,11 +69,26 @@ class VClusterExposure(ConfigModel):
             raise ValueError("vcluster.exposure: type NodePort needs address, the node host name or IP clients dial")
         if self.type is ExposureType.CLUSTER_IP and self.address:
             raise ValueError("vcluster.exposure: address is set but type is ClusterIP, which has no outside "
-                             "address; set type: NodePort or remove address")
+                             "address; set type: NodePort or LoadBalancer, or remove address")
+        if self.type is not ExposureType.LOAD_BALANCER and (self.load_balancer_class or self.annotations):
+            raise ValueError(f"vcluster.exposure: loadBalancerClass and annotations apply to type LoadBalancer only, "
+                             f"not {self.type.value}; set type: LoadBalancer or remove them")
         if self.address and not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?", self.address):
             raise ValueError(f"vcluster.exposure.address {self.address!r} is not a host name or IP address; "
                              "give one without scheme or port, e.g. 192.0.2.10 or nodes.example.com")
+        if self.type is ExposureType.LOAD_BALANCER and self.address and not _is_ip(self.address):
+            raise ValueError(f"vcluster.exposure.address {self.address!r}: type LoadBalancer requests an IP address "
+                             "(spec.loadBalancerIP), not a name; give an IP of the implementation's pool or remove "
+                             "address to take the one it assigns")
         return self
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 class VClusterChart(ConfigModel):

@@ -12,6 +12,7 @@ tests and benchmarks can check that a resync of unchanged tenants writes nothing
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import os
 import ssl
@@ -84,7 +85,7 @@ class Resource:
 
 
 class KubeClient:
-    """Async Kubernetes API client: get/list/apply/delete/patch-status, TokenRequest and Events."""
+    """Async Kubernetes API client: get/list/apply/apply-status/delete/patch, TokenRequest and Events."""
 
     def __init__(self, configuration: kubernetes.client.Configuration, field_manager: str,
                  user_agent: str = USER_AGENT, credentials: InlineCredentials | None = None):
@@ -284,10 +285,30 @@ class KubeClient:
         return await self.request("PATCH", path, body=patch,
                                   content_type="application/merge-patch+json")
 
-    async def patch_status(self, api_version: str, kind: str, name: str, status: dict,
+    async def replace_managed_fields(self, api_version: str, kind: str, body: dict,
+                                     entries: builtins.list[dict]) -> dict:
+        """Set the object's `managedFields` to `entries`, only if it is still at the body's
+        resourceVersion (else ApiError): who owns which field, never the fields themselves."""
+        metadata = body["metadata"]
+        resource = await self.resource(api_version, kind)
+        return await self.request("PATCH", resource.path(metadata.get("namespace"), metadata["name"]), body=[
+            {"op": "test", "path": "/metadata/resourceVersion", "value": metadata["resourceVersion"]},
+            {"op": "replace", "path": "/metadata/managedFields", "value": entries}],
+            content_type="application/json-patch+json")
+
+    async def apply_status(self, api_version: str, kind: str, name: str, status: dict, writer: str,
                            namespace: str | None = None) -> dict:
-        """Replace the parts of `.status` named in `status` through the status subresource."""
-        return await self.patch(api_version, kind, name, {"status": status}, namespace, "status")
+        """Server-side apply of `status` through the status subresource under the writer's own field
+        manager (``<field manager>-<writer>``): the writer owns exactly the fields it sends, a field
+        it stops sending is removed, and another writer's fields (conditions of other types in a
+        list-map) are left alone, so concurrent writers lose nothing without reading first."""
+        resource = await self.resource(api_version, kind)
+        metadata: dict[str, str] = {"name": name} | ({"namespace": namespace} if namespace else {})
+        return await self.request(
+            "PATCH", resource.path(namespace, name) + "/status",
+            params={"fieldManager": f"{self.field_manager}-{writer}", "force": "true"},
+            body={"apiVersion": api_version, "kind": kind, "metadata": metadata, "status": status},
+            content_type="application/apply-patch+yaml")
 
     async def delete(self, api_version: str, kind: str, name: str,
                      namespace: str | None = None) -> bool:

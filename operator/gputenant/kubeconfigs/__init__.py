@@ -20,8 +20,8 @@ from gputenant.kubeconfigs.tokens import (
     SERVER_ANNOTATION,
     admin_kubeconfig,
     ca_of,
+    https_server,
     issue_reason,
-    node_port_server,
     recorded_annotations,
     server_of,
     token_annotations,
@@ -32,7 +32,7 @@ from gputenant.kubeconfigs.tokens import (
 
 __all__ = [
     "ARGOCD_ROLE", "REVOKED", "ROLE_CLUSTER_ROLES", "ROTATE_AFTER_FRACTION", "ROTATION_ANNOTATION", "SERVER_ANNOTATION",
-    "IssuedKubeconfig", "KubeconfigIssueError", "admin_kubeconfig", "ca_of", "issue_kubeconfigs", "issue_reason",
-    "kubeconfig_secret", "needs_rotation", "node_port_server", "recorded_annotations", "server_of", "service_account_name",
+    "IssuedKubeconfig", "KubeconfigIssueError", "admin_kubeconfig", "ca_of", "https_server", "issue_kubeconfigs",
+    "issue_reason", "kubeconfig_secret", "needs_rotation", "recorded_annotations", "server_of", "service_account_name",
     "token_annotations", "token_lifetime", "token_of", "unanswered", "with_server",
 ]

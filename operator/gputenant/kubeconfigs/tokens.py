@@ -63,10 +63,10 @@ def with_server(kubeconfig: dict, server: str) -> dict:
     return {**kubeconfig, "clusters": [first, *clusters[1:]]}
 
 
-def node_port_server(address: str, node_port: int) -> str:
-    """``https://<address>:<nodePort>``; an IPv6 address is bracketed."""
+def https_server(address: str, port: int) -> str:
+    """``https://<address>:<port>`` (a node port, a load balancer's port); an IPv6 address is bracketed."""
     host = f"[{address}]" if ":" in address else address
-    return f"https://{host}:{node_port}"
+    return f"https://{host}:{port}"
 
 
 def ca_of(kubeconfig: dict) -> bytes:

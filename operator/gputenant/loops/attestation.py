@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from gputenant.attestation.run import Attestor, publish_tenant_conditions
 from gputenant.config.models import OperatorConfig
@@ -14,14 +13,14 @@ log = logging.getLogger(__name__)
 
 
 async def keep_attestation(client: KubeClient, config: OperatorConfig, attestor: Attestor,
-                           lock: Callable[[str], asyncio.Lock], period_seconds: float) -> None:
+                           period_seconds: float) -> None:
     """Attest the pools that are due (one canary at a time), then bring every placed tenant's
-    IsolationVerified in line with its pool's verdict, under the tenant's lock; every period. A
-    failed API call is a warning and waits for the next one."""
+    IsolationVerified in line with its pool's verdict (its own status writer, no tenant lock); every
+    period. A failed API call is a warning and waits for the next one."""
     while True:
         try:
             await attestor.round(client, config)
-            await publish_tenant_conditions(client, attestor, lock)
+            await publish_tenant_conditions(client, attestor)
         except ApiError as error:
             log.warning("isolation attestation: %s; retrying in %gs", error, period_seconds)
         await asyncio.sleep(period_seconds)

@@ -75,7 +75,7 @@ class Pass:
         self.annotations: dict[str, str] = metadata.get("annotations") or {}
         self.old_status: dict[str, Any] = dict(body.get("status") or {})
         self.status = carried_status(self.old_status)
-        self.conditions: list[dict] = [dict(c) for c in self.old_status.get("conditions") or []]
+        self.conditions: list[cond.Condition] = cond.parse(self.old_status.get("conditions") or [])
         self.host_namespace = naming.host_namespace(self.name, services.config)
         self.snapshot = LiveSnapshot(services.client, f"{naming.TENANT_LABEL}={self.name}")
         self.applier = Applier(services.client, self.snapshot)
@@ -99,8 +99,7 @@ class Pass:
         return self.annotations.get(RETRY_ANNOTATION, "")
 
     def set(self, condition_type: str, ok: bool | None, reason: str, message: str) -> None:
-        status = {True: "True", False: "False", None: "Unknown"}[ok]
-        self.conditions = cond.set_condition(self.conditions, condition_type, status, reason, message,
+        self.conditions = cond.set_condition(self.conditions, condition_type, cond.status_of(ok), reason, message,
                                              self.generation, rfc3339(self.now))
 
     def retry_later(self, step: str) -> None:

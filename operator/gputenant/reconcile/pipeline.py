@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from gputenant import KIND
 from gputenant.api import conditions as reasons
 from gputenant.api.fieldpath import validation_problems
+from gputenant.api.status import PIPELINE
 from gputenant.api.v1alpha1 import GpuTenant, GpuTenantSpec, GrantedStatus, QueueGrantStatus, SharingStatus
 from gputenant.config.models import OperatorConfig
 from gputenant.kube import ApiError, KubeClient
@@ -33,12 +34,18 @@ from gputenant.reconcile.events import API_VERSION
 from gputenant.reconcile.memory import TenantMemory
 from gputenant.reconcile.ownership import adopt
 from gputenant.reconcile.ports import KubeconfigIssuer, Releases, StepError
-from gputenant.reconcile.status import comparable, status_body
+from gputenant.reconcile.status import (
+    comparable,
+    pipeline_part,
+    split_merge_patched_status,
+    status_body,
+    whole_status,
+)
 from gputenant.reconcile.steps import STEPS, condition_of
 from gputenant.reconcile.view import publish_view
 from gputenant.reconcile.wake import apply_wake, read_request
 from gputenant.render import RenderError
-from gputenant.timefmt import parse_rfc3339
+from gputenant.timefmt import parse_rfc3339, rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -177,26 +184,29 @@ async def finish(run: Pass) -> None:
     """Ready from the parts, Events for what changed, and the status write when it differs. A
     failed write (the API server away) is a warning and a retry, never an escaped error."""
     ready_status, reason, message = cond.summarise_ready(run.conditions)
-    run.set(reasons.READY, {"True": True, "False": False, "Unknown": None}[ready_status], reason, message)
-    run.outcome.ready = ready_status == "True"
+    run.conditions = cond.set_condition(run.conditions, reasons.READY, ready_status, reason, message,
+                                        run.generation, rfc3339(run.now))
+    run.outcome.ready = ready_status == cond.ConditionStatus.TRUE
     run.outcome.applied = list(run.applier.result.applied)
-    new_status = status_body(run.status, cond.ordered(run.conditions), run.generation)
+    new_status = status_body(run.status, run.conditions, run.generation)
     drifted = [key for key in run.outcome.applied if key not in run.rotated]
     if drifted and was_ready_at_this_generation(run):
         await run.event("Warning", reasons.DRIFT_REPAIRED, "re-applied objects that were changed or deleted: "
                         + ", ".join(f"{k}/{n}" for _, k, _, n in drifted))
-    for condition in new_status["conditions"]:
-        before = cond.find(run.old_status.get("conditions") or [], condition["type"])
-        if before is None or before["status"] != condition["status"] or before["reason"] != condition["reason"]:
+    old_conditions = cond.parse(run.old_status.get("conditions") or [])
+    for condition in cond.owned(run.conditions, PIPELINE):
+        before = cond.find(old_conditions, condition.type)
+        if before is None or before.status != condition.status or before.reason != condition.reason:
             # falling asleep and waking are the platform's choices, not faults
-            kind = "Normal" if condition["status"] == "True" or condition["type"] == reasons.ASLEEP else "Warning"
-            await run.event(kind, condition["reason"], f"{condition['type']}={condition['status']}: "
-                            f"{condition['message']}")
-    await publish_view(run, new_status)
-    if comparable(new_status) == comparable(run.old_status):
+            kind = "Normal" if condition.status == cond.ConditionStatus.TRUE or condition.type == reasons.ASLEEP \
+                else "Warning"
+            await run.event(kind, condition.reason, f"{condition.type}={condition.status.value}: {condition.message}")
+    await publish_view(run, whole_status(run.status, run.conditions, run.generation))
+    await release_merge_patched_status(run)
+    if comparable(new_status) == comparable(pipeline_part(run.old_status)):
         return
     try:
-        await run.client.patch_status(API_VERSION, KIND, run.name, new_status)
+        await run.client.apply_status(API_VERSION, KIND, run.name, new_status, PIPELINE)
     except ApiError as error:
         if error.transient:
             run.retry_later(STATUS_WRITE)
@@ -208,13 +218,29 @@ async def finish(run: Pass) -> None:
     run.outcome.status_written = True
 
 
+async def release_merge_patched_status(run: Pass) -> None:
+    """Once per tenant whose status an operator before server-side apply of status wrote: hand that
+    record's fields to the writers that own them now, so what a writer stops applying goes. A
+    failure (the tenant changed since kopf's body) waits for the next pass."""
+    entries = split_merge_patched_status(run.body["metadata"].get("managedFields") or [], run.client.user_agent,
+                                         run.client.field_manager)
+    if entries is None:
+        return
+    try:
+        await run.client.replace_managed_fields(API_VERSION, KIND, run.body, entries)
+        log.info("tenant %s: the status fields of merge patches handed to their writers' field managers", run.name)
+    except ApiError as error:
+        log.info("tenant %s: the merge patches' status ownership stays until the next pass: %s", run.name, error)
+
+
 def log_wait(run: Pass) -> None:
     """A normal wait is INFO when what the tenant waits for changed, DEBUG while it stays the same."""
-    ready = cond.find(run.conditions, reasons.READY) or {}
-    before = cond.find(run.old_status.get("conditions") or [], reasons.READY) or {}
-    level = logging.DEBUG if before.get("message") == ready.get("message") else logging.INFO
-    log.log(level, "tenant %s waits (%s: %s); looking again in %gs", run.name, ready.get("reason"),
-            ready.get("message"), run.outcome.wait_after)
+    ready = cond.find(run.conditions, reasons.READY)
+    before = cond.find(cond.parse(run.old_status.get("conditions") or []), reasons.READY)
+    message = ready.message if ready else None
+    level = logging.DEBUG if before and before.message == message else logging.INFO
+    log.log(level, "tenant %s waits (%s: %s); looking again in %gs", run.name, ready.reason if ready else None,
+            message, run.outcome.wait_after)
 
 
 def pass_result(run: Pass) -> str:
@@ -228,15 +254,15 @@ def pass_result(run: Pass) -> str:
 
 def tenant_figures(run: Pass) -> TenantFigures:
     """The tenant's phase (its Ready condition) and earliest kubeconfig expiry, for the metrics."""
-    ready = cond.find(run.conditions, reasons.READY) or {}
-    phase = {"True": "Ready", "False": "NotReady"}.get(ready.get("status", ""), "Unknown")
+    ready = cond.find(run.conditions, reasons.READY)
+    phase = {"True": "Ready", "False": "NotReady"}.get(ready.status.value if ready else "", "Unknown")
     expiries = [moment for moment in (parse_rfc3339(k.expires_at) for k in run.status.kubeconfigs) if moment]
-    return TenantFigures(phase, ready.get("reason", ""), min(expiries, default=None))
+    return TenantFigures(phase, ready.reason if ready else "", min(expiries, default=None))
 
 
 def was_ready_at_this_generation(run: Pass) -> bool:
-    ready = cond.find(run.old_status.get("conditions") or [], reasons.READY)
-    return bool(ready and ready["status"] == "True" and run.old_status.get("observedGeneration") == run.generation)
+    ready = cond.find(cond.parse(run.old_status.get("conditions") or []), reasons.READY)
+    return bool(ready and ready.status == cond.ConditionStatus.TRUE and run.old_status.get("observedGeneration") == run.generation)
 
 
 def _validation_message(error: Exception) -> str:

@@ -9,15 +9,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gputenant.api.status import PIPELINE, USAGE
 from gputenant.api.v1alpha1 import Condition, GpuTenantStatus
+from gputenant.reconcile import conditions as cond
 
 log = logging.getLogger(__name__)
 
 CARRIED = ("namespace", "sharing", "granted", "vcluster", "kubeconfigs", "usage", "wake")
 """Parts of the last status a pass keeps until a step sets them again (a failed step leaves the
 parts after it as they were)."""
-MAX_MESSAGE = 32768
-"""metav1.Condition's limit on a message (a Helm error can be longer)."""
+NOT_WRITTEN = frozenset({"usage"})
+"""Parts a pass reads but never writes: the usage loop owns them (its own field manager), so a pass
+holding an older read cannot write it back over a newer one."""
 
 
 def carried_status(old: dict) -> GpuTenantStatus:
@@ -36,13 +39,25 @@ def carried_status(old: dict) -> GpuTenantStatus:
     return GpuTenantStatus.model_validate(kept)
 
 
-def status_body(status: GpuTenantStatus, conditions: list[dict], generation: int | None) -> dict:
-    """The status subresource's body: `status` with the pass's conditions and observedGeneration."""
-    typed = status.model_copy(update={
-        "observed_generation": generation,
-        "conditions": [Condition.model_validate({**condition, "message": condition["message"][:MAX_MESSAGE]})
-                       for condition in conditions]})
+def whole_status(status: GpuTenantStatus, conditions: list[Condition], generation: int | None) -> dict:
+    """The status as the pass sees it: its own parts and what it read of the other writers' (the
+    tenant's view shows usage and IsolationVerified too)."""
+    typed = status.model_copy(update={"observed_generation": generation, "conditions": cond.ordered(conditions)})
     return typed.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def status_body(status: GpuTenantStatus, conditions: list[Condition], generation: int | None) -> dict:
+    """What the pipeline applies to the status subresource: `status` with the pass's own conditions
+    and observedGeneration, without the parts other writers own."""
+    body = whole_status(status, cond.owned(conditions, PIPELINE), generation)
+    return {key: value for key, value in body.items() if key not in NOT_WRITTEN}
+
+
+def pipeline_part(status: dict) -> dict:
+    """The part of a live status the pipeline writes, to compare with `status_body`: a write is
+    skipped when the pipeline's own fields and conditions say the same, whatever other writers hold."""
+    mine = {key: value for key, value in status.items() if key != "conditions" and key not in NOT_WRITTEN}
+    return {**mine, "conditions": cond.as_status(cond.owned(cond.parse(status.get("conditions") or []), PIPELINE))}
 
 
 def comparable(status: dict) -> str:
@@ -59,3 +74,60 @@ def _normal(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def split_merge_patched_status(entries: list[dict], user_agent: str, field_manager: str) -> list[dict] | None:
+    """`managedFields` with the record of status merge patches (how releases before server-side apply
+    of status wrote it, under the client's user agent) handed to the writers that now own each field:
+    `status.usage` to the usage writer, each condition to its type's writer, the rest to the
+    pipeline. A field left on the old record would outlive the writer that stops applying it (an
+    Update manager's fields are never removed by an apply). None: no such record."""
+    old = [entry for entry in entries if entry.get("manager") == user_agent and entry.get("operation") == "Update"
+           and entry.get("subresource") == "status"]
+    if not old:
+        return None
+    kept = [entry for entry in entries if not any(entry is o for o in old)]
+    for entry in old:
+        for writer, fields in _fields_by_writer(entry.get("fieldsV1") or {}).items():
+            manager = f"{field_manager}-{writer}"
+            mine = next((e for e in kept if e.get("manager") == manager and e.get("operation") == "Apply"
+                         and e.get("subresource") == "status"), None)
+            if mine is None:
+                kept.append({"manager": manager, "operation": "Apply", "apiVersion": entry.get("apiVersion"),
+                             "time": entry.get("time"), "fieldsType": "FieldsV1", "fieldsV1": fields,
+                             "subresource": "status"})
+            else:
+                mine["fieldsV1"] = _merged(mine.get("fieldsV1") or {}, fields)
+    return kept
+
+
+def _fields_by_writer(fields: dict) -> dict[str, dict]:
+    status = dict(fields.get("f:status") or {})
+    parts: dict[str, dict] = {}
+    if "f:usage" in status:
+        parts[USAGE] = {"f:status": {"f:usage": status.pop("f:usage")}}
+    conditions = dict(status.get("f:conditions") or {})
+    for key in list(conditions):
+        writer = _writer_of_condition(key)
+        if writer != PIPELINE:
+            item = conditions.pop(key)
+            parts[writer] = _merged(parts.get(writer, {}), {"f:status": {"f:conditions": {key: item}}})
+    if "f:conditions" in status:
+        status["f:conditions"] = conditions
+    parts[PIPELINE] = {"f:status": status}
+    return parts
+
+
+def _writer_of_condition(key: str) -> str:
+    """The writer of the condition a list-map key (``k:{"type":"Ready"}``) names; the pipeline for
+    a type no writer claims (the old pipeline wrote it)."""
+    try:
+        condition_type = json.loads(key.removeprefix("k:")).get("type") if key.startswith("k:") else None
+    except ValueError:
+        condition_type = None
+    return next((writer for writer, types in cond.OWNED_BY.items() if condition_type in types), PIPELINE)
+
+
+def _merged(a: dict, b: dict) -> dict:
+    return {**a, **{key: _merged(a[key], value) if isinstance(a.get(key), dict) and isinstance(value, dict) else value
+                    for key, value in b.items()}}

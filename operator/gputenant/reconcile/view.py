@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 def ready_for_view(run: Pass) -> bool:
     """Only once the policy decided and the host namespace is there."""
     namespace = cond.find(run.conditions, reasons.NAMESPACE_READY)
-    return hasattr(run, "decision") and run.decision.possible and bool(namespace and namespace["status"] == "True")
+    return hasattr(run, "decision") and run.decision.possible and bool(namespace and namespace.status == cond.ConditionStatus.TRUE)
 
 
 async def publish_view(run: Pass, status: dict) -> None:

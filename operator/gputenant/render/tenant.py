@@ -64,7 +64,7 @@ def render_tenant(tenant: GpuTenant, decision: Decision, config: OperatorConfig)
     }
     objects = render_documents("namespace.yaml", **context,
                                namespace_labels=namespace_labels(name, spec.trust))
-    objects += render_documents("resourcequota.yaml", **context, quota_hard=quota_hard(tenant, decision))
+    objects += render_documents("resourcequota.yaml", **context, quota_hard=quota_hard(tenant, decision, config))
     if decision.possible:
         objects += render_documents("limitrange.yaml", **context, limit_range=tenant.spec.quotas.limit_range)
         objects += render_documents(
@@ -101,18 +101,23 @@ def namespace_labels(tenant: str, trust: Trust) -> dict[str, str]:
 POD_GROUPS_QUOTA = "count/podgroups.scheduling.run.ai"
 """KAI PodGroups in the namespace: KAI's pod-grouper's (one per ungrouped pod) and the gangs the operator
 writes for the tenant's pods (guard.gang_groups). One per pod at most, so the default is the pod count."""
+LOAD_BALANCERS_QUOTA = "services.loadbalancers"
 
 
-def quota_hard(tenant: GpuTenant, decision: Decision) -> dict[str, str]:
+def quota_hard(tenant: GpuTenant, decision: Decision, config: OperatorConfig) -> dict[str, str]:
     """CPU and memory as both limits.* and requests.* (so every container must state both, and
     the LimitRange fills them in), object counts (KAI PodGroups as many as pods), storage, then the
-    decision's GPU entries. An impossible decision grants zero GPUs."""
+    decision's GPU entries. An impossible decision grants zero GPUs. LoadBalancer Services: only
+    the vCluster's own, with exposure LoadBalancer; a tenant's synced into the namespace would take
+    addresses of the platform's pool and expose its pods outside the cluster."""
     quotas = tenant.spec.quotas
+    own_load_balancers = 1 if config.vcluster.exposure.type is ExposureType.LOAD_BALANCER else 0
     hard = {
         "limits.cpu": quotas.cpu, "requests.cpu": quotas.cpu,
         "limits.memory": quotas.memory, "requests.memory": quotas.memory,
         "requests.storage": quotas.storage,
         "pods": str(quotas.pods), "services": str(quotas.services), POD_GROUPS_QUOTA: str(quotas.pods),
+        LOAD_BALANCERS_QUOTA: str(own_load_balancers),
     }
     if decision.possible:
         hard.update(decision.quota)

@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant
-from gputenant.config.models import OperatorConfig
+from gputenant.config.models import ExposureType, OperatorConfig, VClusterExposure
 from gputenant.policy.decision import Decision
 from gputenant.render.errors import RenderError
 from gputenant.render.podsecurity import POD_SECURITY_LEVEL
@@ -95,6 +95,24 @@ def extra_sans(tenant: GpuTenant, config: OperatorConfig) -> list[str]:
     return list(dict.fromkeys(hosts[:1] + exposed + hosts[1:] + vcluster.extra_sans))
 
 
+def service_values(exposure: VClusterExposure) -> dict | None:
+    """The chart's controlPlane.service for the exposure; None for ClusterIP (the chart's default).
+    A LoadBalancer's fixed address is requested by spec.loadBalancerIP, which implementations
+    still honour (MetalLB does)."""
+    if exposure.type is ExposureType.CLUSTER_IP:
+        return None
+    spec: dict[str, str] = {"type": exposure.type.value}
+    if exposure.type is ExposureType.LOAD_BALANCER:
+        if exposure.load_balancer_class:
+            spec["loadBalancerClass"] = exposure.load_balancer_class
+        if exposure.address:
+            spec["loadBalancerIP"] = exposure.address
+    service: dict = {"spec": spec}
+    if exposure.annotations:
+        service["annotations"] = dict(exposure.annotations)
+    return service
+
+
 def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: OperatorConfig) -> dict:
     """The values document for a possible decision. It places no pod: the admission guard pins
     GPU pods to the tenant's pool and the others to the CPU pool, which vCluster's one node
@@ -112,7 +130,7 @@ def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: Operat
         extra_sans=extra_sans(tenant, config),
         coredns_replicas=vcluster.values.core_dns_replicas,
         in_cluster_server=naming.vcluster_in_cluster_server(tenant.name, config),
-        service_type=config.vcluster.exposure.type.value,
+        service=service_values(config.vcluster.exposure),
         sync_ingresses=vcluster.values.sync_ingresses,
         pod_security_standard=POD_SECURITY_LEVEL[tenant.spec.trust],
         view_mappings={f"{naming.host_namespace(tenant.name, config)}/{VIEW_CONFIGMAP}":

@@ -1,6 +1,8 @@
 """What the operator does with each usage read: the summary into every tenant's status (only when
 `summary.worth_writing`), and the idle policy (`idle.idle_sleep_verdict`) applied. Called by the
-usage loop, so both happen on its interval, never on every reconcile."""
+usage loop, so both happen on its interval, never on every reconcile. `status.usage` is applied under
+the usage writer's own field manager: no lock with the pipeline is needed, neither can overwrite the
+other's fields."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pydantic import ValidationError
 
 from gputenant import GROUP, KIND, VERSION
 from gputenant.api import conditions as reasons
-from gputenant.api.status import UsageStatus
+from gputenant.api.status import USAGE, UsageStatus
 from gputenant.api.v1alpha1 import SleepSpec
 from gputenant.config.models import Accounting
 from gputenant.kube import ApiError, KubeClient
@@ -63,8 +65,8 @@ async def publish_usage(client: KubeClient, tenants: list[dict], usage: list[Ten
         previous = _previous(body)
         summary = usage_status(by_tenant[name], window, now, previous, accounting)
         if worth_writing(previous, summary, now):
-            await client.patch_status(API_VERSION, KIND, name,
-                                      {"usage": summary.model_dump(mode="json", by_alias=True, exclude_none=True)})
+            await client.apply_status(API_VERSION, KIND, name,
+                                      {"usage": summary.model_dump(mode="json", by_alias=True, exclude_none=True)}, USAGE)
             published.written.append(name)
         sleep = _sleep_spec(body)
         if sleep.idle is None or sleep.asleep or summary.all_idle_since is None:

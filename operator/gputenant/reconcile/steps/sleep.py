@@ -50,8 +50,8 @@ async def control_plane_awake(run: Pass, control_plane: ControlPlaneState) -> bo
     step). The admin kubeconfig Secret outlives sleep, so without this check a waking tenant would
     look served before its API server answers."""
     asleep = cond.find(run.conditions, CONDITION)
-    if asleep is None or asleep["reason"] in (reasons.AWAKE, reasons.WOKEN_ON_REQUEST):
-        if asleep is not None and run.woken_on_request != (asleep["reason"] == reasons.WOKEN_ON_REQUEST):
+    if asleep is None or asleep.reason in (reasons.AWAKE, reasons.WOKEN_ON_REQUEST):
+        if asleep is not None and run.woken_on_request != (asleep.reason == reasons.WOKEN_ON_REQUEST):
             set_awake(run)
         return True
     if not control_plane.ready:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import VClusterStatus
-from gputenant.config.models import ExposureType
+from gputenant.config.models import ExposureType, VClusterExposure
 from gputenant.helm import HelmError, helm_needed, release_revisions, values_hash
 from gputenant.kube import ApiError
-from gputenant.kubeconfigs import admin_kubeconfig, node_port_server, server_of, with_server
+from gputenant.kubeconfigs import admin_kubeconfig, https_server, server_of, with_server
 from gputenant.reconcile.adapters import helm_step_error
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.controlplane import ControlPlaneState, judge, pod_selector
@@ -25,6 +25,9 @@ KINDS: frozenset[str] = frozenset()
 WAIT_FOR_CONTROL_PLANE_SECONDS = 2.0
 """How soon to look again once the control-plane pod is ready but its Secret, node port or API is not
 there yet: nothing about the pod changes any more, so no pod event would call the tenant up."""
+WAIT_FOR_LOAD_BALANCER_SECONDS = 5.0
+"""How soon to look again while the Service waits for its load-balancer address: no watch calls the
+tenant up when it comes, and without an implementation it never does, so not too often."""
 WAIT_FOR_POD_SECONDS = 10.0
 """How soon to look again while no control-plane pod is ready: the pod watch calls the tenant up as
 soon as one changes, so this is only the safety net."""
@@ -74,9 +77,8 @@ async def ensure(run: Pass) -> bool:
         return False
     exposed = await exposed_server(run, release)
     if exposed is None:
-        waiting(run, reasons.WAITING_FOR_CONTROL_PLANE, f"release {release} ({installed}) installed; waiting for "
-                f"Service {run.host_namespace}/{release} to be given the node port of its https port "
-                "(config vcluster.exposure: NodePort)")
+        waiting_for_exposure(run, f"release {release} ({installed}) installed; waiting for Service "
+                             f"{run.host_namespace}/{release}")
         return False
     if exposed:
         admin = with_server(admin, exposed)
@@ -154,12 +156,40 @@ async def pod_refusal(run: Pass, release: str) -> str | None:
 
 async def exposed_server(run: Pass, release: str) -> str | None:
     """The URL the configured exposure reaches the vCluster at: "" for ClusterIP (the in-cluster
-    URL vCluster wrote stays), ``https://<address>:<nodePort>`` for NodePort, None while the
-    Service has no node port yet. The operator dials it too, so it works from outside the cluster."""
+    URL vCluster wrote stays), else what `service_server` reads from the Service, None while the
+    Service has no node port or load-balancer address yet. The operator dials it too, so it works
+    from outside the cluster."""
     exposure = run.config.vcluster.exposure
-    if exposure.type is ExposureType.CLUSTER_IP or not exposure.address:
+    if exposure.type is ExposureType.CLUSTER_IP:
         return ""
     service = await run.client.get("v1", "Service", release, run.host_namespace) or {}
+    return service_server(exposure, service)
+
+
+def service_server(exposure: VClusterExposure, service: dict) -> str | None:
+    """``https://<address>:<nodePort>`` for NodePort; ``https://<ingress IP or host name>:<port>`` of
+    the https port for LoadBalancer; None until the Service has them."""
     ports = (service.get("spec") or {}).get("ports") or []
-    node_port = next((port.get("nodePort") for port in ports if port.get("name") == "https"), None)
-    return node_port_server(exposure.address, node_port) if node_port else None
+    https: dict = next((port for port in ports if port.get("name") == "https"), {})
+    if exposure.type is ExposureType.LOAD_BALANCER:
+        ingress = (((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or [{}])[0]
+        address = ingress.get("ip") or ingress.get("hostname")
+        return https_server(address, https["port"]) if address and https.get("port") else None
+    node_port = https.get("nodePort")
+    return https_server(exposure.address, node_port) if exposure.address and node_port else None
+
+
+def waiting_for_exposure(run: Pass, waiting_for: str) -> None:
+    """VClusterReady False while the Service lacks what the exposure needs: its node port (a moment),
+    or its load-balancer address (LoadBalancerPending: as long as no implementation serves it)."""
+    exposure = run.config.vcluster.exposure
+    if exposure.type is not ExposureType.LOAD_BALANCER:
+        waiting(run, reasons.WAITING_FOR_CONTROL_PLANE, f"{waiting_for} to be given the node port of its https "
+                "port (config vcluster.exposure: NodePort)")
+        return
+    implementation = (f"of class {exposure.load_balancer_class}" if exposure.load_balancer_class
+                      else "(no loadBalancerClass: the cluster's default)")
+    requested = f" the requested address {exposure.address}" if exposure.address else " an address"
+    waiting(run, reasons.LOAD_BALANCER_PENDING, f"{waiting_for} to be given{requested} by the load balancer "
+            f"{implementation} (config vcluster.exposure: LoadBalancer); if this persists, check that such an "
+            "implementation runs and has a free address, and read the Service's events", WAIT_FOR_LOAD_BALANCER_SECONDS)

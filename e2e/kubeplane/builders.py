@@ -1,0 +1,45 @@
+"""Builders of the objects tests write again and again: containers, pods and GPU pools of the
+operator configuration. Plain dicts, as the API server and the operator's models take them; one
+module so that unit tests (operator/tests) and e2e tests build them alike."""
+
+from __future__ import annotations
+
+from typing import Any
+
+POOL_LABEL = "gputenant.io/pool"
+"""The node label and taint key a placed pool selects and tolerates (examples/config.yaml's shape)."""
+
+
+def container(name: str = "main", limits: dict | None = None, image: str = "registry.example/app:1",
+              **fields: Any) -> dict:
+    """A container named `name` with `limits` as its resource limits (e.g. ``{"nvidia.com/gpu": 1}``)."""
+    result: dict[str, Any] = {"name": name, "image": image, **fields}
+    if limits:
+        result["resources"] = {"limits": limits}
+    return result
+
+
+def pod(*containers: dict, labels: dict | None = None, annotations: dict | None = None,
+        metadata: dict | None = None, **spec: Any) -> dict:
+    """A Pod of `containers` (one default container when none), `spec` fields beside them; named by
+    `metadata` (default: a generated name, as a test creating many pods needs)."""
+    meta: dict[str, Any] = dict(metadata or {"generateName": "case-"})
+    if labels is not None:
+        meta["labels"] = labels
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"containers": list(containers) or [container()], **spec}}
+
+
+def pool(name: str, mode: str, model: str = "A100-80GB", memory_mib: int = 81920, **fields: Any) -> dict:
+    """A GPU pool of the operator configuration (pools[]): `model` GPUs of `memory_mib`, nothing more."""
+    return {"name": name, "mode": mode, "gpuModel": model, "gpuMemoryMiB": memory_mib, **fields}
+
+
+def placed_pool(name: str, mode: str, model: str = "A100-80GB", gpus: int = 8, **fields: Any) -> dict:
+    """`pool` with `gpus` GPUs on nodes labelled ``gputenant.io/pool=<name>`` and tainted so that only
+    the pool's pods tolerate them."""
+    return pool(name, mode, model, gpus=gpus, nodeSelector={POOL_LABEL: name},
+                tolerations=[{"key": POOL_LABEL, "operator": "Equal", "value": name, "effect": "NoSchedule"}],
+                **fields)
