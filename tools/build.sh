@@ -2,9 +2,10 @@
 # Builds the pinned tools of the local cluster from Go modules into a git-ignored cache: the control
 # plane (etcd, kube-apiserver, kube-controller-manager, kubectl, helm), the node (kubelet, kube-proxy,
 # kube-scheduler, the project's pause and httpsget, plus Debian's containerd/runc/CNI installed with
-# apt-get when missing), kwok for the simulated GPU nodes, and the KAI-Scheduler components. A binary already built at its pinned version is
-# skipped, so a warm run costs a few milliseconds. The cache lives outside the clone (default
-# ~/.cache/gputenant-operator/tools) so fresh clones reuse it; override with GPUTENANT_TOOLS_DIR.
+# apt-get when missing), kwok for the simulated GPU nodes, and the KAI-Scheduler components; with
+# --argocd also Argo CD. A binary already built at its pinned version is skipped, so a warm run costs
+# a few milliseconds. The cache lives outside the clone (default ~/.cache/gputenant-operator/tools)
+# so fresh clones reuse it; override with GPUTENANT_TOOLS_DIR.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -28,13 +29,14 @@ COREDNS_VERSION=v1.14.1
 LOCAL_PATH_PROVISIONER_VERSION=v0.0.30
 KUBE_ROUTER_VERSION=v2.1.0
 METALLB_VERSION=v0.15.2
+ARGOCD_VERSION=v3.6.1
 
 if [[ ${1:-} == --versions ]]; then
   echo "kube=$KUBE_VERSION etcd=$ETCD_VERSION helm=$HELM_VERSION kwok=$KWOK_VERSION kai=$KAI_VERSION" \
     "pause=$PAUSE_VERSION httpsget=$HTTPSGET_VERSION vcluster=$VCLUSTER_VERSION kine=$KINE_VERSION" \
     "coredns=$COREDNS_VERSION local-path-provisioner=$LOCAL_PATH_PROVISIONER_VERSION" \
     "kube-router=$KUBE_ROUTER_VERSION" \
-    "metallb=$METALLB_VERSION"
+    "metallb=$METALLB_VERSION argocd=$ARGOCD_VERSION"
   exit 0
 fi
 
@@ -126,4 +128,17 @@ build local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" local-path-provis
 for component in controller speaker; do
   build "metallb-$component" "$METALLB_VERSION" metallb "go.universe.tf/metallb/$component"
 done
+
+# With --argocd only (the GitOps tests ask for it through e2e/kubeplane/argocd.py; nothing else pays
+# for it): Argo CD's multi-call binary (ARGOCD_BINARY_NAME picks the application controller, repo
+# server or ApplicationSet controller), built from tools/argocd, whose go.mod copies upstream's
+# replace directives. v3.6.1 is the newest version the proxy serves; its go.mod needs Go 1.27, which
+# the go command takes from the module proxy (GOTOOLCHAIN below). Its repo server runs Debian's git,
+# its cache is Debian's redis.
+if [[ ${1:-} == --argocd ]]; then
+  NODE_PACKAGES=(redis-server git)
+  install_node_packages
+  GOTOOLCHAIN=go1.27.3 build argocd "$ARGOCD_VERSION" argocd github.com/argoproj/argo-cd/v3/cmd \
+    "-X github.com/argoproj/argo-cd/v3/common.version=${ARGOCD_VERSION#v}"
+fi
 echo "tools: ready in $bin_dir"

@@ -35,7 +35,8 @@ def tools_bin_dir() -> Path:
 
 def pinned_versions() -> dict[str, str]:
     """The versions build.sh pins, by key (kube, etcd, helm, kwok, kai, pause, httpsget, vcluster,
-    kine, coredns, local-path-provisioner, kube-router, metallb)."""
+    kine, coredns, local-path-provisioner, kube-router, metallb, argocd; argocd is built only on
+    request, see kubeplane.argocd)."""
     output = subprocess.run(["bash", str(BUILD_SCRIPT), "--versions"], check=True,
                             capture_output=True, text=True).stdout
     return dict(item.split("=", 1) for item in output.split())

@@ -19,13 +19,16 @@ Test modules whose tests use the operator and the `plane` fixture together overr
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
+from gputenant import naming
 from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
+from kubeplane.argocd import ArgoCD
 from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd, label_cpu_node
 from kubeplane.inprocess import inprocess, op  # noqa: F401 (fixtures: the in-process reconciler, test_reconciler_inprocess*)
 from kubeplane.kai_fixtures import gpu_scheduling
@@ -119,6 +122,33 @@ class Tenants:
     def get(self, name: str) -> dict | None:
         return tenant(self.plane, name)
 
+    def volumes_claimed_in(self, namespace: str | None = None) -> set[str]:
+        """PersistentVolumes (released ones too) claimed from `namespace`; every one when None."""
+        volumes = json.loads(self.plane.kubectl("get", "persistentvolumes", "-o", "json").stdout)["items"]
+        return {volume["metadata"]["name"] for volume in volumes
+                if namespace is None or (volume["spec"].get("claimRef") or {}).get("namespace") == namespace}
+
+    def assert_nothing_left(self, name: str, namespace: str, data_volumes: set[str]) -> None:
+        """Nothing of the deleted tenant on the host: its namespace (and with it the Helm release, the
+        StatefulSet's data claim, Secrets), the volumes the provisioner made for it (reclaim policy
+        Delete), and every object labelled with the tenant, Argo CD's cluster Secret and the Queue included."""
+        plane = self.plane
+        assert plane.kubectl("get", "namespace", namespace, check=False).returncode != 0
+        try:
+            wait_for(lambda: not (self.volumes_claimed_in(namespace) or data_volumes & self.volumes_claimed_in()),
+                     timeout=120, interval=2, what=f"the volumes of {namespace} deleted by the provisioner")
+        except TimeoutError:
+            raise AssertionError(plane.kubectl("get", "persistentvolumes", "-o", "wide").stdout) from None
+        labelled = f"{naming.TENANT_LABEL}={name}"
+        namespaced = plane.kubectl("get", "secrets,configmaps,persistentvolumeclaims,serviceaccounts,roles,"
+                                   "rolebindings,networkpolicies,resourcequotas,limitranges,statefulsets,services,pods",
+                                   "--all-namespaces", "-l", labelled, "-o", "name").stdout.split()
+        cluster_wide = plane.kubectl("get", "namespaces,clusterroles,clusterrolebindings,queues.scheduling.run.ai",
+                                     "-l", labelled, "-o", "name").stdout.split()
+        helm_release = plane.kubectl("get", "secrets", "--all-namespaces", "-o", "name",
+                                     "-l", f"owner=helm,name={naming.release_name(name)}").stdout.split()
+        assert not (namespaced or cluster_wide or helm_release), (namespaced, cluster_wide, helm_release)
+
     def wait_ready(self, name: str, timeout: float = 300) -> dict:
         """Up to 5 minutes: a real vCluster takes 25-60 s alone, more on 2 busy cores."""
         return wait_ready(self.plane, self.operator, name, timeout)
@@ -160,6 +190,16 @@ def operator(vcluster_node: ControlPlane, tmp_path_factory, request):
     resync = getattr(request.module, "OPERATOR_RESYNC_SECONDS", RESYNC_SECONDS)
     with guarded_operator(vcluster_node, tmp_path_factory.mktemp("operator"), resync_seconds=resync) as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def argocd(vcluster_node: ControlPlane, tmp_path_factory):
+    """Argo CD (application controller, repo server, ApplicationSet controller, redis) and the Git
+    repository it reads, on the node plane, for one module: only the GitOps tests ask for it (its
+    first use builds Argo CD, minutes cold; see kubeplane.argocd)."""
+    running = ArgoCD(tmp_path_factory.mktemp("argocd")).start(vcluster_node)
+    yield running
+    running.stop()
 
 
 @pytest.fixture(scope="module")

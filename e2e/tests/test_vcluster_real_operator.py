@@ -91,7 +91,7 @@ def _kubeconfig(plane: ControlPlane, owner: Path, namespace: str, secret_name: s
 
 
 @pytest.mark.parametrize("trust_file", ["untrusted", "internal", "trusted"])
-def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vcluster_node, real_operator,
+def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vcluster_node, real_operator, real_tenants,
                                                                            trust_file: str, tmp_path: Path):
     plane = vcluster_node
     body = example_tenant(trust_file)
@@ -151,7 +151,7 @@ def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vclu
         refused = plane.kubectl("get", "secret", secret_name, "-n", namespace,
                                 kubeconfig_path=other_owner, check=False)
         assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
-        data_volumes = _volumes_claimed_in(plane, namespace)
+        data_volumes = real_tenants.volumes_claimed_in(namespace)
         assert data_volumes, f"the vCluster's data claim in {namespace} is bound to a provisioned volume"
         if trust_file == "trusted":  # one tenant is enough; its vCluster is already running
             _a_deleted_control_plane_pod_is_not_ready_until_the_new_one_answers(plane, name, namespace, view,
@@ -160,7 +160,7 @@ def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vclu
         plane.kubectl("delete", "gputenant", name, "--wait=false", check=False)
         wait_for(lambda: plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) is None,
                  timeout=300, interval=2, what=f"tenant {name} offboarded")
-    _assert_nothing_left(plane, name, namespace, data_volumes)
+    real_tenants.assert_nothing_left(name, namespace, data_volumes)
 
 
 def _wait(check, timeout: float, what: str, operator):
@@ -223,34 +223,6 @@ def _a_deleted_control_plane_pod_is_not_ready_until_the_new_one_answers(plane: C
     subprocess.run([*view, "get", "namespaces"], capture_output=True, timeout=60, check=True)
     print(f"tenant {name}: Ready=False ({found[reasons.READY]['reason']}) {noticed - deleted:.1f}s after its "
           f"control-plane pod was deleted; Ready again {again - pod_ready_at:.1f}s after the new pod turned ready")
-
-
-def _volumes_claimed_in(plane: ControlPlane, namespace: str | None = None) -> set[str]:
-    """PersistentVolumes (released ones too) claimed from `namespace`; every one when None."""
-    volumes = json.loads(plane.kubectl("get", "persistentvolumes", "-o", "json").stdout)["items"]
-    return {volume["metadata"]["name"] for volume in volumes
-            if namespace is None or (volume["spec"].get("claimRef") or {}).get("namespace") == namespace}
-
-
-def _assert_nothing_left(plane: ControlPlane, name: str, namespace: str, data_volumes: set[str]) -> None:
-    """Nothing of the deleted tenant on the host: its namespace (and with it the Helm release, the
-    StatefulSet's data claim, Secrets), the volumes the provisioner made for it (reclaim policy
-    Delete), and every object labelled with the tenant, Argo CD's cluster Secret and the Queue included."""
-    assert plane.kubectl("get", "namespace", namespace, check=False).returncode != 0
-    try:
-        wait_for(lambda: not (_volumes_claimed_in(plane, namespace) or data_volumes & _volumes_claimed_in(plane)),
-                 timeout=120, interval=2, what=f"the volumes of {namespace} deleted by the provisioner")
-    except TimeoutError:
-        raise AssertionError(plane.kubectl("get", "persistentvolumes", "-o", "wide").stdout) from None
-    labelled = f"{naming.TENANT_LABEL}={name}"
-    namespaced = plane.kubectl("get", "secrets,configmaps,persistentvolumeclaims,serviceaccounts,roles,rolebindings,"
-                               "networkpolicies,resourcequotas,limitranges,statefulsets,services,pods",
-                               "--all-namespaces", "-l", labelled, "-o", "name").stdout.split()
-    cluster_wide = plane.kubectl("get", "namespaces,clusterroles,clusterrolebindings,queues.scheduling.run.ai",
-                                 "-l", labelled, "-o", "name").stdout.split()
-    helm_release = plane.kubectl("get", "secrets", "--all-namespaces", "-o", "name",
-                                 "-l", f"owner=helm,name={naming.release_name(name)}").stdout.split()
-    assert not (namespaced or cluster_wide or helm_release), (namespaced, cluster_wide, helm_release)
 
 
 def _from_argocd_pod(plane: ControlPlane, pod: str, server: str, token: str, ca: bytes, directory: Path) -> str:

@@ -27,7 +27,7 @@ def run_health(obj: dict) -> dict:
     end""")
     table = sandbox(HEALTH_LUA_PATH.read_text(), runtime.table_from(json.loads(json.dumps(obj)), recursive=True))
     result = dict(table.items())
-    assert set(result) == {"status", "message"}
+    assert set(result) <= {"status", "message", "deletionMessage"} and {"status", "message"} <= set(result)
     assert result["status"] in ARGO_STATUSES
     return result
 
@@ -86,6 +86,8 @@ def test_deletion_prevented_is_suspended():
     result = run_health(tenant(status=ready("True", extra=[prevented]), deletionTimestamp="2026-11-21T08:00:00Z"))
     assert result["status"] == "Suspended"
     assert "spec.preventDeletion" in result["message"]
+    # Argo CD 3.6 keeps the script's status for a terminating object only with a deletionMessage
+    assert result["deletionMessage"] == result["message"]
     by_reason = ready("False", "DeletionPrevented", "set spec.preventDeletion to false to delete")
     assert run_health(tenant(status=by_reason))["status"] == "Suspended"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant
 from gputenant.config.models import OperatorConfig
 from gputenant.policy.choose import decide
@@ -17,7 +18,9 @@ from gputenant.render import render_tenant
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples" / "argocd"
-APPS = {path.stem: yaml.safe_load(path.read_text()) for path in sorted((EXAMPLES / "apps").glob("*.yaml"))}
+MANIFESTS = {path.stem: yaml.safe_load(path.read_text()) for path in sorted((EXAMPLES / "apps").glob("*.yaml"))}
+APPS = {name: body for name, body in MANIFESTS.items() if body["kind"] == "Application"}
+APPLICATION_SETS = {name: body for name, body in MANIFESTS.items() if body["kind"] == "ApplicationSet"}
 ROOT = yaml.safe_load((EXAMPLES / "root.yaml").read_text())
 TENANT_FILES = sorted((EXAMPLES / "tenants").glob("*.yaml"))
 
@@ -36,9 +39,20 @@ def test_applications_point_at_paths_in_this_repository():
     assert APPS["tenants"]["spec"]["source"]["path"] == "examples/argocd/tenants"
 
 
+def test_the_workloads_application_set_targets_every_cluster_secret_the_operator_writes():
+    assert set(APPLICATION_SETS) == {"workloads"}
+    spec = APPLICATION_SETS["workloads"]["spec"]
+    [generator] = spec["generators"]
+    selector = generator["clusters"]["selector"]["matchLabels"]
+    assert selector.items() <= naming.tenant_labels("any-team", "argocd").items()
+    assert (REPO_ROOT / spec["template"]["spec"]["source"]["path"]).is_dir()
+    assert spec["template"]["spec"]["destination"]["server"] == "{{.server}}"
+
+
 def test_operator_syncs_before_tenants_and_tenants_tolerate_a_missing_crd():
     assert wave(APPS["operator"]) < wave(APPS["tenants"])
     assert "SkipDryRunOnMissingResource=true" in APPS["tenants"]["spec"]["syncPolicy"]["syncOptions"]
+    assert APPS["tenants"]["spec"]["syncPolicy"]["automated"]["allowEmpty"] is True
     assert "ServerSideApply=true" in APPS["operator"]["spec"]["syncPolicy"]["syncOptions"]
 
 
@@ -47,7 +61,8 @@ def test_every_tenant_needs_confirmation_to_be_deleted_and_is_a_valid_gpu_tenant
     names = []
     for path in TENANT_FILES:
         body = yaml.safe_load(path.read_text())
-        assert body["metadata"]["annotations"]["argocd.argoproj.io/sync-options"] == "Delete=confirm", path.name
+        options = body["metadata"]["annotations"]["argocd.argoproj.io/sync-options"].split(",")
+        assert {"Prune=confirm", "Delete=confirm"} <= set(options), path.name
         names.append(GpuTenant.model_validate(body).name)
     assert len(names) == len(set(names))
 

@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "exit 1 as soon as one fails for a reason the operator does not retry")
     up.add_argument("--timeout", type=float, default=600, metavar="S",
                     help="give up (exit 1) if the tenants are not all Ready after S seconds (default: 600)")
+    up.add_argument("--argocd", action="store_true",
+                    help="also run Argo CD (built on first use, minutes) with a local Git repository, and print "
+                         "how to use it")
     return parser
 
 
@@ -43,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     options = DevOptions(directory=args.dir.resolve(), config_path=args.config.resolve(),
                          tenants_path=args.tenants.resolve(), timeout_seconds=args.timeout,
-                         exit_when_ready=args.exit_when_ready)
+                         exit_when_ready=args.exit_when_ready, argocd=args.argocd)
     return Session(options).run()
 
 

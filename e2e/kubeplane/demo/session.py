@@ -45,6 +45,7 @@ from kubeplane.gpu_nodes import GpuNode, GpuNodeError, pool_nodes
 
 if TYPE_CHECKING:
     from kubeplane import ControlPlane
+    from kubeplane.argocd import ArgoCD
     from kubeplane.kwok import Kwok
     from kubeplane.process import Process
     from kubeplane.storage import LocalPathProvisioner
@@ -75,6 +76,7 @@ class DevOptions:
     tenants_path: Path = DEFAULT_TENANTS
     timeout_seconds: float = 600
     exit_when_ready: bool = False
+    argocd: bool = False
 
 
 def simulated_gpu_nodes(config_path: Path, config: OperatorConfig) -> list[GpuNode]:
@@ -149,6 +151,7 @@ class Session:
         self.kwok: Kwok | None = None
         self.provisioner: LocalPathProvisioner | None = None
         self._operator: Process | None = None
+        self.argocd: ArgoCD | None = None
         self._table_lines = 0
 
     @property
@@ -221,6 +224,8 @@ class Session:
         self.install_crds()
         self.create_gpu_nodes(config, nodes)
         self.start_operator(expose_at_node(config_document, self.plane.require_node().network.node_ip))
+        if options.argocd:
+            self.start_argocd()
         self.apply_tenants(manifests)
 
         names = [m["metadata"]["name"] for m in manifests]
@@ -291,6 +296,15 @@ class Session:
         async with KubeClient.from_kubeconfig(str(self.plane.kubeconfig_path), config.field_manager) as client:
             result = await apply_pools(client, config)
         return len(result.written)
+
+    def start_argocd(self) -> None:
+        from kubeplane.argocd import ArgoCD
+
+        self.say("starting Argo CD (redis, repo server, application and ApplicationSet controllers; "
+                 "`tools/build.sh --argocd` builds it first if missing, minutes cold)")
+        argocd = ArgoCD(self.options.directory / "argocd").start(self.plane)
+        self.argocd = argocd
+        print(argocd.how_to_use(), file=self.out, flush=True)
 
     def start_operator(self, config_document: dict) -> None:
         from kubeplane.process import Process
@@ -427,11 +441,14 @@ class Session:
             return 0
 
     def stop(self) -> None:
-        """Operator first (so it acts on nothing while the rest goes), then the provisioner and kwok,
+        """Argo CD, then the operator (so it acts on nothing while the rest goes), then the provisioner and kwok,
         then the plane (with its node and the vCluster pods on it). A second Ctrl-C must not cut this short and leave
         processes."""
         previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            if self.argocd is not None:
+                self.argocd.stop()
+                self.argocd = None
             if self._operator is not None:
                 self._operator.stop()
                 self._operator = None

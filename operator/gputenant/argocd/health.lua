@@ -3,9 +3,9 @@
 -- expects {status, message}. Only Argo's base and table libraries are available, so no string.*.
 --
 -- Suspended: deletion is blocked by spec.preventDeletion (condition DeletionPrevented=True, or
--- any condition with reason DeletionPrevented). Note: while metadata.deletionTimestamp is set,
--- Argo CD reports "Progressing: Pending deletion" itself and never runs this script, so Argo shows
--- a blocked deletion as Progressing; the branches for it below serve other callers of the script.
+-- any condition with reason DeletionPrevented). While metadata.deletionTimestamp is set, Argo CD
+-- (gitops-engine's pendingDeletionHealth, v3.6) reports "Progressing: Pending deletion" unless the
+-- script sets hs.deletionMessage: the blocked branch sets it, so a blocked deletion shows Suspended.
 -- Suspended too: the tenant sleeps (spec.sleep; condition Asleep=True), so its Ready=False/Asleep
 -- is the platform's choice, not a fault.
 local hs = {}
@@ -38,6 +38,7 @@ local blocked = deletion_prevented()
 if blocked ~= nil then
   hs.status = "Suspended"
   hs.message = "Deletion is blocked by spec.preventDeletion: " .. (blocked.message or "")
+  hs.deletionMessage = hs.message
   return hs
 end
 
