@@ -108,10 +108,10 @@ class VClusterDouble:
         """The control plane started: its pods (the controller's) Ready, and, with `secret`, its
         admin kubeconfig written to ``vc-<release>``."""
         for pod in await self.pods(release, namespace):
-            await self.client.patch_status("v1", "Pod", pod["metadata"]["name"], {
+            await self.client.patch("v1", "Pod", pod["metadata"]["name"], {"status": {
                 "phase": "Running", "conditions": [{"type": "Ready", "status": "True"},
-                                                   {"type": "ContainersReady", "status": "True"}]},
-                namespace=namespace)
+                                                   {"type": "ContainersReady", "status": "True"}]}},
+                namespace=namespace, subresource="status")
         if secret:
             await self.write_admin_secret(release, namespace, admin_kubeconfig(release, namespace, self.ca_pem))
 
