@@ -31,14 +31,12 @@ from pathlib import Path
 
 import yaml
 
+from bench.real_vcluster import operator_on_real_vclusters
 from gputenant import naming
 from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane
-from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd
-from kubeplane.operator_process import GPUTENANT, OperatorProcess, real_vcluster_config
-from kubeplane.storage import LocalPathProvisioner
-from kubeplane.tools import REPO_ROOT, ensure_tools, pinned_versions
-from kubeplane.vcluster_images import vcluster_images
+from kubeplane.operator_process import GPUTENANT
+from kubeplane.tools import ensure_tools, pinned_versions
 
 TIMEOUT_SECONDS = 600
 OWNER_ROLE = "admin"
@@ -184,26 +182,15 @@ def main(argv: list[str] | None = None) -> int:
     ensure_tools()
     workdir = Path(tempfile.mkdtemp(prefix="gputenant-kubeconfig-latency-"))
     timings: list[Timing] = []
-    with ControlPlane(node=True) as plane:
-        plane.node.containerd.import_images(list(vcluster_images(plane.bin_dir).values()))
-        install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
-        install_kai_queue_crd(plane)
-        plane.kubectl("create", "namespace", ARGOCD_NAMESPACE)
-        provisioner = LocalPathProvisioner().start(plane)
-        config = real_vcluster_config(plane, workdir / "config.yaml")
-        operator = OperatorProcess(plane, config, workdir / "operator.log", resync_seconds=None).start()
-        try:
-            for round_ in range(1, args.rounds + 1):
-                order = ("operator", "script") if round_ % 2 else ("script", "operator")
-                for variant in order:
-                    name = f"{variant[:2]}-{round_}"
-                    working, pod = (by_operator(plane, workdir, config, name, args.poll) if variant == "operator"
-                                    else by_script(plane, workdir, config, name, args.poll))
-                    timings.append(Timing(variant, round_, working, pod, os.getloadavg()[0]))
-                    print(f"round {round_} {variant}: {working:.1f} s", flush=True)
-        finally:
-            operator.stop()
-            provisioner.stop()
+    with operator_on_real_vclusters(workdir, resync_seconds=None) as (plane, config):
+        for round_ in range(1, args.rounds + 1):
+            order = ("operator", "script") if round_ % 2 else ("script", "operator")
+            for variant in order:
+                name = f"{variant[:2]}-{round_}"
+                working, pod = (by_operator(plane, workdir, config, name, args.poll) if variant == "operator"
+                                else by_script(plane, workdir, config, name, args.poll))
+                timings.append(Timing(variant, round_, working, pod, os.getloadavg()[0]))
+                print(f"round {round_} {variant}: {working:.1f} s", flush=True)
     print_report(timings)
     return 0
 

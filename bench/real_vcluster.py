@@ -19,6 +19,8 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -26,7 +28,7 @@ import yaml
 from kubeplane import ControlPlane, wait_for
 from kubeplane.cgroups import hierarchies
 from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd
-from kubeplane.operator_process import OperatorProcess, real_vcluster_config
+from kubeplane.operator_process import RESYNC_SECONDS, OperatorProcess, real_vcluster_config
 from kubeplane.storage import LocalPathProvisioner
 from kubeplane.tools import REPO_ROOT, ensure_tools, pinned_versions
 from kubeplane.vcluster_images import vcluster_images
@@ -124,6 +126,28 @@ def mem_available_mib() -> float:
     return 0.0
 
 
+@contextmanager
+def operator_on_real_vclusters(workdir: Path, resync_seconds: int | None = RESYNC_SECONDS
+                               ) -> Iterator[tuple[ControlPlane, Path]]:
+    """A fresh plane with a node ready for real vClusters (the project's images imported, the tenant
+    and KAI Queue CRDs, Argo CD's namespace, the real local-path-provisioner) and the operator on
+    the host (real chart, NodePort exposure) resyncing every `resync_seconds` (None: production).
+    Yields the plane and the operator's configuration file."""
+    with ControlPlane(node=True) as plane:
+        plane.require_node().containerd.import_images(list(vcluster_images(plane.bin_dir).values()))
+        install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
+        install_kai_queue_crd(plane)
+        plane.kubectl("create", "namespace", ARGOCD_NAMESPACE)
+        provisioner = LocalPathProvisioner().start(plane)
+        config = real_vcluster_config(plane, workdir / "config.yaml")
+        operator = OperatorProcess(plane, config, workdir / "operator.log", resync_seconds=resync_seconds).start()
+        try:
+            yield plane, config
+        finally:
+            operator.stop()
+            provisioner.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.real_vcluster", description=__doc__.splitlines()[0])
     parser.add_argument("--tenants", type=int, default=3, help="real vClusters to start (default 3)")
@@ -132,28 +156,16 @@ def main(argv: list[str] | None = None) -> int:
     ensure_tools()
     workdir = Path(tempfile.mkdtemp(prefix="gputenant-real-vcluster-"))
     available_before = mem_available_mib()
-    with ControlPlane(node=True) as plane:
-        plane.node.containerd.import_images(list(vcluster_images(plane.bin_dir).values()))
-        install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
-        install_kai_queue_crd(plane)
-        plane.kubectl("create", "namespace", ARGOCD_NAMESPACE)
-        provisioner = LocalPathProvisioner().start(plane)
-        operator = OperatorProcess(plane, real_vcluster_config(plane, workdir / "config.yaml"),
-                                   workdir / "operator.log").start()
-        try:
-            names = [f"real-{index}" for index in range(args.tenants)]
-            seconds = apply_and_time(plane, names[:1])
-            if names[1:]:
-                seconds |= apply_and_time(plane, names[1:])
-            time.sleep(args.settle)
-            summary = json.loads(plane.kubectl("get", "--raw",
-                                               f"/api/v1/nodes/{plane.node.name}/proxy/stats/summary").stdout)
-            memory = {name: vcluster_memory(plane, name, summary) for name in names}
-            allocatable = json.loads(plane.kubectl("get", "node", plane.node.name, "-o", "json").stdout)[
-                "status"]["allocatable"]
-        finally:
-            operator.stop()
-            provisioner.stop()
+    with operator_on_real_vclusters(workdir) as (plane, _):
+        names = [f"real-{index}" for index in range(args.tenants)]
+        seconds = apply_and_time(plane, names[:1])
+        if names[1:]:
+            seconds |= apply_and_time(plane, names[1:])
+        time.sleep(args.settle)
+        node = plane.require_node()
+        summary = json.loads(plane.kubectl("get", "--raw", f"/api/v1/nodes/{node.name}/proxy/stats/summary").stdout)
+        memory = {name: vcluster_memory(plane, name, summary) for name in names}
+        allocatable = json.loads(plane.kubectl("get", "node", node.name, "-o", "json").stdout)["status"]["allocatable"]
     print("# A real vCluster (v0.36.1, the upstream chart) on this machine\n")
     print(f"Machine: {os.cpu_count()} cores, MemAvailable before the run {available_before / 1024:.1f} GiB, "
           f"load average at the end {', '.join(f'{x:.1f}' for x in os.getloadavg())}\n")

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .pki import CertificateAuthority, KeyPair, service_account_keys
-from .process import Process, wait_until_serving
+from .process import Process, healthz_ok, wait_until_serving
 
 ADMIN_USER = "kubeplane-admin"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -49,15 +49,8 @@ def https_status(port: int, path: str, ca_file: Path, client: tuple[Path, Path] 
 
 
 def http_ok(port: int, path: str) -> bool:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        connection.request("GET", path)
-        return connection.getresponse().status == 200
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        connection.close()
-
+    """Whether plain-HTTP `path` on 127.0.0.1:`port` answers 200 (etcd, the kube components)."""
+    return healthz_ok("127.0.0.1", port, path, timeout=5)
 
 
 class APIServerFiles:

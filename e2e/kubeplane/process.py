@@ -130,10 +130,10 @@ def wait_for(probe: Callable[[], T | None], *, timeout: float = 30, interval: fl
         time.sleep(interval)
 
 
-def healthz_ok(host: str, port: int, path: str = "/healthz") -> bool:
+def healthz_ok(host: str, port: int, path: str = "/healthz", timeout: float = 2) -> bool:
     """Whether plain-HTTP `path` on host:port answers 200 (kube-proxy's and kube-router's /healthz,
-    MetalLB's /metrics)."""
-    connection = http.client.HTTPConnection(host, port, timeout=2)
+    MetalLB's /metrics, etcd's /health)."""
+    connection = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         connection.request("GET", path)
         return connection.getresponse().status == 200
