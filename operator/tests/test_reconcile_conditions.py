@@ -152,3 +152,42 @@ def test_a_new_revoke_request_revokes_before_anything_else():
     assert issue_reason(fresh, timedelta(minutes=10), now, "", "https://vc", "incident-42") == "revoked"
     fresh["metadata"]["annotations"]["gputenant.io/revocation"] = "incident-42"
     assert issue_reason(fresh, timedelta(minutes=10), now, "", "https://vc", "incident-42") is None
+
+
+def _tenant(parts: dict[str, tuple[str, str] | None]) -> list:
+    """Conditions with `parts` (type -> (status, reason), None: not set yet), the rest True, and
+    Ready summarised."""
+    conditions: list = []
+    for part in cond.PART_CONDITIONS:
+        if (status_reason := parts.get(part, ("True", "Applied"))) is None:
+            continue
+        status, reason = status_reason
+        conditions = cond.set_condition(conditions, part, status, reason, f"{part} says {reason}", 1, T0)
+    return cond.set_condition(conditions, "Ready", *cond.summarise_ready(conditions), 1, T0)
+
+
+def test_onboarding_posts_one_normal_event_per_ready_transition_and_none_per_part():
+    starting = _tenant({"VClusterReady": ("False", "ControlPlaneStarting"), "KubeconfigReady": None})
+    assert cond.transition_events([], starting) == [
+        ("Normal", "ControlPlaneStarting", "Ready=False: VClusterReady: VClusterReady says ControlPlaneStarting")]
+    up = _tenant({"KubeconfigReady": ("False", "WaitingForControlPlane")})
+    assert cond.transition_events(starting, up) == [
+        ("Normal", "WaitingForControlPlane", "Ready=False: KubeconfigReady: KubeconfigReady says WaitingForControlPlane")]
+    ready = _tenant({})
+    assert cond.transition_events(up, ready) == [("Normal", "TenantReady", "Ready=True: all parts of the tenant are in place")]
+    assert cond.transition_events(ready, ready) == []
+
+
+def test_a_failing_part_gets_one_warning_and_ready_no_second_event():
+    ready = _tenant({})
+    failed = _tenant({"VClusterReady": ("False", "HelmAdmissionDenied")})
+    assert cond.transition_events(ready, failed) == [
+        ("Warning", "HelmAdmissionDenied", "VClusterReady=False: VClusterReady says HelmAdmissionDenied")]
+
+
+def test_ready_failing_without_a_failing_part_is_a_warning_and_a_wait_is_normal():
+    invalid = [cond.Condition(type="Ready", status="False", reason="InvalidSpec", message="spec.gpu.limit: ...",
+                              last_transition_time=T0)]
+    assert cond.transition_events([], invalid) == [("Warning", "InvalidSpec", "Ready=False: spec.gpu.limit: ...")]
+    asleep = _tenant({"VClusterReady": ("False", "Asleep")})
+    assert [kind for kind, _, _ in cond.transition_events(_tenant({}), asleep)] == ["Normal"]

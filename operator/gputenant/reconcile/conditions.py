@@ -26,6 +26,7 @@ from gputenant.api.conditions import (
     PROGRESSING,
     READY,
     TENANT_READY,
+    WAITS,
 )
 from gputenant.api.status import ATTESTATION, DELETION, PIPELINE, USAGE, Condition, ConditionStatus
 
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["DELETION_PREVENTED", "OWNED_BY", "PART_CONDITIONS", "READY", "Condition", "ConditionStatus",
            "as_status", "find", "ordered", "owned", "parse", "remove_condition", "set_condition", "status_of",
-           "summarise_ready"]
+           "summarise_ready", "transition_events"]
 
 MAX_MESSAGE = 32768
 """metav1.Condition's limit on a message (a Helm error can be longer)."""
@@ -115,3 +116,25 @@ def ordered(conditions: Iterable[Condition]) -> list[Condition]:
     """Ready first, then the parts in pipeline order, then anything else."""
     order = {t: i for i, t in enumerate((READY, *PART_CONDITIONS))}
     return sorted(conditions, key=lambda c: order.get(c.type, len(order)))
+
+
+def transition_events(before: list[Condition], after: list[Condition]) -> list[tuple[str, str, str]]:
+    """The Events (type, reason, message) a pass posts for what changed: one Warning per part that
+    turned False for a failure (not a wait, WAITS), and one Normal per transition of Ready, or a
+    Warning when Ready failed without a failing part to name it (an invalid spec). Part changes to
+    True and waits are told by Ready's Event alone, so a tenant's onboarding posts a few Events,
+    not one per condition."""
+    def changed(condition: Condition) -> bool:
+        old = find(before, condition.type)
+        return old is None or (old.status, old.reason) != (condition.status, condition.reason)
+
+    events = [("Warning", c.reason, f"{c.type}=False: {c.message}") for c in after
+              if c.type in PART_CONDITIONS and changed(c) and c.status is ConditionStatus.FALSE
+              and c.reason not in WAITS]
+    ready = find(after, READY)
+    if ready is not None and changed(ready):
+        failed = ready.status is not ConditionStatus.TRUE and ready.reason not in WAITS
+        if not (failed and events):
+            events.append(("Warning" if failed else "Normal", ready.reason,
+                           f"Ready={ready.status.value}: {ready.message}"))
+    return events

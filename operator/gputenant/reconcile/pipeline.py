@@ -193,14 +193,9 @@ async def finish(run: Pass) -> None:
     if drifted and was_ready_at_this_generation(run):
         await run.event("Warning", reasons.DRIFT_REPAIRED, "re-applied objects that were changed or deleted: "
                         + ", ".join(f"{k}/{n}" for _, k, _, n in drifted))
-    old_conditions = cond.parse(run.old_status.get("conditions") or [])
-    for condition in cond.owned(run.conditions, PIPELINE):
-        before = cond.find(old_conditions, condition.type)
-        if before is None or before.status != condition.status or before.reason != condition.reason:
-            # falling asleep and waking are the platform's choices, not faults
-            kind = "Normal" if condition.status == cond.ConditionStatus.TRUE or condition.type == reasons.ASLEEP \
-                else "Warning"
-            await run.event(kind, condition.reason, f"{condition.type}={condition.status.value}: {condition.message}")
+    for kind, reason, message in cond.transition_events(cond.parse(run.old_status.get("conditions") or []),
+                                                        run.conditions):
+        await run.event(kind, reason, message)
     await publish_view(run, whole_status(run.status, run.conditions, run.generation))
     await release_merge_patched_status(run)
     if comparable(new_status) == comparable(pipeline_part(run.old_status)):
