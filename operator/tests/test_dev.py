@@ -12,7 +12,7 @@ import yaml
 from gputenant.api.v1alpha1 import GpuTenant
 from gputenant.config.models import OperatorConfig
 from kubeplane.demo.defaults import DEFAULT_CONFIG, DEFAULT_TENANTS, LOCAL_CHART
-from kubeplane.demo.session import DevError, load_tenant_manifests, local_operator_config, simulated_gpu_nodes
+from kubeplane.demo.inputs import DevError, load_tenant_manifests, local_operator_config, simulated_gpu_nodes
 from kubeplane.demo.status import (
     CONVERGING_REASONS,
     assess,

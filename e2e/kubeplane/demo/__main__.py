@@ -41,7 +41,8 @@ def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from kubeplane.demo.session import DevOptions, Session
+    from kubeplane.demo.inputs import DevOptions
+    from kubeplane.demo.session import Session
 
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     options = DevOptions(directory=args.dir.resolve(), config_path=args.config.resolve(),
