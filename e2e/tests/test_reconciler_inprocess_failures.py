@@ -356,6 +356,8 @@ ASSERTED_ELSEWHERE = {
     "PROGRESSING": "Ready while parts are pending (test_reconcile_conditions.py)",
     "WOKEN_ON_REQUEST": "an owner's wake request from inside the virtual cluster (test_sleep_wake.py)",
     "IDLE_GPUS": "the idle policy's sleep (test_usage.py)",
+    "LOAD_BALANCER_PENDING": "a LoadBalancer Service no implementation has given an address yet; with the "
+                             "real MetalLB (test_exposure_loadbalancer.py) and the step's unit tests",
     **{name: "a decision the CRD or this config cannot reach here; the policy's unit tests (test_policy.py)"
        for name in ("MODE_NOT_ALLOWED_FOR_TRUST", "LIMIT_BELOW_QUOTA", "QUEUE_NAME_IS_PARENT_QUEUE",
                     "POOL_MODEL_MISMATCH", "NO_POOL_FOR_MODE", "PROFILE_NOT_ON_GPU", "PROFILE_NOT_IN_POOL",
