@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 import yaml
 
@@ -30,6 +31,7 @@ SERVICE_ACCOUNT_NAMESPACE = "kube-system"
 ROTATE_AFTER_FRACTION = 0.8
 MIN_TOKEN_SECONDS = 600
 """The TokenRequest API refuses shorter expirations."""
+T = TypeVar("T")
 ANSWER_SECONDS = 5.0
 """How long `unanswered` waits for the virtual cluster's API (a hung one would hold the pass)."""
 
@@ -149,10 +151,19 @@ async def _issue(admin_kubeconfig: dict, roles: list[str], token_seconds: int, s
     """Through the operator's own async client, closed before returning: the `kubernetes`
     package's generated API classes cost the operator about 20 MiB of resident memory once
     imported (docs/performance.md, hot spot 6), and a thread per call."""
+    async def issue_all(client: KubeClient) -> list[IssuedKubeconfig]:
+        return [await _issue_role(client, role, token_seconds, server, ca_data, context_name, role in revoke)
+                for role in roles]
+
+    return await in_virtual_cluster(admin_kubeconfig, field_manager, issue_all)
+
+
+async def in_virtual_cluster(admin_kubeconfig: dict, field_manager: str,
+                             work: Callable[[KubeClient], Awaitable[T]]) -> T:
+    """`work` with a client of the virtual cluster, its API errors as KubeconfigIssueError."""
     try:
         async with KubeClient.from_kubeconfig_dict(admin_kubeconfig, field_manager) as client:
-            return [await _issue_role(client, role, token_seconds, server, ca_data, context_name, role in revoke)
-                    for role in roles]
+            return await work(client)
     except ApiError as error:
         if error.status == 0:
             raise KubeconfigIssueError(f"the virtual cluster is unreachable: {error.message}",

@@ -16,7 +16,7 @@ from gputenant.render.errors import RenderError
 from gputenant.render.podsecurity import POD_SECURITY_LEVEL, POD_SECURITY_VERSION
 from gputenant.render.quantities import cpu_millicores, memory_megabytes
 from gputenant.render.templates import render_documents
-from gputenant.render.vcluster import render_vcluster_values
+from gputenant.render.vcluster import oidc_ca_configmap, render_vcluster_values
 
 GPU_RESOURCE = "requests.nvidia.com/gpu"
 
@@ -79,6 +79,9 @@ def render_tenant(tenant: GpuTenant, decision: Decision, config: OperatorConfig)
     roles, bindings = rbac(tenant)
     objects += render_documents("rbac.yaml", **context, roles=roles, bindings=bindings)
     objects.append(wake_request(name, spec.trust, namespace))
+    ca = oidc_ca_configmap(tenant, namespace)
+    if ca:
+        objects.append(ca)
     if not decision.possible:
         return RenderedTenant(objects=objects, vcluster_values=None)
     objects += render_documents("queue.yaml", **context, queue=_queue(tenant, decision))

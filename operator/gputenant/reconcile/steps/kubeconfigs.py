@@ -1,5 +1,5 @@
 """The owners' token kubeconfigs: issued when missing, revoked, requested, due or pointing at another server;
-the others kept untouched."""
+the others kept untouched; and the owners' OIDC identities bound inside the virtual cluster."""
 
 from __future__ import annotations
 
@@ -7,7 +7,15 @@ from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import KubeconfigStatus
 from gputenant.kube.applier import object_key
-from gputenant.kubeconfigs import REVOKED, issue_reason, kubeconfig_secret, server_of, token_annotations
+from gputenant.kubeconfigs import (
+    REVOKED,
+    binding_hash,
+    issue_reason,
+    kubeconfig_secret,
+    oidc_owners_binding,
+    server_of,
+    token_annotations,
+)
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.ownership import adopt
 
@@ -46,6 +54,7 @@ async def ensure(run: Pass) -> bool:
         for role in roles]
     await remove_unwanted(run, {entry.secret_name for entry in entries})
     run.status.kubeconfigs = entries
+    await bind_oidc_owners(run)
     if due:
         await run.event("Normal", reasons.KUBECONFIG_ISSUED, "issued kubeconfigs: " + ", ".join(
             f"{role} ({why[role]})" for role in due))
@@ -53,6 +62,18 @@ async def ensure(run: Pass) -> bool:
     run.set(CONDITION, True, reasons.ISSUED,
             f"{len(entries)} kubeconfig(s) in {run.host_namespace}; earliest expiry {soonest}")
     return True
+
+
+async def bind_oidc_owners(run: Pass) -> None:
+    """The owners' OIDC identities bound inside the virtual cluster (spec.vcluster.oidc), written
+    only when the binding differs from the one the status records."""
+    assert run.admin_kubeconfig is not None and run.status.vcluster is not None, "the vCluster step runs first"
+    binding = oidc_owners_binding(run.tenant.spec.owners, run.tenant.spec.vcluster.oidc)
+    wanted = binding_hash(binding)
+    if wanted == (run.status.vcluster.oidc_owners_hash or ""):
+        return
+    await run.services.issuer.bind_oidc_owners(run.name, run.admin_kubeconfig, binding)
+    run.status.vcluster = run.status.vcluster.model_copy(update={"oidc_owners_hash": wanted or None})
 
 
 async def remove_unwanted(run: Pass, wanted: set[str]) -> None:
