@@ -11,12 +11,14 @@ from gputenant.kubeconfigs.issue import (
     in_virtual_cluster,
     issue_kubeconfigs,
     kubeconfig_secret,
+    kubeconfig_secret_of,
     needs_rotation,
     service_account_name,
     unanswered,
 )
 from gputenant.kubeconfigs.oidc import (
     OIDC_OWNERS_BINDING,
+    OIDC_ROLE,
     binding_hash,
     oidc_kubeconfig,
     oidc_owner_subjects,
@@ -40,9 +42,9 @@ from gputenant.kubeconfigs.tokens import (
 )
 
 __all__ = [
-    "ARGOCD_ROLE", "OIDC_OWNERS_BINDING", "REVOKED", "ROLE_CLUSTER_ROLES", "ROTATE_AFTER_FRACTION", "ROTATION_ANNOTATION", "SERVER_ANNOTATION",
+    "ARGOCD_ROLE", "OIDC_OWNERS_BINDING", "OIDC_ROLE", "REVOKED", "ROLE_CLUSTER_ROLES", "ROTATE_AFTER_FRACTION", "ROTATION_ANNOTATION", "SERVER_ANNOTATION",
     "IssuedKubeconfig", "KubeconfigIssueError", "admin_kubeconfig", "binding_hash", "ca_of", "https_server",
-    "in_virtual_cluster", "issue_kubeconfigs", "oidc_kubeconfig", "oidc_owner_subjects", "oidc_owners_binding",
+    "in_virtual_cluster", "issue_kubeconfigs", "kubeconfig_secret_of", "oidc_kubeconfig", "oidc_owner_subjects", "oidc_owners_binding",
     "put_oidc_owners_binding",
     "issue_reason", "kubeconfig_secret", "needs_rotation", "recorded_annotations", "server_of", "service_account_name",
     "token_annotations", "token_lifetime", "token_of", "unanswered", "with_server",

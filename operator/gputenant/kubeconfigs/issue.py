@@ -69,6 +69,14 @@ def needs_rotation(expires_at: datetime | None, now: datetime, lifetime: timedel
 def kubeconfig_secret(tenant: str, role: str, namespace: str, issued: IssuedKubeconfig) -> dict:
     """The host Secret holding one issued kubeconfig (key ``config``), labelled as the tenant's,
     its expiry in an annotation so rotation needs no token parsing."""
+    secret = kubeconfig_secret_of(tenant, role, namespace, issued.kubeconfig_yaml)
+    secret["metadata"]["annotations"] = {naming.KUBECONFIG_EXPIRES_ANNOTATION: rfc3339(issued.expires_at)}
+    return secret
+
+
+def kubeconfig_secret_of(tenant: str, role: str, namespace: str, kubeconfig_yaml: str) -> dict:
+    """The host Secret ``<tenant>-kubeconfig-<role>`` holding a kubeconfig (key ``config``), labelled
+    as the tenant's; owners may read it (render.tenant.kubeconfig_secret_rule)."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -77,9 +85,8 @@ def kubeconfig_secret(tenant: str, role: str, namespace: str, issued: IssuedKube
             "name": naming.kubeconfig_secret_name(tenant, role),
             "namespace": namespace,
             "labels": naming.tenant_labels(tenant, "kubeconfig"),
-            "annotations": {naming.KUBECONFIG_EXPIRES_ANNOTATION: rfc3339(issued.expires_at)},
         },
-        "data": {"config": base64.b64encode(issued.kubeconfig_yaml.encode()).decode()},
+        "data": {"config": base64.b64encode(kubeconfig_yaml.encode()).decode()},
     }
 
 

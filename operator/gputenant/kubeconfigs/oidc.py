@@ -14,6 +14,7 @@ from gputenant.api.v1alpha1 import KubeconfigRole, Subject, SubjectKind, VCluste
 from gputenant.kube import KubeClient
 from gputenant.kubeconfigs.issue import ROLE_CLUSTER_ROLES
 
+OIDC_ROLE = naming.OIDC_KUBECONFIG_ROLE
 OIDC_OWNERS_BINDING = "gputenant-oidc-owners"
 """The ClusterRoleBinding inside the virtual cluster that makes the owners' OIDC identities admins."""
 RBAC_GROUP = "rbac.authorization.k8s.io"

@@ -149,7 +149,9 @@ def _subject(subject: Subject) -> dict:
 def kubeconfig_secret_rule(tenant: GpuTenant) -> dict | None:
     """`get` on exactly the issued kubeconfig Secrets. None when no kubeconfig is issued: a rule
     with empty resourceNames would grant every Secret, including vc-<release>."""
-    names = [naming.kubeconfig_secret_name(tenant.name, role.value) for role in tenant.spec.kubeconfig.roles]
+    roles = [role.value for role in tenant.spec.kubeconfig.roles] + (
+        [naming.OIDC_KUBECONFIG_ROLE] if tenant.spec.vcluster.oidc else [])
+    names = [naming.kubeconfig_secret_name(tenant.name, role) for role in roles]
     if not names:
         return None
     return {"apiGroups": [""], "resources": ["secrets"], "resourceNames": names, "verbs": ["get"]}
