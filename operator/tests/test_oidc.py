@@ -40,6 +40,7 @@ def test_defaults_prefix_users_and_groups_and_verify_rs256():
 
 @pytest.mark.parametrize(("fields", "field", "words"), [
     ({"issuerURL": "http://login.example.com"}, "issuerURL", "https URL"),
+    ({"issuerURL": "https://"}, "issuerURL", "https URL"),
     ({"issuerURL": "https://login.example.com/?realm=gpu"}, "issuerURL", "without query"),
     ({"issuerURL": "https://user@login.example.com"}, "issuerURL", "without query, fragment or user"),
     ({"clientID": "two words"}, "clientID", "pattern"),
@@ -68,6 +69,7 @@ def test_the_crd_carries_the_rules_the_model_checks():
     assert properties["required"] == ["issuerURL", "clientID"]
     rules = str(properties)
     assert "startsWith('system:')" in rules and "caBundle.contains('PRIVATE KEY')" in rules
+    assert "url(self).getScheme() == 'https'" in str(properties["properties"]["issuerURL"])
 
 
 def test_without_oidc_the_values_carry_no_api_server_flags_or_volumes():

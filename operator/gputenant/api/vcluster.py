@@ -9,7 +9,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field
 
-from gputenant.api.rules import Rule, quantity_at_most, unique, value_rule
+from gputenant.api.rules import Rule, is_https_url, quantity_at_most, unique, value_rule
 from gputenant.api.types import ApiModel, DnsSubdomain, HttpsUrl, Quantity
 
 
@@ -81,14 +81,17 @@ RESERVED_PREFIX = "system:"
 """Kubernetes' own users and groups (system:masters is cluster-admin): no issuer may mint them."""
 
 IssuerUrl = Annotated[
-    HttpsUrl,
+    str,
+    Field(max_length=2048),
     *value_rule(
-        "!self.contains('?') && !self.contains('#') && !self.contains('@')",
+        "isURL(self) && url(self).getScheme() == 'https' && url(self).getHostname() != '' "
+        "&& !self.contains('?') && !self.contains('#') && !self.contains('@')",
         "must be the issuer's https URL exactly as its tokens' iss claim names it, without query, fragment or "
         "user; e.g. https://login.example.com/realms/gpu",
-        lambda url: not any(mark in url for mark in "?#@"),
+        lambda url: is_https_url(url) and not any(mark in url for mark in "?#@"),
     ),
 ]
+"""One rule, not HttpsUrl's and another: a second value rule would replace the first in the CRD."""
 Claim = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:/-]+$")]
 NamePrefix = Annotated[
     str,
