@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from urllib.parse import urlparse
 
-from gputenant import GROUP, naming
+from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant, VClusterOIDC
 from gputenant.config.models import ExposureType, OperatorConfig, VClusterExposure
 from gputenant.policy.decision import Decision
@@ -61,9 +61,10 @@ values (and values hash) are what they were before sleep existed."""
 OIDC_CA_DIRECTORY = "/etc/gputenant/oidc"
 OIDC_CA_KEY = "ca.crt"
 OIDC_CA_VOLUME = "gputenant-oidc-ca"
-OIDC_CA_HASH_ANNOTATION = f"{GROUP}/oidc-ca-sha256"
+OIDC_CA_HASH_ANNOTATION = "checksum/gputenant-oidc-ca"
 """On the control-plane pods: the API server reads --oidc-ca-file once, at start, so a new caBundle
-must roll the pod; the hash in the pod template makes the chart upgrade do that."""
+must roll the pod; the hash in the pod template makes the chart upgrade do that. Helm's checksum/
+idiom, not gputenant.io/: the admission guard refuses the operator's keys on a tenant namespace's pods."""
 
 
 def oidc_api_server_args(oidc: VClusterOIDC) -> list[str]:
