@@ -102,6 +102,14 @@ def test_a_ca_bundle_is_mounted_from_the_operators_configmap_and_rolls_the_pod_w
     assert statefulset["pods"]["annotations"][OIDC_CA_HASH_ANNOTATION] != other[OIDC_CA_HASH_ANNOTATION]
 
 
+def test_the_ca_hash_annotation_passes_the_admission_guard():
+    """The control-plane pod runs in the tenant's namespace, where the guard refuses reserved keys."""
+    from gputenant.guard import keys
+
+    assert not keys.is_reserved(OIDC_CA_HASH_ANNOTATION, keys.PROTECTED_ANNOTATIONS)
+    assert keys.is_reserved("gputenant.io/oidc-ca-sha256", keys.PROTECTED_ANNOTATIONS)
+
+
 def test_the_ca_configmap_is_rendered_in_the_host_namespace_only_with_a_ca_bundle():
     spec = {"vcluster": {"oidc": {**ISSUER, "caBundle": CA}}}
     objects = render_tenant(tenant(**spec), decision(SharingMode.MIG), CONFIG).objects
