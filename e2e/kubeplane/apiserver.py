@@ -14,14 +14,20 @@ from .pki import CertificateAuthority, KeyPair, service_account_keys
 from .process import Process, healthz_ok, wait_until_serving
 
 ADMIN_USER = "kubeplane-admin"
-SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_CIDR = "10.0.0.0/16"
+KUBERNETES_SERVICE_IP = "10.0.0.1"
+"""The `kubernetes` Service's ClusterIP (the first of SERVICE_CIDR), which every pod reaches."""
+SERVICE_ACCOUNT_ISSUER = f"https://{KUBERNETES_SERVICE_IP}"
+"""An issuer URL pods can dial (the plane runs no cluster DNS, so kubernetes.default.svc.cluster.local
+names nothing there): a vCluster API server configured with it as its OIDC issuer
+(spec.vcluster.oidc, e2e/tests/test_oidc_login.py) fetches the discovery document and the keys
+from it, as a relying party of a real cluster's published issuer would."""
 """65534 ClusterIPs: one vCluster Service per tenant, so benchmarks of 500 tenants fit (a /24 held 254)."""
 SERVING_DNS_NAMES = [
     "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
     "kubernetes.default.svc.cluster.local",
 ]
-SERVING_IPS = ["127.0.0.1", "10.0.0.1"]
+SERVING_IPS = ["127.0.0.1", KUBERNETES_SERVICE_IP]
 
 # All but NodeRestriction are on by default in 1.35; listed so the tests' assumptions are visible.
 ADMISSION_PLUGINS = [
@@ -87,6 +93,8 @@ class APIServerFiles:
             f"--tls-cert-file={self.serving[0]}", f"--tls-private-key-file={self.serving[1]}",
             f"--client-ca-file={self.ca_cert}",
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            # the discovery document names the keys where pods reach them (default: the advertised 127.0.0.1)
+            f"--service-account-jwks-uri={SERVICE_ACCOUNT_ISSUER}/openid/v1/jwks",
             f"--service-account-key-file={self.sa_public_key}",
             f"--service-account-signing-key-file={self.sa_private_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",

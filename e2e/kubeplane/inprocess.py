@@ -145,6 +145,9 @@ class IssuerDouble:
         return [IssuedKubeconfig(role, token_kubeconfig(tenant, role, server, len(self.calls)), expires)
                 for role in roles]
 
+    async def bind_oidc_owners(self, tenant: str, admin_kubeconfig: dict, binding: dict | None) -> None:
+        self.calls.append(("bind_oidc_owners", tenant, binding and tuple(s["name"] for s in binding["subjects"])))
+
     async def unanswered(self, admin_kubeconfig: dict) -> str | None:
         self.calls.append(("unanswered",))
         return self.silence

@@ -81,6 +81,10 @@ class VClusterStatus(ApiModel):
     chart_version: str | None = Field(default=None, description="Installed chart version.")
     endpoint: str | None = Field(default=None, description="API server URL tenants use.")
     values_hash: str | None = Field(default=None, description="Hash of the applied values; no Helm upgrade while it matches.")
+    oidc_owners_hash: str | None = Field(
+        default=None,
+        description="Hash of the owners' OIDC binding inside the vCluster (spec.vcluster.oidc); rewritten only when it changes.",
+    )
 
 
 class KubeconfigStatus(ApiModel):

@@ -51,7 +51,14 @@ from gputenant.api.types import (
     Quantity,
     SubjectKind,
 )
-from gputenant.api.vcluster import ResourceAmounts, VClusterOverrides, VClusterResources, VClusterSpec
+from gputenant.api.vcluster import (
+    ResourceAmounts,
+    SigningAlgorithm,
+    VClusterOIDC,
+    VClusterOverrides,
+    VClusterResources,
+    VClusterSpec,
+)
 
 MAX_TENANT_NAME_LENGTH = 40
 """Longest GpuTenant name: ``tenant-<name>`` and ``<name>-kubeconfig-admin`` must stay valid names."""
@@ -385,5 +392,5 @@ __all__ = [
     "HttpsUrl", "IdleSleepSpec", "KubeconfigRole", "KubeconfigSpec", "KubeconfigStatus", "LimitRangeSpec", "Member",
     "MemberRole", "MigProfileName", "MigSpec", "ObjectMeta", "Quantity", "QueueGrantStatus", "QuotaSpec",
     "ResourceAmounts", "SharingMode", "SharingSpec", "SleepSpec", "SharingStatus", "Subject", "SubjectKind",
-    "TimeSlicingSpec", "Trust", "UsageGpuStatus", "UsageStatus", "VClusterOverrides", "VClusterResources", "VClusterSpec", "VClusterStatus",
+    "SigningAlgorithm", "TimeSlicingSpec", "Trust", "UsageGpuStatus", "UsageStatus", "VClusterOIDC", "VClusterOverrides", "VClusterResources", "VClusterSpec", "VClusterStatus",
 ]

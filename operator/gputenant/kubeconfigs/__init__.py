@@ -8,11 +8,22 @@ from gputenant.kubeconfigs.issue import (
     ROTATE_AFTER_FRACTION,
     IssuedKubeconfig,
     KubeconfigIssueError,
+    in_virtual_cluster,
     issue_kubeconfigs,
     kubeconfig_secret,
+    kubeconfig_secret_of,
     needs_rotation,
     service_account_name,
     unanswered,
+)
+from gputenant.kubeconfigs.oidc import (
+    OIDC_OWNERS_BINDING,
+    OIDC_ROLE,
+    binding_hash,
+    oidc_kubeconfig,
+    oidc_owner_subjects,
+    oidc_owners_binding,
+    put_oidc_owners_binding,
 )
 from gputenant.kubeconfigs.tokens import (
     REVOKED,
@@ -31,8 +42,10 @@ from gputenant.kubeconfigs.tokens import (
 )
 
 __all__ = [
-    "ARGOCD_ROLE", "REVOKED", "ROLE_CLUSTER_ROLES", "ROTATE_AFTER_FRACTION", "ROTATION_ANNOTATION", "SERVER_ANNOTATION",
-    "IssuedKubeconfig", "KubeconfigIssueError", "admin_kubeconfig", "ca_of", "https_server", "issue_kubeconfigs",
+    "ARGOCD_ROLE", "OIDC_OWNERS_BINDING", "OIDC_ROLE", "REVOKED", "ROLE_CLUSTER_ROLES", "ROTATE_AFTER_FRACTION", "ROTATION_ANNOTATION", "SERVER_ANNOTATION",
+    "IssuedKubeconfig", "KubeconfigIssueError", "admin_kubeconfig", "binding_hash", "ca_of", "https_server",
+    "in_virtual_cluster", "issue_kubeconfigs", "kubeconfig_secret_of", "oidc_kubeconfig", "oidc_owner_subjects", "oidc_owners_binding",
+    "put_oidc_owners_binding",
     "issue_reason", "kubeconfig_secret", "needs_rotation", "recorded_annotations", "server_of", "service_account_name",
     "token_annotations", "token_lifetime", "token_of", "unanswered", "with_server",
 ]

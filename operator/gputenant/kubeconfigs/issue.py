@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 import yaml
 
@@ -30,6 +31,7 @@ SERVICE_ACCOUNT_NAMESPACE = "kube-system"
 ROTATE_AFTER_FRACTION = 0.8
 MIN_TOKEN_SECONDS = 600
 """The TokenRequest API refuses shorter expirations."""
+T = TypeVar("T")
 ANSWER_SECONDS = 5.0
 """How long `unanswered` waits for the virtual cluster's API (a hung one would hold the pass)."""
 
@@ -67,6 +69,14 @@ def needs_rotation(expires_at: datetime | None, now: datetime, lifetime: timedel
 def kubeconfig_secret(tenant: str, role: str, namespace: str, issued: IssuedKubeconfig) -> dict:
     """The host Secret holding one issued kubeconfig (key ``config``), labelled as the tenant's,
     its expiry in an annotation so rotation needs no token parsing."""
+    secret = kubeconfig_secret_of(tenant, role, namespace, issued.kubeconfig_yaml)
+    secret["metadata"]["annotations"] = {naming.KUBECONFIG_EXPIRES_ANNOTATION: rfc3339(issued.expires_at)}
+    return secret
+
+
+def kubeconfig_secret_of(tenant: str, role: str, namespace: str, kubeconfig_yaml: str) -> dict:
+    """The host Secret ``<tenant>-kubeconfig-<role>`` holding a kubeconfig (key ``config``), labelled
+    as the tenant's; owners may read it (render.tenant.kubeconfig_secret_rule)."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -75,9 +85,8 @@ def kubeconfig_secret(tenant: str, role: str, namespace: str, issued: IssuedKube
             "name": naming.kubeconfig_secret_name(tenant, role),
             "namespace": namespace,
             "labels": naming.tenant_labels(tenant, "kubeconfig"),
-            "annotations": {naming.KUBECONFIG_EXPIRES_ANNOTATION: rfc3339(issued.expires_at)},
         },
-        "data": {"config": base64.b64encode(issued.kubeconfig_yaml.encode()).decode()},
+        "data": {"config": base64.b64encode(kubeconfig_yaml.encode()).decode()},
     }
 
 
@@ -149,10 +158,19 @@ async def _issue(admin_kubeconfig: dict, roles: list[str], token_seconds: int, s
     """Through the operator's own async client, closed before returning: the `kubernetes`
     package's generated API classes cost the operator about 20 MiB of resident memory once
     imported (docs/performance.md, hot spot 6), and a thread per call."""
+    async def issue_all(client: KubeClient) -> list[IssuedKubeconfig]:
+        return [await _issue_role(client, role, token_seconds, server, ca_data, context_name, role in revoke)
+                for role in roles]
+
+    return await in_virtual_cluster(admin_kubeconfig, field_manager, issue_all)
+
+
+async def in_virtual_cluster(admin_kubeconfig: dict, field_manager: str,
+                             work: Callable[[KubeClient], Awaitable[T]]) -> T:
+    """`work` with a client of the virtual cluster, its API errors as KubeconfigIssueError."""
     try:
         async with KubeClient.from_kubeconfig_dict(admin_kubeconfig, field_manager) as client:
-            return [await _issue_role(client, role, token_seconds, server, ca_data, context_name, role in revoke)
-                    for role in roles]
+            return await work(client)
     except ApiError as error:
         if error.status == 0:
             raise KubeconfigIssueError(f"the virtual cluster is unreachable: {error.message}",

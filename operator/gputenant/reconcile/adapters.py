@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from gputenant.api import conditions as reasons
 from gputenant.helm import ChartRef, HelmError, VClusterReleases
-from gputenant.kubeconfigs import IssuedKubeconfig, KubeconfigIssueError, issue_kubeconfigs, unanswered
+from gputenant.kubeconfigs import (
+    IssuedKubeconfig,
+    KubeconfigIssueError,
+    in_virtual_cluster,
+    issue_kubeconfigs,
+    put_oidc_owners_binding,
+    unanswered,
+)
 from gputenant.reconcile.ports import StepError
 
 
@@ -62,6 +69,13 @@ class TokenKubeconfigs:
                                            context_name=tenant, field_manager=self.field_manager,
                                            revoke=revoke or ())
         except (KubeconfigIssueError, ValueError) as error:
+            raise issue_step_error(tenant, error) from None
+
+    async def bind_oidc_owners(self, tenant: str, admin_kubeconfig: dict, binding: dict | None) -> None:
+        try:
+            await in_virtual_cluster(admin_kubeconfig, self.field_manager,
+                                     lambda client: put_oidc_owners_binding(client, binding))
+        except KubeconfigIssueError as error:
             raise issue_step_error(tenant, error) from None
 
     async def unanswered(self, admin_kubeconfig: dict) -> str | None:

@@ -39,6 +39,10 @@ class KubeconfigIssuer(Protocol):
         roles, or ``argocd`` for Argo CD's ServiceAccount); the roles in `revoke` get a new
         ServiceAccount, which ends every token issued before. Raises StepError."""
 
+    async def bind_oidc_owners(self, tenant: str, admin_kubeconfig: dict, binding: dict | None) -> None:
+        """Put the owners' OIDC binding in place inside the virtual cluster (None: remove it).
+        Raises StepError."""
+
     async def unanswered(self, admin_kubeconfig: dict) -> str | None:
         """None when the virtual cluster's API answers through the kubeconfig's server within a few
         seconds; otherwise why not (it did not answer, or answered with an error)."""

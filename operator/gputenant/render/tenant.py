@@ -16,7 +16,7 @@ from gputenant.render.errors import RenderError
 from gputenant.render.podsecurity import POD_SECURITY_LEVEL, POD_SECURITY_VERSION
 from gputenant.render.quantities import cpu_millicores, memory_megabytes
 from gputenant.render.templates import render_documents
-from gputenant.render.vcluster import render_vcluster_values
+from gputenant.render.vcluster import oidc_ca_configmap, render_vcluster_values
 
 GPU_RESOURCE = "requests.nvidia.com/gpu"
 
@@ -79,6 +79,9 @@ def render_tenant(tenant: GpuTenant, decision: Decision, config: OperatorConfig)
     roles, bindings = rbac(tenant)
     objects += render_documents("rbac.yaml", **context, roles=roles, bindings=bindings)
     objects.append(wake_request(name, spec.trust, namespace))
+    ca = oidc_ca_configmap(tenant, namespace)
+    if ca:
+        objects.append(ca)
     if not decision.possible:
         return RenderedTenant(objects=objects, vcluster_values=None)
     objects += render_documents("queue.yaml", **context, queue=_queue(tenant, decision))
@@ -146,7 +149,9 @@ def _subject(subject: Subject) -> dict:
 def kubeconfig_secret_rule(tenant: GpuTenant) -> dict | None:
     """`get` on exactly the issued kubeconfig Secrets. None when no kubeconfig is issued: a rule
     with empty resourceNames would grant every Secret, including vc-<release>."""
-    names = [naming.kubeconfig_secret_name(tenant.name, role.value) for role in tenant.spec.kubeconfig.roles]
+    roles = [role.value for role in tenant.spec.kubeconfig.roles] + (
+        [naming.OIDC_KUBECONFIG_ROLE] if tenant.spec.vcluster.oidc else [])
+    names = [naming.kubeconfig_secret_name(tenant.name, role) for role in roles]
     if not names:
         return None
     return {"apiGroups": [""], "resources": ["secrets"], "resourceNames": names, "verbs": ["get"]}

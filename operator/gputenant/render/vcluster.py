@@ -8,10 +8,11 @@ runs the syncer as root; these values run every container of the chart non-root 
 
 from __future__ import annotations
 
+import hashlib
 from urllib.parse import urlparse
 
 from gputenant import naming
-from gputenant.api.v1alpha1 import GpuTenant
+from gputenant.api.v1alpha1 import GpuTenant, VClusterOIDC
 from gputenant.config.models import ExposureType, OperatorConfig, VClusterExposure
 from gputenant.policy.decision import Decision
 from gputenant.render.errors import RenderError
@@ -56,6 +57,58 @@ ASLEEP_REPLICAS = 0
 of the release, not a scale through the API: Helm's three-way merge would put a scaled StatefulSet
 back to the chart's 1 replica at the next upgrade. Awake tenants keep the chart's default, so their
 values (and values hash) are what they were before sleep existed."""
+
+OIDC_CA_DIRECTORY = "/etc/gputenant/oidc"
+OIDC_CA_KEY = "ca.crt"
+OIDC_CA_VOLUME = "gputenant-oidc-ca"
+OIDC_CA_HASH_ANNOTATION = "checksum/gputenant-oidc-ca"
+"""On the control-plane pods: the API server reads --oidc-ca-file once, at start, so a new caBundle
+must roll the pod; the hash in the pod template makes the chart upgrade do that. Helm's checksum/
+idiom, not gputenant.io/: the admission guard refuses the operator's keys on a tenant namespace's pods."""
+
+
+def oidc_api_server_args(oidc: VClusterOIDC) -> list[str]:
+    """The kube-apiserver flags that make it accept the issuer's ID tokens (every value explicit,
+    so no default of the API server's version decides the names tenants are bound by)."""
+    args = [
+        f"--oidc-issuer-url={oidc.issuer_url}",
+        f"--oidc-client-id={oidc.client_id}",
+        f"--oidc-username-claim={oidc.username_claim}",
+        f"--oidc-username-prefix={oidc.username_prefix}",
+        f"--oidc-groups-claim={oidc.groups_claim}",
+        f"--oidc-groups-prefix={oidc.groups_prefix}",
+        f"--oidc-signing-algs={','.join(alg.value for alg in oidc.signing_algs)}",
+    ]
+    if oidc.ca_bundle:
+        args.append(f"--oidc-ca-file={OIDC_CA_DIRECTORY}/{OIDC_CA_KEY}")
+    return args
+
+
+def oidc_ca_configmap(tenant: GpuTenant, namespace: str) -> dict | None:
+    """The ConfigMap in the host namespace the control-plane pod mounts the issuer's CA from; None
+    without a caBundle. Only the operator writes it: owners and members may not write ConfigMaps there."""
+    oidc = tenant.spec.vcluster.oidc
+    if oidc is None or not oidc.ca_bundle:
+        return None
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": naming.OIDC_CA_CONFIGMAP, "namespace": namespace,
+                         "labels": naming.tenant_labels(tenant.name, "oidc")},
+            "data": {OIDC_CA_KEY: oidc.ca_bundle}}
+
+
+def _oidc_values(oidc: VClusterOIDC | None) -> dict:
+    """Template arguments for spec.vcluster.oidc: API server flags and, with a caBundle, its volume."""
+    if oidc is None:
+        return {"api_server_args": [], "add_volumes": [], "add_volume_mounts": [], "pod_annotations": {}}
+    if not oidc.ca_bundle:
+        return {"api_server_args": oidc_api_server_args(oidc), "add_volumes": [], "add_volume_mounts": [],
+                "pod_annotations": {}}
+    return {
+        "api_server_args": oidc_api_server_args(oidc),
+        "add_volumes": [{"name": OIDC_CA_VOLUME, "configMap": {"name": naming.OIDC_CA_CONFIGMAP}}],
+        "add_volume_mounts": [{"name": OIDC_CA_VOLUME, "mountPath": OIDC_CA_DIRECTORY, "readOnly": True}],
+        "pod_annotations": {OIDC_CA_HASH_ANNOTATION: hashlib.sha256(oidc.ca_bundle.encode()).hexdigest()},
+    }
 
 
 def _resources(tenant: GpuTenant) -> dict:
@@ -135,6 +188,7 @@ def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: Operat
         pod_security_standard=POD_SECURITY_LEVEL[tenant.spec.trust],
         view_mappings={f"{naming.host_namespace(tenant.name, config)}/{VIEW_CONFIGMAP}":
                        f"{VIEW_VIRTUAL_NAMESPACE}/{VIEW_VIRTUAL_NAME}"},
+        **_oidc_values(vcluster.oidc),
     )
     if tenant.spec.sleep.asleep:
         values["controlPlane"]["statefulSet"]["highAvailability"] = {"replicas": ASLEEP_REPLICAS}

@@ -1,13 +1,29 @@
 """The owners' token kubeconfigs: issued when missing, revoked, requested, due or pointing at another server;
-the others kept untouched."""
+the others kept untouched; and the owners' OIDC identities bound inside the virtual cluster."""
 
 from __future__ import annotations
+
+import base64
+
+import yaml
 
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import KubeconfigStatus
 from gputenant.kube.applier import object_key
-from gputenant.kubeconfigs import REVOKED, issue_reason, kubeconfig_secret, server_of, token_annotations
+from gputenant.kubeconfigs import (
+    OIDC_ROLE,
+    REVOKED,
+    binding_hash,
+    ca_of,
+    issue_reason,
+    kubeconfig_secret,
+    kubeconfig_secret_of,
+    oidc_kubeconfig,
+    oidc_owners_binding,
+    server_of,
+    token_annotations,
+)
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.ownership import adopt
 
@@ -44,8 +60,10 @@ async def ensure(run: Pass) -> bool:
         "role": role, "secretName": naming.kubeconfig_secret_name(run.name, role),
         "expiresAt": (live[role] or {})["metadata"]["annotations"][naming.KUBECONFIG_EXPIRES_ANNOTATION]})
         for role in roles]
-    await remove_unwanted(run, {entry.secret_name for entry in entries})
+    oidc_secret = await ensure_oidc_kubeconfig(run, server)
+    await remove_unwanted(run, {entry.secret_name for entry in entries} | ({oidc_secret} if oidc_secret else set()))
     run.status.kubeconfigs = entries
+    await bind_oidc_owners(run)
     if due:
         await run.event("Normal", reasons.KUBECONFIG_ISSUED, "issued kubeconfigs: " + ", ".join(
             f"{role} ({why[role]})" for role in due))
@@ -53,6 +71,32 @@ async def ensure(run: Pass) -> bool:
     run.set(CONDITION, True, reasons.ISSUED,
             f"{len(entries)} kubeconfig(s) in {run.host_namespace}; earliest expiry {soonest}")
     return True
+
+
+async def ensure_oidc_kubeconfig(run: Pass, server: str | None) -> str | None:
+    """The kubelogin kubeconfig for spec.vcluster.oidc in Secret ``<tenant>-kubeconfig-oidc`` (no
+    credential in it; written only when it differs), or None without OIDC."""
+    oidc = run.tenant.spec.vcluster.oidc
+    if oidc is None or server is None:
+        return None
+    assert run.admin_kubeconfig is not None, "the vCluster step runs first"
+    ca_data = base64.b64encode(ca_of(run.admin_kubeconfig)).decode()
+    kubeconfig = yaml.safe_dump(oidc_kubeconfig(run.name, server, ca_data, oidc), sort_keys=False)
+    secret = kubeconfig_secret_of(run.name, OIDC_ROLE, run.host_namespace, kubeconfig)
+    await run.applier.ensure(adopt(secret, run.body, run.host_namespace))
+    return secret["metadata"]["name"]
+
+
+async def bind_oidc_owners(run: Pass) -> None:
+    """The owners' OIDC identities bound inside the virtual cluster (spec.vcluster.oidc), written
+    only when the binding differs from the one the status records."""
+    assert run.admin_kubeconfig is not None and run.status.vcluster is not None, "the vCluster step runs first"
+    binding = oidc_owners_binding(run.tenant.spec.owners, run.tenant.spec.vcluster.oidc)
+    wanted = binding_hash(binding)
+    if wanted == (run.status.vcluster.oidc_owners_hash or ""):
+        return
+    await run.services.issuer.bind_oidc_owners(run.name, run.admin_kubeconfig, binding)
+    run.status.vcluster = run.status.vcluster.model_copy(update={"oidc_owners_hash": wanted or None})
 
 
 async def remove_unwanted(run: Pass, wanted: set[str]) -> None:

@@ -45,7 +45,7 @@ async def ensure(run: Pass) -> bool:
     recorded = run.status.vcluster or VClusterStatus()
     installed = await ensure_release(run, release, chart_version, wanted_hash, recorded)
     run.status.vcluster = VClusterStatus(release=release, chart_version=installed, values_hash=wanted_hash,
-                                         endpoint=recorded.endpoint)
+                                         endpoint=recorded.endpoint, oidc_owners_hash=recorded.oidc_owners_hash)
     if run.tenant.spec.sleep.asleep:
         # the steps after this one need the control plane and keep their last conditions
         await sleep.settle_asleep(run, release)
