@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.reconcile import offboard as offboarding
 from gputenant.reconcile.ports import StepError
@@ -237,3 +238,18 @@ def test_a_deleted_managed_object_is_repaired_with_a_drift_event(op):
     events = op.run(op.platform.list("v1", "Event", namespace="default"))
     assert any(event["reason"] == reasons.DRIFT_REPAIRED and event["involvedObject"]["uid"] == body["metadata"]["uid"]
                for event in events)
+
+
+def test_the_issuers_ca_configmap_goes_once_the_control_plane_no_longer_mounts_it(op, plane):
+    name = "ip-oidc-ca"
+    oidc = {"issuerURL": "https://issuer.example", "clientID": "gputenant", "caBundle": plane.ca_pem.decode()}
+    op.apply(manifest(name, vcluster={"oidc": oidc}))
+    op.ready(name)
+    ca = op.get("v1", "ConfigMap", naming.OIDC_CA_CONFIGMAP, op.namespace(name))
+    assert ca is not None and ca["data"]["ca.crt"] == oidc["caBundle"]
+    op.apply(manifest(name))
+    op.reconcile(name)  # the upgrade without the CA volume: its pod still runs the old revision
+    assert op.get("v1", "ConfigMap", naming.OIDC_CA_CONFIGMAP, op.namespace(name)) is not None
+    op.ready(name)
+    assert op.get("v1", "ConfigMap", naming.OIDC_CA_CONFIGMAP, op.namespace(name)) is None
+    assert len(op.releases.ensure_calls(name)) == 2

@@ -19,6 +19,7 @@ from gputenant.reconcile.controlplane import ControlPlaneState, judge, pod_selec
 from gputenant.reconcile.memory import RETRY_ANNOTATION, HelmAttempt
 from gputenant.reconcile.ports import StepError
 from gputenant.reconcile.steps import sleep
+from gputenant.render.vcluster import oidc_ca_configmap
 
 CONDITION = reasons.VCLUSTER_READY
 KINDS: frozenset[str] = frozenset()
@@ -63,6 +64,7 @@ async def ensure(run: Pass) -> bool:
             waiting(run, control_plane.reason, f"release {release} ({installed}) installed; {control_plane.message}",
                     WAIT_FOR_POD_SECONDS)
         return False
+    await remove_unused_oidc_ca(run)
     secret_name = naming.vcluster_secret_name(run.name)
     secret = await run.client.get("v1", "Secret", secret_name, run.host_namespace)
     try:
@@ -100,6 +102,16 @@ def waiting(run: Pass, reason: str, message: str, seconds: float = WAIT_FOR_CONT
     its way, which is not a failure."""
     run.set(CONDITION, False, reason, message)
     run.wait(seconds)
+
+
+async def remove_unused_oidc_ca(run: Pass) -> None:
+    """Delete the issuer's CA ConfigMap once spec.vcluster.oidc no longer has a caBundle. Only here,
+    with the control plane rolled out at the current revision: until then a pod of the old revision
+    still mounts it, and a restart of that pod without it would not start."""
+    if oidc_ca_configmap(run.tenant, run.host_namespace) is not None:
+        return
+    if await run.snapshot.lookup("v1", "ConfigMap", naming.OIDC_CA_CONFIGMAP, run.host_namespace):
+        await run.client.delete("v1", "ConfigMap", naming.OIDC_CA_CONFIGMAP, run.host_namespace)
 
 
 async def read_control_plane(run: Pass, release: str) -> ControlPlaneState:
