@@ -1,13 +1,15 @@
-"""Personal logins (spec.vcluster.oidc) on a REAL vCluster (upstream chart v0.36.1 on the plane's real
+"""Personal logins (spec.vcluster.oidc) on REAL vClusters (upstream chart v0.36.1 on the plane's real
 node), driven by the operator, with a REAL OIDC issuer: the host API server's own service-account
 issuer, which serves OIDC discovery (/.well-known/openid-configuration, /openid/v1/jwks) at
 https://10.0.0.1, the `kubernetes` Service pods reach (kubeplane.apiserver.SERVICE_ACCOUNT_ISSUER).
 Its ID tokens are TokenRequests for a host ServiceAccount with the tenant's clientID as audience.
 
-That issuer puts `sub` (system:serviceaccount:<namespace>:<name>) in its tokens but no groups claim,
-so the token path is tested for an owner of kind User (named as the issuer names the account); the
-owners' Group is checked as the binding the operator writes inside the vCluster (oidc:<group>), not
-through a token.
+That issuer puts `sub` (system:serviceaccount:<namespace>:<name>) in its tokens but no `groups`
+claim. Its `aud` claim is a list the requester chooses, though, so these tenants name `aud` as
+their groupsClaim: a token requested for the audiences [clientID, gpu-leads] is a token of a
+member of group gpu-leads, signed by the real issuer and checked by the real vCluster API server.
+(Only a test may choose aud as groups: anyone who can request such a token picks its groups.)
+A second tenant trusts the same issuer with other owners: the same tokens are refused there.
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ READY_TIMEOUT_SECONDS = 480
 """A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real.py)."""
 AUTHENTICATOR_SECONDS = 120
 """The vCluster API server fetches the issuer's discovery document and keys after it starts serving."""
-TENANT = "oidc-login"
+TENANT, OTHER_TENANT = "oidc-login", "oidc-other"
 PEOPLE = "oidc-people"
 """Host namespace of the ServiceAccounts whose tokens stand for people."""
 CLIENT_ID = "gputenant-e2e"
-OWNER, STRANGER = "alice", "mallory"
-OWNER_GROUP = "gpu-leads"
+OWNER, MEMBER, STRANGER = "alice", "bob", "mallory"
+OWNER_GROUP, OTHER_GROUP = "gpu-leads", "vision-leads"
+GROUPS_CLAIM = "aud"
 DISCOVERY_BINDING = "oidc-e2e-anonymous-discovery"
 
 pytestmark = [
@@ -47,9 +50,15 @@ def issuer_name(account: str) -> str:
     return f"system:serviceaccount:{PEOPLE}:{account}"
 
 
-def id_token(plane: ControlPlane, account: str, audience: str = CLIENT_ID) -> str:
-    return plane.kubectl("create", "token", account, "-n", PEOPLE, f"--audience={audience}",
-                         "--duration=10m").stdout.strip()
+def id_token(plane: ControlPlane, account: str, *audiences: str) -> str:
+    """The issuer's token for `account`, for the audiences (the groups, with GROUPS_CLAIM) given."""
+    return plane.kubectl("create", "token", account, "-n", PEOPLE, "--duration=10m",
+                         *(f"--audience={audience}" for audience in audiences or (CLIENT_ID,))).stdout.strip()
+
+
+def oidc_spec(plane: ControlPlane) -> dict:
+    return {"oidc": {"issuerURL": SERVICE_ACCOUNT_ISSUER, "clientID": CLIENT_ID, "groupsClaim": GROUPS_CLAIM,
+                     "signingAlgs": ["ES256"], "caBundle": plane.ca_pem.decode()}}
 
 
 def as_bearer(plane: ControlPlane, kubeconfig: dict, token: str, path: Path) -> list[str]:
@@ -64,21 +73,23 @@ def run(command: list[str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*command, *args], capture_output=True, text=True, timeout=60)
 
 
-def test_an_owner_logs_in_with_the_issuers_token_others_are_refused(vcluster_node, real_operator, real_tenants,
-                                                                   tmp_path: Path):
+def test_owners_by_name_and_by_group_log_in_with_the_issuers_tokens_others_are_refused(
+        vcluster_node, real_operator, real_tenants, tmp_path: Path):
     plane = vcluster_node
     plane.kubectl("create", "clusterrolebinding", DISCOVERY_BINDING,
                   "--clusterrole=system:service-account-issuer-discovery", "--group=system:unauthenticated")
     plane.kubectl("create", "namespace", PEOPLE)
-    for account in (OWNER, STRANGER):
+    for account in (OWNER, MEMBER, STRANGER):
         plane.kubectl("create", "serviceaccount", account, "-n", PEOPLE)
     try:
-        real_tenants.apply(real_tenants.manifest(
-            TENANT, "Trusted", issuer_name(OWNER), gpus=1, preventDeletion=False,
-            owners=[{"kind": "User", "name": issuer_name(OWNER)}, {"kind": "Group", "name": OWNER_GROUP}],
-            vcluster={"oidc": {"issuerURL": SERVICE_ACCOUNT_ISSUER, "clientID": CLIENT_ID, "signingAlgs": ["ES256"],
-                               "caBundle": plane.ca_pem.decode()}}))
+        real_tenants.apply(
+            real_tenants.manifest(TENANT, "Trusted", issuer_name(OWNER), gpus=1, preventDeletion=False,
+                                  owners=[{"kind": "User", "name": issuer_name(OWNER)},
+                                          {"kind": "Group", "name": OWNER_GROUP}], vcluster=oidc_spec(plane)),
+            real_tenants.manifest(OTHER_TENANT, "Trusted", "vision-lead", gpus=1, preventDeletion=False,
+                                  owners=[{"kind": "Group", "name": OTHER_GROUP}], vcluster=oidc_spec(plane)))
         ready = real_tenants.wait_ready(TENANT, timeout=READY_TIMEOUT_SECONDS)
+        other_ready = real_tenants.wait_ready(OTHER_TENANT, timeout=READY_TIMEOUT_SECONDS)
         namespace = f"tenant-{TENANT}"
 
         # the owner reads the personal-login kubeconfig with its own host identity
@@ -91,28 +102,53 @@ def test_an_owner_logs_in_with_the_issuers_token_others_are_refused(vcluster_nod
         assert exec_plugin["command"] == "kubectl"
         assert exec_plugin["args"][:4] == ["oidc-login", "get-token", f"--oidc-issuer-url={SERVICE_ACCOUNT_ISSUER}",
                                            f"--oidc-client-id={CLIENT_ID}"]
+        other_kubeconfig = yaml.safe_load(base64.b64decode(plane.kubectl(
+            "get", "secret", naming.kubeconfig_secret_name(OTHER_TENANT, "oidc"), "-n", f"tenant-{OTHER_TENANT}",
+            "-o", "jsonpath={.data.config}").stdout))
+        assert other_kubeconfig["clusters"][0]["cluster"]["server"] == other_ready["status"]["vcluster"]["endpoint"]
 
-        owner = as_bearer(plane, oidc_kubeconfig, id_token(plane, OWNER), tmp_path / "owner.kubeconfig")
-        try:
-            wait_for(lambda: run(owner, "get", "pods", "-A", "-o", "name").returncode == 0,
-                     timeout=AUTHENTICATOR_SECONDS, interval=2, what="the owner's ID token accepted in the vCluster")
-        except TimeoutError:
-            raise AssertionError(f"owner refused: {run(owner, 'get', 'pods', '-A').stderr}\n"
-                                 f"operator log:\n{real_operator.log_tail()}") from None
+        def login(kubeconfig: dict, account: str, *audiences: str) -> list[str]:
+            path = tmp_path / f"{kubeconfig['clusters'][0]['name']}-{account}-{len(audiences)}.kubeconfig"
+            return as_bearer(plane, kubeconfig, id_token(plane, account, *audiences), path)
+
+        owner = login(oidc_kubeconfig, OWNER)
+        for who, command in (("the owner", owner), ("the other tenant's issuer", login(other_kubeconfig, STRANGER))):
+            try:
+                wait_for(lambda command=command: run(command, "auth", "whoami").returncode == 0,
+                         timeout=AUTHENTICATOR_SECONDS, interval=2, what=f"{who}'s ID tokens accepted")
+            except TimeoutError:
+                raise AssertionError(f"{who}: {run(command, 'auth', 'whoami').stderr}\n"
+                                     f"operator log:\n{real_operator.log_tail()}") from None
+
+        # an owner by name, and a member of the owners' group by its token's groups claim
+        listed = run(owner, "get", "pods", "-A", "-o", "name")
+        assert listed.returncode == 0, listed.stderr
         whoami = run(owner, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
         assert whoami.stdout == f"oidc:{issuer_name(OWNER)}", whoami.stderr
+        member = login(oidc_kubeconfig, MEMBER, CLIENT_ID, OWNER_GROUP)
+        listed = run(member, "get", "pods", "-A", "-o", "name")
+        assert listed.returncode == 0, listed.stderr
+        groups = run(member, "auth", "whoami", "-o", "jsonpath={.status.userInfo.groups}")
+        assert f"oidc:{OWNER_GROUP}" in groups.stdout, groups
 
-        stranger = as_bearer(plane, oidc_kubeconfig, id_token(plane, STRANGER), tmp_path / "stranger.kubeconfig")
-        refused = run(stranger, "get", "pods", "-A")
-        assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr
+        # the same person without the group, a stranger, a token for another client: refused
+        for refused_by, command in (("no group", login(oidc_kubeconfig, MEMBER)),
+                                    ("stranger", login(oidc_kubeconfig, STRANGER, CLIENT_ID, "team-of-mallory"))):
+            refused = run(command, "get", "pods", "-A")
+            assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), (refused_by, refused.stderr)
         assert f"oidc:{issuer_name(STRANGER)}" in refused.stderr
-
-        other_audience = as_bearer(plane, oidc_kubeconfig, id_token(plane, OWNER, audience="another-client"),
-                                   tmp_path / "audience.kubeconfig")
-        unauthorized = run(other_audience, "get", "pods", "-A")
+        unauthorized = run(login(oidc_kubeconfig, OWNER, "another-client"), "get", "pods", "-A")
         assert unauthorized.returncode != 0 and "unauthorized" in unauthorized.stderr.lower(), unauthorized.stderr
 
-        # the owners' Group: bound inside the vCluster with the groups prefix (this issuer has no groups claim)
+        # the other tenant trusts the same issuer: this tenant's owner and group member are strangers there
+        for refused_by, command in (("owner", login(other_kubeconfig, OWNER)),
+                                    ("group member", login(other_kubeconfig, MEMBER, CLIENT_ID, OWNER_GROUP))):
+            refused = run(command, "get", "pods", "-A")
+            assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), (refused_by, refused.stderr)
+        other_member = run(login(other_kubeconfig, MEMBER, CLIENT_ID, OTHER_GROUP), "get", "pods", "-A", "-o", "name")
+        assert other_member.returncode == 0, other_member.stderr
+
+        # the owners' binding inside the vCluster, read with the admin kubeconfig
         admin_kubeconfig = yaml.safe_load(base64.b64decode(plane.kubectl(
             "get", "secret", naming.kubeconfig_secret_name(TENANT, "admin"), "-n", namespace, "-o",
             "jsonpath={.data.config}").stdout))
@@ -123,6 +159,6 @@ def test_an_owner_logs_in_with_the_issuers_token_others_are_refused(vcluster_nod
         assert {(s["kind"], s["name"]) for s in binding["subjects"]} == {
             ("User", f"oidc:{issuer_name(OWNER)}"), ("Group", f"oidc:{OWNER_GROUP}")}
     finally:
-        real_tenants.delete(TENANT)
+        real_tenants.delete(TENANT, OTHER_TENANT)
         plane.kubectl("delete", "namespace", PEOPLE, "--wait=false", check=False)
         plane.kubectl("delete", "clusterrolebinding", DISCOVERY_BINDING, check=False)
