@@ -267,11 +267,12 @@ class InProcessOperator:
 
     # -- the operator's side ----------------------------------------------------------------------
 
-    def reconcile(self, name: str) -> Outcome:
-        """One pass, as kopf's create/update/resync handlers run it, on the tenant as it is now."""
+    def reconcile(self, name: str, *, recheck: bool = False) -> Outcome:
+        """One pass, as kopf's create/update/resync handlers run it (`recheck`: as the operator's
+        look again at a waiting tenant runs it), on the tenant as it is now."""
         body = self.tenant(name)
         assert body is not None, f"tenant {name} does not exist"
-        return self.run(self.reconciler.reconcile(body))
+        return self.run(self.reconciler.reconcile(body, recheck=recheck))
 
     def serve(self, name: str, *, secret: bool = True) -> None:
         namespace = self.config.namespace_prefix + name

@@ -253,3 +253,29 @@ def test_the_issuers_ca_configmap_goes_once_the_control_plane_no_longer_mounts_i
     op.ready(name)
     assert op.get("v1", "ConfigMap", naming.OIDC_CA_CONFIGMAP, op.namespace(name)) is None
     assert len(op.releases.ensure_calls(name)) == 2
+
+
+def test_a_look_again_while_the_control_plane_starts_leaves_converged_object_steps_alone(op, plane):
+    name = "ip-recheck"
+    op.apply(manifest(name))
+    op.reconcile(name)
+    op.wait_for_pods(name)
+    since = plane.audit_offset()
+    outcome = op.reconcile(name, recheck=True)
+    assert outcome.skipped == [reasons.NAMESPACE_READY, reasons.QUOTA_READY, reasons.RBAC_READY,
+                               reasons.NETWORK_READY, reasons.QUEUE_READY]
+    requests = {(event["verb"], (event.get("objectRef") or {}).get("resource")) for event in plane.audit_events(since)
+                if event.get("user", {}).get("username") == OPERATOR_USER}
+    assert ("get", "statefulsets") in requests  # the vCluster step still looks at its control plane
+    assert not {resource for _, resource in requests} & {"namespaces", "resourcequotas", "limitranges",
+                                                         "networkpolicies", "roles", "rolebindings", "queues"}, requests
+    for part in outcome.skipped:
+        op.assert_condition(name, part, "True", reasons.APPLIED)
+    # a pass that is no look again (an update, the resync timer) still checks every object step
+    assert op.reconcile(name).skipped == []
+    # a new generation: no step's condition is True at it, so a look again checks every step
+    op.apply(manifest(name, gpus=2))
+    changed = op.reconcile(name, recheck=True)
+    assert reasons.QUOTA_READY not in changed.skipped
+    assert op.get(*QUEUE, name)["spec"]["resources"]["gpu"]["quota"] == op.tenant(name)["status"]["granted"]["queue"]["quota"]
+    op.ready(name)

@@ -85,7 +85,8 @@ class Runtime:
     """Looks again at tenants that wait (their control plane starting), outside kopf's retries."""
 
     def __post_init__(self) -> None:
-        self.rechecks = Rechecks(self.reconcile, lambda name: self.client.get(API_VERSION, KIND, name))
+        self.rechecks = Rechecks(lambda body: self.reconcile(body, recheck=True),
+                                 lambda name: self.client.get(API_VERSION, KIND, name))
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
@@ -102,12 +103,12 @@ class Runtime:
         self.rechecks.forget(name)
         self.metrics.forget_tenant(name)
 
-    async def reconcile(self, body: kopf.Body | dict) -> Outcome:
+    async def reconcile(self, body: kopf.Body | dict, *, recheck: bool = False) -> Outcome:
         """One pipeline run for the tenant, once it holds the tenant's lock and a reconcile slot; a
-        tenant that waits is looked at again by `rechecks`."""
+        tenant that waits is looked at again by `rechecks` (`recheck`: this is such a look)."""
         name = body["metadata"]["name"]
         async with self.lock(name), self.reconcile_slots:
-            outcome = await self.reconciler.reconcile(dict(body))
+            outcome = await self.reconciler.reconcile(dict(body), recheck=recheck)
         self.rechecks.follow(name, outcome.wait_after)
         return outcome
 

@@ -96,3 +96,17 @@ def test_the_tenants_view_still_sees_what_other_writers_wrote():
     seen = whole_status(carried_status(live), cond.parse(live["conditions"]), 3)
     assert seen["usage"]["gpusHeld"] == 1
     assert [c["type"] for c in seen["conditions"]] == ["Ready", "IsolationVerified"]
+
+
+def test_a_step_counts_as_converged_only_on_the_digest_it_ended_in_place_on():
+    memory = TenantMemory()
+    assert not memory.converged("uid-1", "QuotaReady", "digest-a")
+    memory.note_step("uid-1", "QuotaReady", "digest-a")
+    assert memory.converged("uid-1", "QuotaReady", "digest-a")
+    assert not memory.converged("uid-1", "QuotaReady", "digest-b")
+    assert not memory.converged("uid-2", "QuotaReady", "digest-a")
+    memory.note_step("uid-1", "QuotaReady", None)  # the step did not end in place
+    assert not memory.converged("uid-1", "QuotaReady", "digest-a")
+    memory.note_step("uid-1", "RBACReady", "digest-c")
+    memory.forget("uid-1")
+    assert not memory.converged("uid-1", "RBACReady", "digest-c")

@@ -37,6 +37,8 @@ class Outcome:
     applied: list = field(default_factory=list)
     status_written: bool = False
     helm_calls: int = 0
+    skipped: list[str] = field(default_factory=list)
+    """Object steps a look again left alone: in place on the same rendered objects at the last pass."""
 
 
 @dataclass(frozen=True)

@@ -34,12 +34,14 @@ class HelmStop:
 
 
 class TenantMemory:
-    """Permanent Helm failures by tenant uid, each with the attempt it happened for, and the
-    consecutive transient failures of one step (for the backoff)."""
+    """Permanent Helm failures by tenant uid, each with the attempt it happened for, the
+    consecutive transient failures of one step (for the backoff), and which object steps converged
+    on which rendered objects (so a look again while the control plane starts need not re-list them)."""
 
     def __init__(self) -> None:
         self._helm_stops: dict[str, HelmStop] = {}
         self._failures: dict[str, tuple[str, int]] = {}
+        self._converged: dict[str, dict[str, str]] = {}
         self._uid_of: dict[str, str] = {}
 
     def helm_stop(self, uid: str, attempt: HelmAttempt) -> HelmStop | None:
@@ -66,6 +68,17 @@ class TenantMemory:
         """A pass ended without a failure."""
         self._failures.pop(uid, None)
 
+    def converged(self, uid: str, step: str, digest: str) -> bool:
+        """Whether `step` last ended in place on rendered objects with this `digest`."""
+        return self._converged.get(uid, {}).get(step) == digest
+
+    def note_step(self, uid: str, step: str, digest: str | None) -> None:
+        """`step` ended in place on objects with `digest`; None: it did not (look at it next time)."""
+        if digest is None:
+            self._converged.get(uid, {}).pop(step, None)
+        else:
+            self._converged.setdefault(uid, {})[step] = digest
+
     def seen(self, name: str, uid: str) -> None:
         """Note that `name` is now the tenant with `uid`; an earlier tenant of that name is forgotten."""
         previous = self._uid_of.get(name)
@@ -77,6 +90,7 @@ class TenantMemory:
         """Drop everything remembered about the tenant with `uid` (it was deleted)."""
         self._helm_stops.pop(uid, None)
         self._failures.pop(uid, None)
+        self._converged.pop(uid, None)
         for name in [name for name, known in self._uid_of.items() if known == uid]:
             del self._uid_of[name]
 

@@ -10,6 +10,8 @@ becomes a condition and a backoff, a permanent one a condition that waits for th
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -88,9 +90,12 @@ class Reconciler:
         """Drop what the reconciler remembers about a deleted tenant."""
         self.memory.forget(uid)
 
-    async def reconcile(self, body: dict) -> Outcome:
+    async def reconcile(self, body: dict, *, recheck: bool = False) -> Outcome:
         """Run the pipeline once. The backoff after a failure counts the consecutive failures of the
-        same step (remembered per tenant), never how often kopf called: waits are not failures."""
+        same step (remembered per tenant), never how often kopf called: waits are not failures.
+        `recheck`: a look again at a tenant that waits (its control plane starting), which leaves
+        alone the object steps that ended in place on the same rendered objects at an earlier pass;
+        drift in them is the resync timer's to find, as it is between passes anyway."""
         started = time.perf_counter()
         try:
             body = await self.with_current_status(body)
@@ -106,8 +111,15 @@ class Reconciler:
                 self.prepare(run, await read_request(run))
             for step in STEPS:
                 condition, step_name = step.condition, step_label(step.condition)
+                digest = rendered_digest(run.rendered.get(condition)) if step.objects_only else None
+                if recheck and digest and self.memory.converged(run.uid, condition, digest) \
+                        and true_at_generation(run, condition):
+                    run.outcome.skipped.append(condition)
+                    continue
                 with self.metrics.timing_step(step_name):
                     going_on = await step.ensure(run)
+                if step.objects_only:
+                    self.memory.note_step(run.uid, condition, digest if true_at_generation(run, condition) else None)
                 if condition == reasons.VCLUSTER_READY and not run.outcome.helm_calls:
                     self.metrics.helm_operation(HELM_SKIP, SUCCESS)
                 if not going_on:
@@ -156,6 +168,18 @@ class Reconciler:
         if live is None or live["metadata"].get("uid") != body["metadata"].get("uid"):
             return body
         return {**body, "status": live.get("status") or {}}
+
+
+def true_at_generation(run: Pass, condition_type: str) -> bool:
+    found = cond.find(run.conditions, condition_type)
+    return found is not None and found.status == cond.ConditionStatus.TRUE and found.observed_generation == run.generation
+
+
+def rendered_digest(objects: list[dict] | None) -> str | None:
+    """A digest of one step's rendered objects; None when it has none (nothing to leave alone)."""
+    if not objects:
+        return None
+    return hashlib.sha256(json.dumps(objects, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def record_decision(run: Pass) -> None:

@@ -23,11 +23,15 @@ class Step:
     ensure: Callable[[Pass], Awaitable[bool]]
     kinds: frozenset[str] = frozenset()
     """Rendered kinds this step applies."""
+    objects_only: bool = False
+    """All the step does is put its rendered objects in place: once it did, at the same rendered
+    objects, a look again while the control plane starts may leave it alone (no LIST, no write)."""
 
 
+OBJECT_STEPS = (namespace, quota, rbac, network, queue)
 STEPS: tuple[Step, ...] = tuple(
-    Step(module.CONDITION, module.ensure, module.KINDS)
-    for module in (namespace, quota, rbac, network, queue, sharing, vcluster, kubeconfigs, argocd)
+    Step(module.CONDITION, module.ensure, module.KINDS, objects_only=module in OBJECT_STEPS)
+    for module in (*OBJECT_STEPS, sharing, vcluster, kubeconfigs, argocd)
 )
 
 
