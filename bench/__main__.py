@@ -184,9 +184,11 @@ class Bench(BenchTables):
                                                partial_ok=memory_only)
             else:
                 result = onboard_with_script(plane, workdir, self.source, size, variant, timeout)
+            result.load_average = os.getloadavg()[0]
         self.log(f"  -> vc Secrets after {report.fmt(result.seconds_to_secrets)}s"
                  + (f", Ready after {result.seconds_to_ready:.1f}s" if result.seconds_to_ready else "")
-                 + f", {result.requests.total} API requests, {result.helm.invocations} helm")
+                 + f", {result.requests.total} API requests, {result.helm.invocations} helm, "
+                 f"load average {result.load_average:.1f}")
         if memory_only:
             self.memory.append(MemoryResult(size, result.rss_steady_mib, result.rss_peak_mib, result.ready))
             for note in result.notes:

@@ -64,6 +64,8 @@ class OnboardingResult:
     rss_steady_mib: float | None = None
     ready: int | None = None
     """Tenants Ready at the end (operator runs)."""
+    load_average: float | None = None
+    """The machine's 1-minute load average when the run ended: what else weighed on it."""
     notes: list[str] = field(default_factory=list)
 
 

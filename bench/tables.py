@@ -84,9 +84,11 @@ class BenchTables:
                     report.fmt(report.median(r.helm.invocations / size for r in runs), 2),
                     report.fmt(report.median(r.helm.max_concurrent for r in runs)),
                     report.fmt(report.median(r.cpu.total / size if r.cpu else None for r in runs), 3),
+                    " / ".join(report.fmt(r.load_average) for r in runs),
                 ])
         print(report.table(["variant", "N", "runs", "s to all vc Secrets", "s to all Ready", "API req/tenant",
-                            "writes/tenant", "helm/tenant", "max helm at once", "CPU s/tenant"], rows))
+                            "writes/tenant", "helm/tenant", "max helm at once", "CPU s/tenant",
+                            "load avg at each run's end"], rows))
         print("\n'vc Secrets' is the baseline's ready criterion (every vCluster up); 'Ready' additionally "
               "includes the operator issuing kubeconfigs and writing status. CPU: the operator process and the "
               "helm processes it ran; for scripts, every kubectl and helm they ran.\n")
