@@ -85,8 +85,7 @@ class Runtime:
     """Looks again at tenants that wait (their control plane starting), outside kopf's retries."""
 
     def __post_init__(self) -> None:
-        self.rechecks = Rechecks(lambda body: self.reconcile(body, recheck=True),
-                                 lambda name: self.client.get(API_VERSION, KIND, name))
+        self.rechecks = Rechecks(self.look_again)
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
@@ -103,12 +102,23 @@ class Runtime:
         self.rechecks.forget(name)
         self.metrics.forget_tenant(name)
 
-    async def reconcile(self, body: kopf.Body | dict, *, recheck: bool = False) -> Outcome:
+    async def reconcile(self, body: kopf.Body | dict) -> Outcome:
         """One pipeline run for the tenant, once it holds the tenant's lock and a reconcile slot; a
-        tenant that waits is looked at again by `rechecks` (`recheck`: this is such a look)."""
+        tenant that waits is looked at again by `rechecks`."""
         name = body["metadata"]["name"]
         async with self.lock(name), self.reconcile_slots:
-            outcome = await self.reconciler.reconcile(dict(body), recheck=recheck)
+            outcome = await self.reconciler.reconcile(dict(body))
+        self.rechecks.follow(name, outcome.wait_after)
+        return outcome
+
+    async def look_again(self, name: str) -> Outcome | None:
+        """`rechecks`' pass: the tenant read under its lock (so its status is the last pass's) and
+        reconciled as a look again; None when it is gone or being deleted."""
+        async with self.lock(name), self.reconcile_slots:
+            body = await self.client.get(API_VERSION, KIND, name)
+            if body is None or body["metadata"].get("deletionTimestamp"):
+                return None
+            outcome = await self.reconciler.reconcile(body, recheck=True)
         self.rechecks.follow(name, outcome.wait_after)
         return outcome
 
@@ -316,9 +326,12 @@ async def reconcile(body: kopf.Body, **_) -> None:
     await _reconcile(body)
 
 
-@kopf.timer(*RESOURCE, interval=OperatorSettings().resync_seconds, idle=5)
+@kopf.timer(*RESOURCE, interval=OperatorSettings().resync_seconds, initial_delay=OperatorSettings().resync_seconds,
+            idle=5)
 async def resync(body: kopf.Body, **_) -> None:
-    """Drift check and kubeconfig rotation: the same pipeline; writes only what drifted."""
+    """Drift check and kubeconfig rotation: the same pipeline; writes only what drifted. First a
+    period after the tenant is seen: the create or resume handler has just run the whole pipeline,
+    so a first run at once would list and check everything again while the tenant onboards."""
     await runtime().reconcile(body)
 
 

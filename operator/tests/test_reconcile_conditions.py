@@ -166,16 +166,21 @@ def _tenant(parts: dict[str, tuple[str, str] | None]) -> list:
     return cond.set_condition(conditions, "Ready", *cond.summarise_ready(conditions), 1, T0)
 
 
-def test_onboarding_posts_one_normal_event_per_ready_transition_and_none_per_part():
+def test_an_onboarding_that_goes_well_posts_one_event_ready_true():
     starting = _tenant({"VClusterReady": ("False", "ControlPlaneStarting"), "KubeconfigReady": None})
-    assert cond.transition_events([], starting) == [
-        ("Normal", "ControlPlaneStarting", "Ready=False: VClusterReady: VClusterReady says ControlPlaneStarting")]
+    assert cond.transition_events([], starting) == []  # a new tenant's first wait
     up = _tenant({"KubeconfigReady": ("False", "WaitingForControlPlane")})
-    assert cond.transition_events(starting, up) == [
-        ("Normal", "WaitingForControlPlane", "Ready=False: KubeconfigReady: KubeconfigReady says WaitingForControlPlane")]
+    assert cond.transition_events(starting, up) == []  # one wait after another
     ready = _tenant({})
     assert cond.transition_events(up, ready) == [("Normal", "TenantReady", "Ready=True: all parts of the tenant are in place")]
     assert cond.transition_events(ready, ready) == []
+    assert cond.transition_events([], ready) == [("Normal", "TenantReady", "Ready=True: all parts of the tenant are in place")]
+
+
+def test_ready_turning_from_true_to_a_wait_is_a_normal_event():
+    ready, restarting = _tenant({}), _tenant({"VClusterReady": ("False", "ControlPlaneStarting")})
+    assert cond.transition_events(ready, restarting) == [
+        ("Normal", "ControlPlaneStarting", "Ready=False: VClusterReady: VClusterReady says ControlPlaneStarting")]
 
 
 def test_a_failing_part_gets_one_warning_and_ready_no_second_event():

@@ -132,28 +132,25 @@ def test_the_first_failure_after_waits_retries_after_5s_whatever_kopf_counted():
 
 class RecordedPasses:
     """Stands in for the pipeline (what Rechecks calls): records the tenants reconciled and
-    answers with the outcomes it is given, calling `follow` as Runtime.reconcile does."""
+    answers with the outcomes it is given, calling `follow` as Runtime.look_again does."""
 
     def __init__(self, *outcomes: Outcome):
         self.outcomes = list(outcomes)
         self.reconciled: list[str] = []
         self.rechecks: Rechecks | None = None
 
-    async def reconcile(self, body: dict) -> Outcome:
-        self.reconciled.append(body["metadata"]["name"])
+    async def look(self, name: str) -> Outcome | None:
+        self.reconciled.append(name)
         outcome = self.outcomes.pop(0) if self.outcomes else Outcome()
         assert self.rechecks is not None
-        self.rechecks.follow(body["metadata"]["name"], outcome.wait_after)
+        self.rechecks.follow(name, outcome.wait_after)
         return outcome
-
-    async def read(self, name: str) -> dict | None:
-        return {"metadata": {"name": name}}
 
 
 def test_a_waiting_tenant_is_looked_at_again_until_it_stops_waiting():
     async def scenario() -> list[str]:
         passes = RecordedPasses(Outcome(wait_after=0.01), Outcome(wait_after=0.01), Outcome())
-        rechecks = passes.rechecks = Rechecks(passes.reconcile, passes.read)
+        rechecks = passes.rechecks = Rechecks(passes.look)
         rechecks.follow("team-a", 0.01)
         for _ in range(100):
             await asyncio.sleep(0.01)
@@ -165,7 +162,7 @@ def test_a_waiting_tenant_is_looked_at_again_until_it_stops_waiting():
 def test_looks_again_are_bounded():
     async def scenario() -> list[str]:
         passes = RecordedPasses(*[Outcome(wait_after=0.001)] * 50)
-        rechecks = passes.rechecks = Rechecks(passes.reconcile, passes.read, max_looks=3)
+        rechecks = passes.rechecks = Rechecks(passes.look, max_looks=3)
         rechecks.follow("team-a", 0.001)
         for _ in range(50):
             await asyncio.sleep(0.005)
@@ -177,7 +174,7 @@ def test_looks_again_are_bounded():
 def test_a_failure_in_a_look_again_is_retried_after_its_backoff():
     async def scenario() -> list[str]:
         passes = RecordedPasses(Outcome(retry_after=0.01), Outcome())
-        rechecks = passes.rechecks = Rechecks(passes.reconcile, passes.read)
+        rechecks = passes.rechecks = Rechecks(passes.look)
         await rechecks.now("team-a")
         for _ in range(20):
             await asyncio.sleep(0.01)
@@ -198,3 +195,15 @@ def test_a_host_namespace_names_its_tenant():
     assert naming.tenant_of_namespace(naming.host_namespace("team-a", CONFIG), CONFIG) == "team-a"
     assert naming.tenant_of_namespace("kube-system", CONFIG) is None
     assert naming.tenant_of_namespace(CONFIG.namespace_prefix, CONFIG) is None
+
+
+def test_a_tenant_gone_before_its_look_again_is_forgotten():
+    async def scenario() -> int:
+        async def gone(_: str) -> Outcome | None:
+            return None
+        rechecks = Rechecks(gone)
+        rechecks.schedule("team-a", 0.001)
+        for _ in range(10):
+            await asyncio.sleep(0.005)
+        return len(rechecks)
+    assert asyncio.run(scenario()) == 0

@@ -120,10 +120,10 @@ def ordered(conditions: Iterable[Condition]) -> list[Condition]:
 
 def transition_events(before: list[Condition], after: list[Condition]) -> list[tuple[str, str, str]]:
     """The Events (type, reason, message) a pass posts for what changed: one Warning per part that
-    turned False for a failure (not a wait, WAITS), and one Normal per transition of Ready, or a
-    Warning when Ready failed without a failing part to name it (an invalid spec). Part changes to
-    True and waits are told by Ready's Event alone, so a tenant's onboarding posts a few Events,
-    not one per condition."""
+    turned False for a failure (not a wait, WAITS); one Normal when Ready's status flips (to True,
+    or from True to a wait such as Asleep); and a Warning when Ready fails without a failing part to
+    name it (an invalid spec). Parts turning True, a new tenant's first wait and one wait following
+    another are told by status alone, so an onboarding that goes well posts one Event (Ready=True)."""
     def changed(condition: Condition) -> bool:
         old = find(before, condition.type)
         return old is None or (old.status, old.reason) != (condition.status, condition.reason)
@@ -131,10 +131,11 @@ def transition_events(before: list[Condition], after: list[Condition]) -> list[t
     events = [("Warning", c.reason, f"{c.type}=False: {c.message}") for c in after
               if c.type in PART_CONDITIONS and changed(c) and c.status is ConditionStatus.FALSE
               and c.reason not in WAITS]
-    ready = find(after, READY)
-    if ready is not None and changed(ready):
-        failed = ready.status is not ConditionStatus.TRUE and ready.reason not in WAITS
-        if not (failed and events):
-            events.append(("Warning" if failed else "Normal", ready.reason,
-                           f"Ready={ready.status.value}: {ready.message}"))
+    ready, old_ready = find(after, READY), find(before, READY)
+    if ready is None or not changed(ready):
+        return events
+    failed = ready.status is not ConditionStatus.TRUE and ready.reason not in WAITS
+    flipped = ready.status != (old_ready.status if old_ready is not None else ConditionStatus.FALSE)
+    if (failed and not events) or (not failed and flipped):
+        events.append(("Warning" if failed else "Normal", ready.reason, f"Ready={ready.status.value}: {ready.message}"))
     return events

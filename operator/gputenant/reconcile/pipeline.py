@@ -93,15 +93,17 @@ class Reconciler:
     async def reconcile(self, body: dict, *, recheck: bool = False) -> Outcome:
         """Run the pipeline once. The backoff after a failure counts the consecutive failures of the
         same step (remembered per tenant), never how often kopf called: waits are not failures.
-        `recheck`: a look again at a tenant that waits (its control plane starting), which leaves
-        alone the object steps that ended in place on the same rendered objects at an earlier pass;
-        drift in them is the resync timer's to find, as it is between passes anyway."""
+        `recheck`: a look again at a tenant that waits (its control plane starting), on a body read
+        under the tenant's lock (so its status needs no second read), which leaves alone the object
+        steps that ended in place on the same rendered objects at an earlier pass; drift in them is
+        the resync timer's to find, as it is between passes anyway."""
         started = time.perf_counter()
-        try:
-            body = await self.with_current_status(body)
-        except ApiError as error:
-            log.warning("tenant %s: reading its current status failed, using the event's: %s",
-                        body["metadata"]["name"], error)
+        if not recheck:
+            try:
+                body = await self.with_current_status(body)
+            except ApiError as error:
+                log.warning("tenant %s: reading its current status failed, using the event's: %s",
+                            body["metadata"]["name"], error)
         run = Pass(self.services, body, self.clock())
         if run.uid:
             self.memory.seen(run.name, run.uid)

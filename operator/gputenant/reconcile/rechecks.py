@@ -20,13 +20,12 @@ MAX_LOOKS = 150
 
 
 class Rechecks:
-    """Reconciles a tenant by name after a delay (`reconcile` a body `read` now), once per tenant at
-    a time; a newer request replaces an older. `reconcile` is expected to call `follow`."""
+    """Reconciles a tenant by name after a delay (`look` reads it and runs its pipeline; None: it is
+    gone or being deleted), once per tenant at a time; a newer request replaces an older. `look` is
+    expected to call `follow`."""
 
-    def __init__(self, reconcile: Callable[[dict], Awaitable[Outcome]],
-                 read: Callable[[str], Awaitable[dict | None]], max_looks: int = MAX_LOOKS):
-        self.reconcile = reconcile
-        self.read = read
+    def __init__(self, look: Callable[[str], Awaitable[Outcome | None]], max_looks: int = MAX_LOOKS):
+        self.look = look
         self.max_looks = max_looks
         self._pending: dict[str, asyncio.Task] = {}
         self._looks: dict[str, int] = {}
@@ -73,11 +72,10 @@ class Rechecks:
     async def now(self, name: str) -> None:
         """Reconcile tenant `name` now, outside kopf (a wait is over, or its control-plane pod
         changed); a failure is looked at again after its backoff."""
-        body = await self.read(name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
+        outcome = await self.look(name)
+        if outcome is None:
             self.forget(name)
             return
-        outcome = await self.reconcile(body)
         if outcome.retry_after is not None:
             self.schedule(name, outcome.retry_after)
 

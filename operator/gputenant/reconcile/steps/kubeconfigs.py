@@ -64,9 +64,12 @@ async def ensure(run: Pass) -> bool:
     await remove_unwanted(run, {entry.secret_name for entry in entries} | ({oidc_secret} if oidc_secret else set()))
     run.status.kubeconfigs = entries
     await bind_oidc_owners(run)
-    if due:
+    # A first issue (or a deleted Secret's, which is drift) is told by Ready's Event or DriftRepaired;
+    # a rotation, a revocation or a new server is told here.
+    reissued = [role for role in due if why[role] != "missing"]
+    if reissued:
         await run.event("Normal", reasons.KUBECONFIG_ISSUED, "issued kubeconfigs: " + ", ".join(
-            f"{role} ({why[role]})" for role in due))
+            f"{role} ({why[role]})" for role in reissued))
     soonest = min(entry.expires_at or "" for entry in entries) if entries else "-"
     run.set(CONDITION, True, reasons.ISSUED,
             f"{len(entries)} kubeconfig(s) in {run.host_namespace}; earliest expiry {soonest}")
