@@ -5,7 +5,8 @@ new reason (a share whose HAMi-core library could not be delivered among them: v
 tenant no status of the guard's init container), an Event on its host pod in the tenant's words,
 which vCluster syncs to the virtual pod.
 
-API load: one LIST of the host namespace's pods per pass (none while asleep); the ConfigMap is read
+API load: one LIST of the host namespace's pods per pass that finds the control plane serving (none
+while asleep, none while it starts); the ConfigMap is read
 from the pass's snapshot of the tenant's labelled ConfigMaps (the LIST the wake request reuses) and
 written only when its content changed. Best effort: a failure is logged, never fails the pass.
 """
@@ -38,9 +39,17 @@ log = logging.getLogger(__name__)
 
 
 def ready_for_view(run: Pass) -> bool:
-    """Only once the policy decided and the host namespace is there."""
+    """Only once the policy decided and the host namespace is there, and while the control plane
+    serves or the tenant sleeps: the view reaches the tenant through the vCluster's syncer, so a
+    view written while an awake control plane starts (or restarts) would be seen by nobody, and an
+    onboarding would write it twice."""
     namespace = cond.find(run.conditions, reasons.NAMESPACE_READY)
-    return hasattr(run, "decision") and run.decision.possible and bool(namespace and namespace.status == cond.ConditionStatus.TRUE)
+    if not (hasattr(run, "decision") and run.decision.possible and namespace
+            and namespace.status == cond.ConditionStatus.TRUE):
+        return False
+    control_plane = cond.find(run.conditions, reasons.VCLUSTER_READY)
+    serving = control_plane is not None and control_plane.status == cond.ConditionStatus.TRUE
+    return serving or run.tenant.spec.sleep.asleep
 
 
 async def publish_view(run: Pass, status: dict) -> None:
