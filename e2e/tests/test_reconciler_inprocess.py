@@ -12,6 +12,7 @@ from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.reconcile import offboard as offboarding
 from gputenant.reconcile.ports import StepError
+from gputenant.render.tenant_view import VIEW_CONFIGMAP
 from kubeplane.inprocess import OPERATOR_USER, QUEUE, labelled_objects
 from kubeplane.inprocess import tenant_manifest as manifest
 
@@ -35,6 +36,8 @@ def test_create_walks_the_control_plane_up_to_ready(op):
     op.assert_condition(name, reasons.SHARING_READY, "True", reasons.CHOSEN_FROM_TRUST)
     assert op.get(*QUEUE, name) is not None
     assert op.condition(name, reasons.KUBECONFIG_READY) == {}  # the steps after the wait did not run
+    # nobody could read the tenant's view before its control plane serves: it is not written yet
+    assert op.get("v1", "ConfigMap", VIEW_CONFIGMAP, op.namespace(name)) is None
     op.serve(name, secret=False)
     op.reconcile(name)
     op.assert_condition(name, reasons.VCLUSTER_READY, "False", reasons.WAITING_FOR_CONTROL_PLANE)
@@ -45,6 +48,7 @@ def test_create_walks_the_control_plane_up_to_ready(op):
     op.assert_condition(name, reasons.KUBECONFIG_READY, "True", reasons.ISSUED)
     op.assert_condition(name, reasons.ARGOCD_READY, "True", reasons.NOT_REQUESTED)
     op.assert_condition(name, reasons.READY, "True", reasons.TENANT_READY)
+    assert op.get("v1", "ConfigMap", VIEW_CONFIGMAP, op.namespace(name)) is not None
     assert len(op.releases.ensure_calls(name)) == 1
     assert [call[2] for call in op.issuer.calls if call[0] == "issue" and call[1] == name] == [("admin", "view")]
     for role in ("admin", "view"):
