@@ -36,8 +36,8 @@ lint: venv ## ruff, import-linter's layering contracts (.importlinter) and mypy 
 test: venv tools ## Unit tests and tests against the real local control plane (what CI runs after lint)
 	$(BIN)/pytest -ra
 
-test-vcluster: venv tools ## Only the real vCluster 0.36.1 tests (part of `make test`): the pod per example tenant, the operator driving it
-	$(BIN)/pytest -ra e2e/tests/test_vcluster_real.py e2e/tests/test_vcluster_real_operator.py
+test-vcluster: venv tools ## Only the real vCluster 0.36.1 tests (part of `make test`): the operator driving one per example tenant
+	$(BIN)/pytest -ra e2e/tests/test_vcluster_real_operator.py
 
 unit: venv ## Only the fast tests that need no control plane (seconds)
 	$(BIN)/pytest -ra -m 'not plane'

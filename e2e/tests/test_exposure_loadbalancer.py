@@ -41,7 +41,7 @@ from kubeplane.operator_process import (
 )
 
 READY_TIMEOUT_SECONDS = 480
-"""A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real.py)."""
+"""A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real_operator.py)."""
 TENANT = "lb-team"
 
 pytestmark = [

@@ -44,7 +44,7 @@ pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file
                                 reason=f"{REAL_VCLUSTER_CHART} is missing")
 
 READY_TIMEOUT_SECONDS = 480
-"""A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real.py)."""
+"""A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real_operator.py)."""
 FLOW_TIMEOUT_SECONDS = 240
 """Virtual pod -> syncer -> guard -> scheduler -> kubelet (init container, then python) -> status back."""
 POOL, MISSING_POOL = "hami-core-double", "hami-core-double-missing"

@@ -28,7 +28,7 @@ from kubeplane.apiserver import SERVICE_ACCOUNT_ISSUER
 from kubeplane.fixtures import REAL_VCLUSTER_CHART
 
 READY_TIMEOUT_SECONDS = 480
-"""A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real.py)."""
+"""A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real_operator.py)."""
 AUTHENTICATOR_SECONDS = 120
 """The vCluster API server fetches the issuer's discovery document and keys after it starts serving."""
 TENANT, OTHER_TENANT = "oidc-login", "oidc-other"

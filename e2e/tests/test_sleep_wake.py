@@ -27,7 +27,7 @@ from kubeplane.images import TEST_IMAGE
 from kubeplane.tools import pinned_versions
 
 READY_TIMEOUT_SECONDS = 480
-"""A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real.py)."""
+"""A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real_operator.py)."""
 SETTLE_TIMEOUT_SECONDS = 240
 NAME = "sleeper"
 NAMESPACE = f"tenant-{NAME}"

@@ -2,7 +2,7 @@
 (../shared/third_party; copies of it declaring other versions for the upgrade path).
 
 Host-side only: these tests judge the releases Helm keeps, so they run on the node-less plane,
-where the vCluster pod stays Pending. The pod itself running is test_vcluster_real.py's.
+where the vCluster pod stays Pending. The pod itself running is test_vcluster_real_operator.py's.
 """
 
 from __future__ import annotations

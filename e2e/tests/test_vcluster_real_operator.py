@@ -12,6 +12,12 @@ ready, and the delay is printed. One tenant's control-plane pod is then deleted:
 Ready=False with the control plane's reason (the pod watch, not the timer, brings it) and Ready
 again once the new pod answers; both delays are printed (docs/operations.md records them).
 
+On the host, for each trust level: the control-plane pod runs on the real node from the images
+built here (kubeplane.vcluster_images), in a namespace with the trust level's Pod Security level,
+LimitRange and a ResourceQuota that counts its limits; its data claim is bound to a volume of the
+real local-path-provisioner, and offboarding removes that volume and the directory behind it. The
+pod's start time and memory are printed (figures, not assertions).
+
 The plane has no NetworkPolicy enforcer, so the rendered policies are checked by the unit tests
 (operator/tests/test_render_exposure.py), not here.
 """
@@ -30,16 +36,22 @@ import yaml
 
 from gputenant import naming
 from gputenant.api import conditions as reasons
+from gputenant.api.v1alpha1 import Trust
+from gputenant.config.models import OperatorConfig
+from gputenant.quantities import parse_quantity
 from gputenant.reconcile.controlplane import pod_selector
+from gputenant.render.podsecurity import POD_SECURITY_LEVEL
 from gputenant.timefmt import parse_rfc3339
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import ARGOCD_NAMESPACE, REAL_VCLUSTER_CHART
 from kubeplane.images import TEST_IMAGE
 from kubeplane.operator_process import PRODUCTION_RESYNC_SECONDS
+from kubeplane.storage import PROVISIONER_NAME
 from kubeplane.tools import REPO_ROOT, pinned_versions
+from kubeplane.vcluster_images import vcluster_images
 
 READY_TIMEOUT_SECONDS = 480
-"""A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real.py)."""
+"""A real virtual control plane on a 2-core machine shared with other work."""
 OPERATOR_RESYNC_SECONDS = None
 """This module's operator runs with the production resync period (conftest's `operator`)."""
 CONTROL_PLANE_WAITS = (reasons.CONTROL_PLANE_STARTING, reasons.CONTROL_PLANE_NOT_ANSWERING)
@@ -153,6 +165,8 @@ def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vclu
         assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
         data_volumes = real_tenants.volumes_claimed_in(namespace)
         assert data_volumes, f"the vCluster's data claim in {namespace} is bound to a provisioned volume"
+        volume_paths = _host_side_of_the_control_plane(plane, name, namespace, body["spec"]["trust"], applied)
+        _in_cluster_kubeconfig_works(plane, name, namespace, real_operator, tmp_path)
         if trust_file == "trusted":  # one tenant is enough; its vCluster is already running
             _a_deleted_control_plane_pod_is_not_ready_until_the_new_one_answers(plane, name, namespace, view,
                                                                                real_operator)
@@ -161,6 +175,61 @@ def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vclu
         wait_for(lambda: plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) is None,
                  timeout=300, interval=2, what=f"tenant {name} offboarded")
     real_tenants.assert_nothing_left(name, namespace, data_volumes)
+    assert not [path for path in volume_paths if Path(path).exists()], "the data volume's directory is removed"
+
+
+def _in_cluster_kubeconfig_works(plane: ControlPlane, name: str, namespace: str, operator, directory: Path) -> None:
+    """vCluster's own `vc-<release>` names the in-cluster URL the operator renders (what ClusterIP
+    exposure hands out), and works from inside the node's network: the Service's address, TLS
+    checked against the in-cluster name."""
+    release = naming.release_name(name)
+    secret = plane.kubectl("get", "secret", naming.vcluster_secret_name(name), "-n", namespace, "-o",
+                           "jsonpath={.data.config}").stdout
+    kubeconfig = yaml.safe_load(base64.b64decode(secret))
+    config = OperatorConfig.load(operator.config_path)
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == naming.vcluster_in_cluster_server(name, config)
+    path = directory / "in-cluster.kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig))
+    service_ip = plane.kubectl("get", "service", release, "-n", namespace, "-o", "jsonpath={.spec.clusterIP}").stdout
+    listed = plane.node.network.enter([
+        str(plane.bin_dir / "kubectl"), f"--kubeconfig={path}", f"--server=https://{service_ip}:443",
+        f"--tls-server-name={release}.{namespace}.svc", "get", "namespaces", "-o", "name"])
+    namespaces = subprocess.run(listed, check=True, capture_output=True, text=True, timeout=60).stdout.split()
+    assert {"namespace/default", "namespace/kube-system"} <= set(namespaces)
+
+
+def _host_side_of_the_control_plane(plane: ControlPlane, name: str, namespace: str, trust: str,
+                                    applied: float) -> list[str]:
+    """What a Ready tenant's control plane is on the host (see the module docstring); the host paths
+    of its data volumes."""
+    with plane.api_client() as admin:
+        core = kubernetes.client.CoreV1Api(admin)
+        [pod] = core.list_namespaced_pod(namespace, label_selector=pod_selector(naming.release_name(name))).items
+        assert pod.spec.node_name == plane.node.name
+        assert {c.image for c in pod.spec.containers + pod.spec.init_containers} <= set(vcluster_images(plane.bin_dir))
+        labels = core.read_namespace(namespace).metadata.labels
+        assert labels["pod-security.kubernetes.io/enforce"] == POD_SECURITY_LEVEL[Trust(trust)]
+        assert naming.LIMIT_RANGE_NAME in [lr.metadata.name for lr in core.list_namespaced_limit_range(namespace).items]
+        assert all(c.resources.limits.get("memory") for c in pod.spec.containers)
+
+        def quota_counts_every_pod() -> bool:
+            # the quota counts the vCluster pod's limits and those of the pods it synced here (CoreDNS)
+            used = core.read_namespaced_resource_quota(naming.RESOURCE_QUOTA_NAME, namespace).status.used or {}
+            pods = core.list_namespaced_pod(namespace).items
+            return parse_quantity(used.get("limits.memory", "0")) == sum(
+                parse_quantity(c.resources.limits["memory"]) for p in pods for c in p.spec.containers)
+        wait_for(quota_counts_every_pod, timeout=30, interval=1, what=f"the quota of {namespace} counting its pods")
+        claims = core.list_namespaced_persistent_volume_claim(namespace).items
+        assert claims and all(claim.status.phase == "Bound" for claim in claims)
+        volumes = [core.read_persistent_volume(claim.spec.volume_name) for claim in claims]
+        assert all(v.metadata.annotations["pv.kubernetes.io/provisioned-by"] == PROVISIONER_NAME for v in volumes)
+        started = next(c.last_transition_time for c in pod.status.conditions if c.type == "Ready").timestamp()
+    summary = json.loads(plane.kubectl("get", "--raw", f"/api/v1/nodes/{plane.node.name}/proxy/stats/summary").stdout)
+    memory = next(p["memory"]["workingSetBytes"] for p in summary["pods"]
+                  if p["podRef"]["namespace"] == namespace and p["podRef"]["name"] == pod.metadata.name)
+    print(f"tenant {name} ({trust}): control-plane pod ready {started - applied:.1f}s after the tenant was applied; "
+          f"working set {memory / 2**20:.0f} MiB")
+    return [v.spec.host_path.path for v in volumes if v.spec.host_path]
 
 
 def _wait(check, timeout: float, what: str, operator):

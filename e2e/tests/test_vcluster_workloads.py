@@ -35,7 +35,7 @@ pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file
                                 reason=f"{REAL_VCLUSTER_CHART} is missing")
 
 READY_TIMEOUT_SECONDS = 480
-"""A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real.py)."""
+"""A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real_operator.py)."""
 FLOW_TIMEOUT_SECONDS = 180
 """Virtual pod -> syncer -> host admission -> KAI -> kwok -> status synced back, on busy cores."""
 TENANT = "vc-workloads"
