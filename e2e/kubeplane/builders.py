@@ -43,3 +43,13 @@ def placed_pool(name: str, mode: str, model: str = "A100-80GB", gpus: int = 8, *
     return pool(name, mode, model, gpus=gpus, nodeSelector={POOL_LABEL: name},
                 tolerations=[{"key": POOL_LABEL, "operator": "Equal", "value": name, "effect": "NoSchedule"}],
                 **fields)
+
+
+def sharing_pools() -> list[dict]:
+    """One placed pool per sharing mechanism (time-slicing, HAMi, MIG): the configuration the guard's
+    tests judge pods against."""
+    return [
+        placed_pool("ts", "TimeSlicing", timeSlicing={"replicas": 4}),
+        placed_pool("hami", "HAMi"),
+        placed_pool("mig", "MIG", mig={"config": "all-balanced", "profiles": ["1g.10gb", "2g.20gb", "3g.40gb"]}),
+    ]

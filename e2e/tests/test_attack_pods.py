@@ -36,20 +36,15 @@ from gputenant.policy.choose import decide
 from gputenant.render.tenant import POD_GROUPS_QUOTA, render_tenant
 from kubeplane import builders, wait_for
 from kubeplane.builders import container
-from kubeplane.builders import placed_pool as pool
 from kubeplane.fixtures import UPSTREAM_PODGROUP_CRD, install_crds
+from kubeplane.tools import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 TENANT_CRD = REPO_ROOT / "crds" / "tenant.yaml"
 QUEUE = "kai.scheduler/queue"
-POOL = "gputenant.io/pool"
+POOL = builders.POOL_LABEL
 
 
-CONFIG = OperatorConfig.model_validate({"pools": [
-    pool("ts", "TimeSlicing", timeSlicing={"replicas": 4}),
-    pool("hami", "HAMi"),
-    pool("mig", "MIG", mig={"config": "all-balanced", "profiles": ["1g.10gb", "2g.20gb", "3g.40gb"]}),
-]})
+CONFIG = OperatorConfig.model_validate({"pools": builders.sharing_pools()})
 TRUSTED, INTERNAL, UNTRUSTED, QUOTA = "atk-ts", "atk-hami", "atk-mig", "atk-quota"
 TRUST = {TRUSTED: "Trusted", INTERNAL: "Internal", UNTRUSTED: "Untrusted", QUOTA: "Internal"}
 EXTRA_SPEC = {UNTRUSTED: {"sharing": {"mig": {"profile": "1g.10gb"}}}}

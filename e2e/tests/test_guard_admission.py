@@ -24,22 +24,17 @@ from gputenant.config.models import OperatorConfig
 from gputenant.guard import hami_caps, kai_sharing
 from gputenant.guard.standalone import GuardThread
 from kubeplane import wait_for
-from kubeplane.builders import container, pod
+from kubeplane.builders import POOL_LABEL, container, pod, sharing_pools
 from kubeplane.builders import placed_pool as pool
 from kubeplane.fixtures import install_crds
+from kubeplane.tools import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 TENANT_CRD = REPO_ROOT / "crds" / "tenant.yaml"
 QUEUE = "kai.scheduler/queue"
-POOL_KEY = "gputenant.io/pool"
+POOL_KEY = POOL_LABEL
 
 
-CONFIG = OperatorConfig.model_validate({"pools": [
-    pool("ts", "TimeSlicing", timeSlicing={"replicas": 4}),
-    pool("hami", "HAMi"),
-    pool("mig", "MIG", mig={"config": "all-balanced", "profiles": ["1g.10gb", "2g.20gb", "3g.40gb"]}),
-    pool("whole", "Exclusive", model="H100-80GB"),
-]})
+CONFIG = OperatorConfig.model_validate({"pools": [*sharing_pools(), pool("whole", "Exclusive", model="H100-80GB")]})
 
 
 @dataclass(frozen=True, eq=False)
