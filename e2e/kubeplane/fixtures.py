@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import kubernetes
 import yaml
 from kubernetes.client.rest import ApiException
 
+from .builders import container, pod
 from .plane import ControlPlane
 from .process import wait_for
 from .tools import REPO_ROOT
@@ -72,3 +74,26 @@ def label_cpu_node(plane: ControlPlane, node_selector: dict[str, str]) -> None:
     node the guard sends every tenant pod without GPUs to (the vCluster control plane, CoreDNS)."""
     plane.kubectl("label", "node", plane.require_node().name, "--overwrite",
                   *(f"{key}={value}" for key, value in node_selector.items()))
+
+
+def guard_serves(target: Target, namespace: str) -> bool:
+    """The admission guard answers for `namespace`: a dry-run GPU pod comes back steered to KAI, or
+    refused for its GPU resource (which also proves the guard knows the tenant)."""
+    probe: Any = pod(container(limits={"nvidia.com/gpu": "1"}))
+    with target.api_client() as client:
+        try:
+            answer = kubernetes.client.CoreV1Api(client).create_namespaced_pod(namespace, probe, dry_run="All")
+        except ApiException as error:
+            return "[gpu-resource]" in (error.body or "")
+        return answer.spec is not None and answer.spec.scheduler_name == "kai-scheduler"
+
+
+def remove_tenants(target: Target, namespaces: dict[str, str]) -> None:
+    """GpuTenants a test wrote without an operator to offboard them (tenant -> host namespace), and
+    their namespaces."""
+    with target.api_client() as client:
+        core = kubernetes.client.CoreV1Api(client)
+        custom = kubernetes.client.CustomObjectsApi(client)
+        for tenant, namespace in namespaces.items():
+            core.delete_namespace(namespace)
+            custom.delete_cluster_custom_object("gputenant.io", "v1alpha1", "gputenants", tenant)

@@ -104,15 +104,20 @@ def oci_archive(reference: str, files: list[ImageFile], entrypoint: list[str] | 
         entries[f"blobs/sha256/{descriptor['digest'].removeprefix('sha256:')}"] = blob
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for directory in ("blobs", "blobs/sha256"):
-            info = tarfile.TarInfo(directory)
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
-        for name, data in entries.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
+        add_oci_entries(tar, entries)
     return buffer.getvalue()
+
+
+def add_oci_entries(tar: tarfile.TarFile, entries: dict[str, bytes]) -> None:
+    """An OCI image layout's blob directories and `entries` (path in the layout -> bytes) into `tar`."""
+    for directory in ("blobs", "blobs/sha256"):
+        info = tarfile.TarInfo(directory)
+        info.type, info.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(info)
+    for name, data in entries.items():
+        info = tarfile.TarInfo(name)
+        info.size, info.mode = len(data), 0o644
+        tar.addfile(info, io.BytesIO(data))
 
 
 def pause_files(bin_dir: Path) -> list[ImageFile]:

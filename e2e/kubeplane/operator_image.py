@@ -23,7 +23,6 @@ pulls nothing.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -36,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from .images import _CONFIG, _LAYER, _MANIFEST, _blob
+from .images import _CONFIG, _LAYER, _MANIFEST, _blob, add_oci_entries
 from .tools import REPO_ROOT, tools_bin_dir
 
 CHART = REPO_ROOT / "charts" / "gpu-tenant-operator"
@@ -159,14 +158,7 @@ def write_archive(reference: str, layer_path: Path, layer: dict, path: Path) -> 
              f"blobs/sha256/{config_descriptor['digest'][7:]}": config_blob,
              f"blobs/sha256/{manifest_descriptor['digest'][7:]}": manifest_blob}
     with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
-        for directory in ("blobs", "blobs/sha256"):
-            info = tarfile.TarInfo(directory)
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
-        for name, data in small.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
+        add_oci_entries(tar, small)
         info = tarfile.TarInfo(f"blobs/sha256/{layer['digest'][7:]}")
         info.size, info.mode = layer["size"], 0o644
         with open(layer_path, "rb") as content:

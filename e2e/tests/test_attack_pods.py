@@ -36,7 +36,8 @@ from gputenant.policy.choose import decide
 from gputenant.render.tenant import POD_GROUPS_QUOTA, render_tenant
 from kubeplane import builders, wait_for
 from kubeplane.builders import container
-from kubeplane.fixtures import UPSTREAM_PODGROUP_CRD, install_crds
+from kubeplane.fixtures import UPSTREAM_PODGROUP_CRD, guard_serves, install_crds, remove_tenants
+from kubeplane.operator_process import remove_guard_configurations
 from kubeplane.tools import REPO_ROOT
 
 TENANT_CRD = REPO_ROOT / "crds" / "tenant.yaml"
@@ -369,16 +370,6 @@ class Plane:
         return self.api(syncer(tenant))
 
 
-def _serving(plane, ns: str) -> bool:
-    with plane.api_client() as client:
-        try:
-            answer = kubernetes.client.CoreV1Api(client).create_namespaced_pod(
-                ns, pod(container(limits={"nvidia.com/gpu": "1"})), dry_run="All")
-        except ApiException as error:
-            return "[gpu-resource]" in (error.body or "")
-        return answer.spec.scheduler_name == "kai-scheduler"
-
-
 @pytest.fixture(scope="module")
 def attacked(plane, tmp_path_factory):
     if not TENANT_CRD.is_file():
@@ -419,19 +410,12 @@ def attacked(plane, tmp_path_factory):
                         client_ca_file=plane.webhook_client_ca_path).start()
     try:
         for name in TRUST:
-            wait_for(lambda name=name: _serving(plane, namespace(name)), timeout=60, what=f"the guard to serve {namespace(name)}")
+            wait_for(lambda name=name: guard_serves(plane, namespace(name)), timeout=60, what=f"the guard to serve {namespace(name)}")
         yield Plane(plane, identities)
     finally:
         guard.stop()
-        with plane.api_client() as client:
-            admission = kubernetes.client.AdmissionregistrationV1Api(client)
-            admission.delete_mutating_webhook_configuration("gputenant-guard")
-            admission.delete_validating_webhook_configuration("gputenant-guard")
-            core = kubernetes.client.CoreV1Api(client)
-            custom = kubernetes.client.CustomObjectsApi(client)
-            for name in TRUST:
-                core.delete_namespace(namespace(name))
-                custom.delete_cluster_custom_object("gputenant.io", "v1alpha1", "gputenants", name)
+        remove_guard_configurations(plane)
+        remove_tenants(plane, {name: namespace(name) for name in TRUST})
 
 
 def rules_named(error: ApiException) -> set[str]:

@@ -26,7 +26,8 @@ from gputenant.guard.standalone import GuardThread
 from kubeplane import wait_for
 from kubeplane.builders import POOL_LABEL, container, pod, sharing_pools
 from kubeplane.builders import placed_pool as pool
-from kubeplane.fixtures import install_crds
+from kubeplane.fixtures import guard_serves, install_crds, remove_tenants
+from kubeplane.operator_process import remove_guard_configurations
 from kubeplane.tools import REPO_ROOT
 
 TENANT_CRD = REPO_ROOT / "crds" / "tenant.yaml"
@@ -354,10 +355,6 @@ def tenant_object(mode: Mode) -> dict:
     return {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": mode.tenant}, "spec": spec}
 
 
-def gpu_probe() -> dict:
-    return pod(container(limits={"nvidia.com/gpu": "1"}))
-
-
 @dataclass
 class Guarded:
     plane: object
@@ -368,17 +365,6 @@ class Guarded:
         with self.plane.api_client(self.users[mode.tenant]) as client:
             created = kubernetes.client.CoreV1Api(client).create_namespaced_pod(mode.namespace, manifest)
             return client.sanitize_for_serialization(created)
-
-
-def _serving(plane, namespace: str) -> bool:
-    """The guard answers for this namespace: a dry-run GPU pod comes back steered, or refused for
-    its GPU resource (which also proves the guard knows the tenant)."""
-    with plane.api_client() as client:
-        try:
-            answer = kubernetes.client.CoreV1Api(client).create_namespaced_pod(namespace, gpu_probe(), dry_run="All")
-        except ApiException as error:
-            return "[gpu-resource]" in (error.body or "")
-        return answer.spec.scheduler_name == "kai-scheduler"
 
 
 @pytest.fixture(scope="module")
@@ -403,19 +389,12 @@ def guarded(plane, tmp_path_factory):
     guard = GuardThread(plane.kubeconfig_path, CONFIG, cert_dir=tmp_path_factory.mktemp("guard-certs")).start()
     try:
         for mode in ALL_MODES:
-            wait_for(lambda mode=mode: _serving(plane, mode.namespace), timeout=60, what=f"the guard to serve {mode.namespace}")
+            wait_for(lambda mode=mode: guard_serves(plane, mode.namespace), timeout=60, what=f"the guard to serve {mode.namespace}")
         yield Guarded(plane, guard, users)
     finally:
         guard.stop()
-        with plane.api_client() as client:
-            admission = kubernetes.client.AdmissionregistrationV1Api(client)
-            admission.delete_mutating_webhook_configuration("gputenant-guard")
-            admission.delete_validating_webhook_configuration("gputenant-guard")
-            core = kubernetes.client.CoreV1Api(client)
-            custom = kubernetes.client.CustomObjectsApi(client)
-            for mode in ALL_MODES:
-                core.delete_namespace(mode.namespace)
-                custom.delete_cluster_custom_object("gputenant.io", "v1alpha1", "gputenants", mode.tenant)
+        remove_guard_configurations(plane)
+        remove_tenants(plane, {mode.tenant: mode.namespace for mode in ALL_MODES})
 
 
 def admitted_view(stored: dict) -> Admitted:
