@@ -52,6 +52,11 @@ HAMI_SHARES = {"share-a": "0.25", "share-b": "0.25", "share-c": "0.5"}
 REPLICA_TENANTS = ("slice-a", "slice-b", "slice-c")
 """One time-slice replica each of a GPU advertised as 3."""
 CHARGED_SECONDS = 10
+MISSED_SCRAPES = 2
+"""Steps of the charged period a loaded machine may lose: a scrape over the 1 s interval fails, Prometheus
+marks the operator's series stale, and that step is charged to no one (docs/metrics.md: the hours cover
+only the time Prometheus kept the series). A lost step loses every tenant's share at once, so the total
+stays a whole number of GPU-steps."""
 
 
 @pytest.fixture(scope="module")
@@ -307,8 +312,9 @@ def test_tenants_sharing_one_gpu_are_charged_their_shares_which_add_up_to_the_gp
             assert {rows[tenant]["currency"] for tenant in group} == {"EUR"}
             gpu_hours = sum(hours.values())
             steps = gpu_hours * 3600
-            assert steps == pytest.approx(round(steps)) and CHARGED_SECONDS <= round(steps) <= CHARGED_SECONDS + 1, \
-                f"together one GPU for each 1 s step of the period: {hours}"
+            assert steps == pytest.approx(round(steps)), f"together one whole GPU in each 1 s step: {hours}"
+            assert CHARGED_SECONDS - MISSED_SCRAPES <= round(steps) <= CHARGED_SECONDS + 1, \
+                f"the period's steps charged, but for scrapes a loaded machine missed: {hours}"
             for tenant in group:
                 share = float(HAMI_SHARES[tenant]) if pool == "hami" else 1 / 3
                 assert hours[tenant] == pytest.approx(share * gpu_hours), (tenant, hours)
