@@ -36,7 +36,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -71,8 +70,6 @@ CONFIG = OperatorConfig.model_validate({"pools": [{
     "name": "hami", "mode": "HAMi", "gpuModel": "A100-80GB", "gpuMemoryMiB": 81920, "gpus": 64,
     "nodeSelector": {"gputenant.io/pool": "hami"},
     "tolerations": [{"key": "gputenant.io/pool", "operator": "Equal", "value": "hami", "effect": "NoSchedule"}]}]})
-WEBHOOK_METRIC = re.compile(
-    r'^apiserver_admission_webhook_admission_duration_seconds_(sum|count)\{[^}]*name="([^"]+)"[^}]*\} (\S+)$')
 
 
 def gpu_pod() -> dict:
@@ -109,18 +106,6 @@ def burst(core: kubernetes.client.CoreV1Api, namespace: str, rate: int, count: i
         return time.monotonic() - began
 
     return paced(rate, count, create)
-
-def webhook_seconds(plane: ControlPlane) -> dict[str, tuple[float, int]]:
-    """(sum of seconds, calls) per webhook from the apiserver's histogram."""
-    text = plane.kubectl("get", "--raw", "/metrics").stdout
-    totals: dict[str, list[float]] = {}
-    for line in text.splitlines():
-        match = WEBHOOK_METRIC.match(line)
-        if match:
-            kind, name, value = match.groups()
-            totals.setdefault(name, [0.0, 0.0])[0 if kind == "sum" else 1] += float(value)
-    return {name: (seconds, int(calls)) for name, (seconds, calls) in totals.items()}
-
 
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
@@ -160,13 +145,13 @@ def main() -> int:
                     guarded: list[float] = []
                     baseline: list[float] = []
                     achieved: list[float] = []
-                    before = webhook_seconds(plane)
+                    before = plane.admission_webhooks()
                     for _ in range(args.repeats):
                         seconds, pace = burst(core, GUARDED, rate, count)
                         guarded += seconds
                         achieved.append(pace)
                         baseline += burst(core, UNGUARDED, rate, count)[0]
-                    after = webhook_seconds(plane)
+                    after = plane.admission_webhooks()
                     means = {name.split(".")[1]: (after[name][0] - before.get(name, (0, 0))[0])
                              / max(1, after[name][1] - before.get(name, (0, 0))[1])
                              for name in after if name.startswith("pods.")}
@@ -254,9 +239,9 @@ def during_onboarding(args: argparse.Namespace) -> int:
                 probe_niceness = 0
                 count = int(args.rate * args.seconds)
                 for _ in range(args.repeats):
-                    before = webhook_seconds(plane)
+                    before = plane.admission_webhooks()
                     latencies, achieved = burst(core, GUARDED, args.rate, count, dry_run=True)
-                    after = webhook_seconds(plane)
+                    after = plane.admission_webhooks()
                     direct, probe_niceness = probe_at_priority(guard_url, guard_ca, gpu_pod, GUARDED, USER,
                                                                args.rate, count)
                     baseline, _ = burst(core, UNGUARDED, args.rate, count, dry_run=True)

@@ -5,6 +5,7 @@ ControlPlane (plane.py) adds the lifecycle."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import uuid
 from collections.abc import Iterable
@@ -20,6 +21,9 @@ from .kubeconfig import file_stem, kubeconfig, write_kubeconfig
 from .pki import CertificateAuthority
 from .process import PlaneError, wait_for
 from .tools import ensure_tools
+
+WEBHOOK_METRIC = re.compile(
+    r'^apiserver_admission_webhook_admission_duration_seconds_(sum|count)\{[^}]*name="([^"]+)"[^}]*\} (\S+)$')
 
 
 class CommandError(subprocess.CalledProcessError):
@@ -162,6 +166,17 @@ class PlaneAccess:
                 name, field_selector="metadata.name=default").items,
                 timeout=timeout, what=f"ServiceAccount {name}/default")
         return namespace
+
+    def admission_webhooks(self) -> dict[str, tuple[float, int]]:
+        """Webhook name -> (seconds, calls) the API server has spent calling it, every operation and
+        outcome together, from its own apiserver_admission_webhook_admission_duration_seconds."""
+        totals: dict[str, list[float]] = {}
+        for line in self.kubectl("get", "--raw", "/metrics").stdout.splitlines():
+            match = WEBHOOK_METRIC.match(line)
+            if match:
+                kind, name, value = match.groups()
+                totals.setdefault(name, [0.0, 0.0])[0 if kind == "sum" else 1] += float(value)
+        return {name: (seconds, int(calls)) for name, (seconds, calls) in totals.items()}
 
     # -- audit log ----------------------------------------------------------------------------
 

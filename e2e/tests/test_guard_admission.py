@@ -37,6 +37,7 @@ from cases.admission_table import (
     untouched,
 )
 from gputenant import naming
+from gputenant.guard import hami_caps
 from gputenant.guard.standalone import GuardThread
 from kubeplane import wait_for
 from kubeplane.builders import container, pod
@@ -223,3 +224,19 @@ def test_updates_keep_the_queue_label_and_ephemeral_containers_are_checked(guard
     assert json.loads(debug.value.body)["message"] == denied(
         HAMI, "[privileged] ephemeral container debug is privileged; privileged containers see every GPU of the "
               "node (remove securityContext.privileged)")
+
+
+def test_a_capped_share_pod_costs_one_call_of_the_mutating_webhook(guarded):
+    """The guard gives its init container the pod's own token mount, so the ServiceAccount plugin's second
+    pass changes nothing and the API server does not call the mutating webhook again (reinvocationPolicy
+    IfNeeded): one call per pod, not two. The stored pod is what the plugin would have made."""
+    mutate = "pods.mutate.gputenant.io"
+    before = guarded.plane.admission_webhooks()[mutate][1]
+    stored = guarded.create(HAMI, pod(annotations=SHARE))
+    assert guarded.plane.admission_webhooks()[mutate][1] - before == 1
+
+    def token_mounts(container: dict) -> list[dict]:
+        return [m for m in container["volumeMounts"] if m["mountPath"] == hami_caps.SERVICE_ACCOUNT_TOKEN_PATH]
+    init, main = stored["spec"]["initContainers"][0], stored["spec"]["containers"][0]
+    assert init["name"] == hami_caps.INIT_CONTAINER
+    assert token_mounts(init) == token_mounts(main) and token_mounts(main)[0]["name"].startswith("kube-api-access-")

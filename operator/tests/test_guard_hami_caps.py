@@ -243,3 +243,39 @@ def test_the_guards_init_container_is_recognised_as_the_api_server_stores_it():
     assert validate_pod(stored, "shares", model.spec.trust, decision) == []
     init["volumeMounts"].append({"name": "data", "mountPath": "/data"})
     assert "hami-caps" in {v.rule for v in validate_pod(stored, "shares", model.spec.trust, decision)}
+
+
+TOKEN_MOUNT = {"name": "kube-api-access-r6gbs", "mountPath": hami_caps.SERVICE_ACCOUNT_TOKEN_PATH, "readOnly": True}
+TOKEN_VOLUME = {"name": "kube-api-access-r6gbs", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
+
+
+def with_token(pod: dict, mount: dict = TOKEN_MOUNT, volume: dict = TOKEN_VOLUME, **spec) -> dict:
+    """The pod as the webhooks receive it: the ServiceAccount plugin has mounted its token in every container."""
+    pod = copy.deepcopy(pod)
+    pod["spec"].update(volumes=[volume], **spec)
+    for container in pod["spec"]["containers"]:
+        container["volumeMounts"] = [mount]
+    return pod
+
+
+def test_the_guards_init_container_carries_the_token_mount_the_plugin_would_add_so_no_reinvocation():
+    """The ServiceAccount plugin's second pass finds the init container already mounted, changes nothing, and
+    the API server does not call the mutating webhook again (e2e: test_guard_admission.py counts the calls)."""
+    mutated, refused = admitted(with_token(share_pod("0.25")))
+    assert refused == []
+    init = mutated["spec"]["initContainers"][0]
+    assert init["volumeMounts"] == [{"name": hami_caps.LIBRARY_VOLUME, "mountPath": hami_caps.STAGING}, TOKEN_MOUNT]
+
+
+@pytest.mark.parametrize("pod", [
+    share_pod("0.25"),
+    with_token(share_pod("0.25"), automountServiceAccountToken=False),
+    with_token(share_pod("0.25"), volume={"name": "kube-api-access-r6gbs", "hostPath": {"path": "/"}}),
+    with_token(share_pod("0.25"), mount={**TOKEN_MOUNT, "readOnly": False}),
+    with_token(share_pod("0.25"), mount={**TOKEN_MOUNT, "subPath": "token"}),
+    with_token(share_pod("0.25"), mount={**TOKEN_MOUNT, "name": "data"}, volume={**TOKEN_VOLUME, "name": "data"}),
+], ids=["no-token", "automount-off", "not-projected", "writable", "sub-path", "not-the-plugins-volume"])
+def test_the_init_container_gets_no_mount_the_plugin_would_not_have_added(pod):
+    mutated, _ = admitted(pod)
+    assert mutated["spec"]["initContainers"][0]["volumeMounts"] == [
+        {"name": hami_caps.LIBRARY_VOLUME, "mountPath": hami_caps.STAGING}]

@@ -57,6 +57,10 @@ RESERVED_PREFIX = "gputenant-hami"
 LIBRARY_VOLUME = f"{RESERVED_PREFIX}-library"
 CACHE_VOLUME = f"{RESERVED_PREFIX}-cache"
 INIT_CONTAINER = f"{RESERVED_PREFIX}-library"
+SERVICE_ACCOUNT_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Where the API server's ServiceAccount admission plugin mounts the pod's token into every container."""
+TOKEN_VOLUME_PREFIX = "kube-api-access-"
+"""The name the plugin gives the projected token volume (and a random suffix)."""
 MEMORY_LIMIT = "CUDA_DEVICE_MEMORY_LIMIT"
 SM_LIMIT = "CUDA_DEVICE_SM_LIMIT"
 SHARED_CACHE = "CUDA_DEVICE_MEMORY_SHARED_CACHE"
@@ -190,10 +194,30 @@ def mutation(pod: dict, decision: Decision) -> Iterator[dict]:
                                                   if not any(o.get("name") == v["name"] for o in spec.get("volumes") or [])])
     if not any(c.get("name") == INIT_CONTAINER for c in spec.get("initContainers") or []):
         container = init_container(library_settings(pool))
+        container["volumeMounts"].extend(service_account_token_mounts(spec))
         if spec.get("initContainers") is None:
             yield {"op": "add", "path": "/spec/initContainers", "value": [container]}
         else:
             yield {"op": "add", "path": "/spec/initContainers/0", "value": container}
+
+
+def service_account_token_mounts(spec: dict) -> list[dict]:
+    """The mount of the pod's ServiceAccount token that the API server's ServiceAccount plugin gave every
+    container before the webhooks ran (read-only, of its projected ``kube-api-access-*`` volume), for the
+    guard's init container. The plugin would add the same mount there on its second pass, and that change
+    would make the API server call the guard's mutating webhook again (``reinvocationPolicy: IfNeeded``):
+    the stored pod is the same either way, with one webhook call fewer. None when the plugin mounted no
+    token (``automountServiceAccountToken: false``, or no such mount)."""
+    if spec.get("automountServiceAccountToken") is False:
+        return []
+    projected = {volume.get("name") for volume in spec.get("volumes") or []
+                 if "projected" in volume and str(volume.get("name", "")).startswith(TOKEN_VOLUME_PREFIX)}
+    for container in spec.get("containers") or []:
+        for mount in container.get("volumeMounts") or []:
+            if mount == {"name": mount.get("name"), "mountPath": SERVICE_ACCOUNT_TOKEN_PATH, "readOnly": True} \
+                    and mount["name"] in projected:
+                return [dict(mount)]
+    return []
 
 
 def _append(owner: dict, key: str, base: str, items: list[dict]) -> Iterator[dict]:

@@ -12,9 +12,6 @@ from gputenant.guard.rules.common import decimal, kai_container
 
 DEFAULTED_CONTAINER_FIELDS = frozenset({"terminationMessagePath", "terminationMessagePolicy"})
 """Fields the API server defaults on a container after the guard's mutation; nothing else may be added."""
-SERVICE_ACCOUNT_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
-"""The ServiceAccount admission plugin, reinvoked after webhooks that mutate, mounts the pod's token here in
-every container it finds without one, the guard's init container included."""
 
 
 def _same_as_guards(container: dict, expected: dict) -> bool:
@@ -28,7 +25,7 @@ def _same_as_guards(container: dict, expected: dict) -> bool:
     mounts = container.get("volumeMounts") or []
     added = [m for m in mounts if m not in expected["volumeMounts"]]
     return (all(m in mounts for m in expected["volumeMounts"])
-            and all(m.get("mountPath") == SERVICE_ACCOUNT_TOKEN_PATH and m.get("readOnly") for m in added))
+            and all(m.get("mountPath") == hami_caps.SERVICE_ACCOUNT_TOKEN_PATH and m.get("readOnly") for m in added))
 
 
 def _capped_container_violations(review: Review, caps: hami_caps.Caps) -> Iterator[str]:
