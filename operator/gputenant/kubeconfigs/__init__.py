@@ -26,6 +26,7 @@ from gputenant.kubeconfigs.oidc import (
     put_oidc_owners_binding,
 )
 from gputenant.kubeconfigs.tokens import (
+    MISSING,
     REVOKED,
     ROTATION_ANNOTATION,
     SERVER_ANNOTATION,
@@ -42,7 +43,7 @@ from gputenant.kubeconfigs.tokens import (
 )
 
 __all__ = [
-    "ARGOCD_ROLE", "OIDC_OWNERS_BINDING", "OIDC_ROLE", "REVOKED", "ROLE_CLUSTER_ROLES", "ROTATE_AFTER_FRACTION", "ROTATION_ANNOTATION", "SERVER_ANNOTATION",
+    "ARGOCD_ROLE", "MISSING", "OIDC_OWNERS_BINDING", "OIDC_ROLE", "REVOKED", "ROLE_CLUSTER_ROLES", "ROTATE_AFTER_FRACTION", "ROTATION_ANNOTATION", "SERVER_ANNOTATION",
     "IssuedKubeconfig", "KubeconfigIssueError", "admin_kubeconfig", "binding_hash", "ca_of", "https_server",
     "in_virtual_cluster", "issue_kubeconfigs", "kubeconfig_secret_of", "oidc_kubeconfig", "oidc_owner_subjects", "oidc_owners_binding",
     "put_oidc_owners_binding",

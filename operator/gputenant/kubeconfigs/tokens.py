@@ -17,10 +17,13 @@ from gputenant.timefmt import parse_duration, parse_rfc3339, rfc3339
 ROTATION_ANNOTATION = f"{GROUP}/rotation"
 """On each token Secret: the rotate-kubeconfigs request it was issued for."""
 SERVER_ANNOTATION = f"{GROUP}/server"
-REVOCATION_ANNOTATION = f"{GROUP}/revocation"
-REVOKED = "revoked"
-"""On each token Secret: the revoke-kubeconfigs request it was issued after."""
 """On each token Secret: the server URL it was issued for (a new URL re-issues it)."""
+REVOCATION_ANNOTATION = f"{GROUP}/revocation"
+"""On each token Secret: the revoke-kubeconfigs request it was issued after."""
+REVOKED = "revoked"
+"""Why a token is issued again after a revocation (its ServiceAccount is made anew)."""
+MISSING = "missing"
+"""Why a token is issued for the first time (no Secret, or one without data): no rotation."""
 TOKEN_ANNOTATIONS = (naming.KUBECONFIG_EXPIRES_ANNOTATION, ROTATION_ANNOTATION, SERVER_ANNOTATION, REVOCATION_ANNOTATION)
 
 
@@ -98,7 +101,7 @@ def issue_reason(live: dict | None, lifetime: timedelta, now: datetime, rotation
     (the rotate annotation changed), server changed, or due (80% of the lifetime passed,
     `needs_rotation`; an unreadable expiry counts as due)."""
     if live is None or not (live.get("data") or {}):
-        return "missing"
+        return MISSING
     annotations = live["metadata"].get("annotations") or {}
     if annotations.get(REVOCATION_ANNOTATION, "") != revocation:
         return REVOKED

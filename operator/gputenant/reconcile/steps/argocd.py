@@ -15,6 +15,7 @@ from gputenant.kube import ApiError
 from gputenant.kube.applier import object_key
 from gputenant.kubeconfigs import (
     ARGOCD_ROLE,
+    MISSING,
     ca_of,
     issue_reason,
     recorded_annotations,
@@ -57,7 +58,7 @@ async def ensure(run: Pass) -> bool:
     secret = cluster_secret(run.name, argocd.namespace, server or "", ca_of(admin), token, project=argocd.project)
     secret["metadata"]["annotations"] = annotations
     await run.applier.ensure(secret)
-    if why and why != "missing":
+    if why and why != MISSING:
         run.rotated.append(object_key(secret))
     if why:
         await run.event("Normal", reasons.ARGOCD_TOKEN_ISSUED,

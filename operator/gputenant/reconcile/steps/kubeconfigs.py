@@ -12,6 +12,7 @@ from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import KubeconfigStatus
 from gputenant.kube.applier import object_key
 from gputenant.kubeconfigs import (
+    MISSING,
     OIDC_ROLE,
     REVOKED,
     binding_hash,
@@ -54,7 +55,7 @@ async def ensure(run: Pass) -> bool:
         secret["metadata"]["annotations"] = token_annotations(kubeconfig.expires_at, run.rotation_request, server,
                                                               run.revocation_request)
         live[kubeconfig.role] = await run.applier.ensure(adopt(secret, run.body, run.host_namespace))
-        if why[kubeconfig.role] != "missing":
+        if why[kubeconfig.role] != MISSING:
             run.rotated.append(object_key(secret))
     entries = [KubeconfigStatus.model_validate({
         "role": role, "secretName": naming.kubeconfig_secret_name(run.name, role),
@@ -66,7 +67,7 @@ async def ensure(run: Pass) -> bool:
     await bind_oidc_owners(run)
     # A first issue (or a deleted Secret's, which is drift) is told by Ready's Event or DriftRepaired;
     # a rotation, a revocation or a new server is told here.
-    reissued = [role for role in due if why[role] != "missing"]
+    reissued = [role for role in due if why[role] != MISSING]
     if reissued:
         await run.event("Normal", reasons.KUBECONFIG_ISSUED, "issued kubeconfigs: " + ", ".join(
             f"{role} ({why[role]})" for role in reissued))
