@@ -1,6 +1,9 @@
 """The `plane` pytest fixture: one control plane per test session, shared by every conftest that
 imports it (`from kubeplane.pytest_plugin import plane, pytest_runtest_makereport`).
 
+The plane starts with KAI's PodGroup CRD installed (from ../shared/third_party), as a GPU cluster
+has it before any tenant.
+
 `kwok` runs kwok (kubeplane.kwok) on the session's plane, started once on first use, for tests
 that create SIMULATED GPU nodes (kubeplane.gpu_nodes): kwok marks them Ready and runs the pods
 bound to them.
@@ -19,6 +22,7 @@ import os
 
 import pytest
 
+from .fixtures import UPSTREAM_PODGROUP_CRD, install_crds
 from .kwok import Kwok
 from .plane import ControlPlane
 from .tools import ensure_tools
@@ -43,6 +47,11 @@ def session_plane(config: pytest.Config) -> ControlPlane:
         directory = os.environ.get("KUBEPLANE_DIR")
         try:
             plane = ControlPlane.attach(directory) if directory else ControlPlane(audit=True).start()
+            if UPSTREAM_PODGROUP_CRD.is_file():
+                # As on a GPU cluster, where KAI is installed before any tenant: the controller-manager's
+                # quota and garbage collector controllers find a new resource by discovery only every
+                # 30 s, and a test that makes a gang's PodGroup waits for both.
+                install_crds(plane, UPSTREAM_PODGROUP_CRD)
         except Exception as error:
             config.stash[_START_FAILURE] = error
             raise

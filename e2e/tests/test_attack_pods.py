@@ -55,7 +55,7 @@ from gputenant.policy.choose import decide
 from gputenant.render.tenant import POD_GROUPS_QUOTA, render_tenant
 from kubeplane import wait_for
 from kubeplane.builders import container
-from kubeplane.fixtures import UPSTREAM_PODGROUP_CRD, guard_serves, install_crds, remove_tenants
+from kubeplane.fixtures import guard_serves, install_crds, remove_tenants
 from kubeplane.operator_process import remove_guard_configurations
 from kubeplane.tools import REPO_ROOT
 
@@ -299,7 +299,6 @@ def pod_groups(plane, ns: str) -> list[dict]:
 def test_a_refused_gang_pod_leaves_no_pod_group(attacked):
     """Before admission decided, the mutating webhook wrote the gang's PodGroup: every refused pod left one
     behind, uncounted. Now admission writes nothing."""
-    install_crds(attacked.plane, UPSTREAM_PODGROUP_CRD)
     ns = namespace(UNTRUSTED)
     with attacked.as_syncer(UNTRUSTED) as client, pytest.raises(ApiException) as refused:
         kubernetes.client.CoreV1Api(client).create_namespaced_pod(ns, gang_pod(UNTRUSTED, labels={"project": TRUSTED}))
@@ -308,7 +307,6 @@ def test_a_refused_gang_pod_leaves_no_pod_group(attacked):
 
 
 def test_the_operator_writes_a_gangs_pod_group_owned_by_its_members_and_counted(attacked):
-    install_crds(attacked.plane, UPSTREAM_PODGROUP_CRD)
     ns = namespace(QUOTA)
     first = gang_pod(QUOTA)
     with attacked.as_syncer(QUOTA) as client:
