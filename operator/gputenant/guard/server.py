@@ -1,7 +1,8 @@
 """The guard's HTTPS endpoint: kopf's WebhookServer, plus what kopf does not do for us: generated
 certificates renewed before expiry, webhook configurations with a namespace selector kept in sync
-with the server's URL and CA bundle, callers authenticated by client certificate, and no memory
-kept per reviewed pod."""
+with the server's URL and CA bundle, callers authenticated by client certificate, pod reviews
+answered without kopf's handler machinery (``pod_reviews``), and no memory kept per reviewed
+object."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from gputenant.config.models import OperatorConfig
 from gputenant.guard.certs import CertificatePaths, ensure_certificates
 from gputenant.guard.configuration import sync_webhook_configurations
 from gputenant.guard.flags import CERT_WITHOUT_KEY
+from gputenant.guard.pod_reviews import PodReviews, route
 from gputenant.kube import KubeClient
 
 log = logging.getLogger(__name__)
@@ -37,7 +39,10 @@ class GuardServer:
 
     With ``client_ca_file`` only callers with a client certificate signed by it get an answer
     (the API server presents one through its admission configuration's kubeconfig): the answers
-    name tenants' pods and quotas, and tenant pods can reach the operator's network."""
+    name tenants' pods and quotas, and tenant pods can reach the operator's network.
+
+    ``pod_reviews`` (set by ``standalone.GuardThread``, which holds the guard's decisions) answers
+    the pod webhooks; a server without it refuses to start rather than leave pods to kopf."""
 
     def __init__(self, client: KubeClient, config: OperatorConfig, *, host: str = "127.0.0.1", port: int | None = 9443,
                  listen: str | None = None, hostnames: list[str] | None = None,
@@ -62,6 +67,7 @@ class GuardServer:
         self.client_ca_file = client_ca_file
         self.renewal_check_seconds = renewal_check_seconds
         self.file_check_interval = file_check_interval
+        self.pod_reviews: PodReviews | None = None
 
     async def _renew_forever(self) -> None:
         while True:
@@ -70,6 +76,9 @@ class GuardServer:
                 log.info("renewed the admission guard's serving certificate in %s", self.cert_dir)
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+        if self.pod_reviews is None:
+            raise RuntimeError("the guard's server has no pod reviews to serve the pod webhooks with")
+        served = route(without_object_memory(fn), self.pod_reviews)
         if self.generated:
             ensure_certificates(self.cert_dir, self.hostnames)
         if not self.port:
@@ -81,7 +90,7 @@ class GuardServer:
                                     verify_cafile=str(self.client_ca_file) if self.client_ca_file else None)
         renewer = asyncio.create_task(self._renew_forever()) if self.generated else None
         try:
-            async for client_config in server(without_object_memory(fn)):
+            async for client_config in server(served):
                 written = await sync_webhook_configurations(self.client, self.config, dict(client_config))
                 log.info("admission guard serving at %s; %d webhook configurations updated",
                          client_config["url"], written)

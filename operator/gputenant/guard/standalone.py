@@ -21,8 +21,9 @@ import kopf
 
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.parent import CHECK_SECONDS, watch_parent
+from gputenant.guard.pod_reviews import DecisionObserver, PodReviews
 from gputenant.guard.server import GuardServer, server_from_args
-from gputenant.guard.webhook import DecisionObserver, Guard, register
+from gputenant.guard.webhook import Guard, register
 from gputenant.kube import KubeClient
 
 ServerFactory = Callable[[KubeClient], GuardServer]
@@ -41,7 +42,7 @@ class GuardThread:
         self.config = config
         self.registry = kopf.OperatorRegistry()
         self.client = KubeClient.from_kubeconfig(str(kubeconfig) if kubeconfig else None, config.field_manager)
-        self.guard: Guard = register(self.registry, config, self.client, observe)
+        self.guard: Guard = register(self.registry, config, self.client)
         if kubeconfig is not None:
             connection = self.client.kopf_connection()
             kopf.on.login(registry=self.registry)(lambda **_: connection)
@@ -50,6 +51,7 @@ class GuardThread:
         self.server = make_server(self.client) if make_server else GuardServer(
             self.client, config, host="127.0.0.1", port=port, cert_dir=cert_dir,
             file_check_interval=file_check_interval, client_ca_file=client_ca_file)
+        self.server.pod_reviews = PodReviews(self.guard, observe)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()

@@ -1,31 +1,31 @@
-"""kopf admission handlers of the guard: the IO around ``rules`` and ``mutation``.
+"""The guard's decisions and their kopf wiring: the IO around ``rules`` and ``mutation``.
 
 Every pod review is answered from memory: a kopf index keeps the GpuTenants by the host namespace
 the operator recorded for each (``status.namespace``, or the one the configuration names before the
 first status), and specs and policy decisions are cached per tenant uid and generation, so a pod
 review makes no API call. A namespace's own labels never name its tenant: they only route pods to
 the guard, and a namespace labelled as a tenant's that is not that tenant's host namespace has its
-pods refused. GpuTenant reviews are rare and read the tenant's GPU pods from the API instead of
-watching every pod of the cluster. ``register(registry, config, client)`` adds the handlers and
-the index to a kopf registry; ``standalone.GuardThread`` serves them on an event loop of their own.
+pods refused. Pod reviews are served by ``pod_reviews`` straight from that index, without kopf's
+handler machinery; GpuTenant reviews are rare, go through kopf, and read the tenant's GPU pods from
+the API instead of watching every pod of the cluster. ``register(registry, config, client)`` adds
+the index and the GpuTenant handler to a kopf registry; ``standalone.GuardThread`` serves them on an
+event loop of their own.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonpatch
 import kopf
 from pydantic import ValidationError
 
 from gputenant import GROUP, PLURAL, VERSION, naming
 from gputenant.api.v1alpha1 import GpuTenantSpec
 from gputenant.config.models import OperatorConfig
-from gputenant.guard.configuration import MUTATE_POD, VALIDATE_POD, VALIDATE_TENANT
+from gputenant.guard.configuration import VALIDATE_TENANT
 from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.pods import pod_summary, requests_gpus
 from gputenant.guard.rules import rejection_message, validate_pod
@@ -45,8 +45,8 @@ SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 CLUSTER_ADMINS = "system:masters"
 """Members pass every authorization check; no tenant identity is one (e.g. a platform controller
 run with an admin certificate, as the local plane runs KAI)."""
-DecisionObserver = Callable[[str, str, float], None]
-"""Told of each pod review: the first refusing rule's id (or "none"), allowed/refused, seconds."""
+NO_RULE = "none"
+"""The rule id reported for a pod no rule refuses."""
 
 
 @dataclass
@@ -120,48 +120,79 @@ class Guard:
             return account_namespace == namespace or account_namespace.startswith(self.config.namespace_prefix)
         return not username.startswith("system:")
 
+    def pod_patch(self, pod: dict, tenants: kopf.Index, *, operation: str, subresource: str | None,
+                  old: dict | None) -> list[dict]:
+        """JSON-patch operations for a tenant pod (``mutation.mutate_pod``); `tenants` is the index.
+        A pod of a tenant with an invalid spec gets none: validation refuses it with the reason."""
+        tenant = tenant_of_namespace(pod["metadata"]["namespace"], tenants)
+        try:
+            _, decision = self.tenant_decision(tenant, tenants)
+        except ValidationError:
+            return []
+        return mutate_pod(pod, tenant.name, decision, operation=operation, subresource=subresource, old=old,
+                          cpu_pool=self.config.cpu_pool)
+
+    def pod_refusal(self, pod: dict, userinfo: Mapping[str, Any] | None, tenants: kopf.Index, *, operation: str,
+                    old: dict | None) -> tuple[str, str | None]:
+        """(the first refusing rule's id or ``NO_RULE``, the message to refuse the pod with or None).
+        Raises ``kopf.AdmissionError`` for a namespace of no tenant or a tenant with an invalid spec."""
+        namespace = pod["metadata"]["namespace"]
+        tenant = tenant_of_namespace(namespace, tenants)
+        try:
+            spec, decision = self.tenant_decision(tenant, tenants)
+        except ValidationError as error:
+            raise kopf.AdmissionError(f"tenant {tenant.name} has an invalid spec, so its pods are refused: "
+                                      f"{error.errors()[0]['msg']}", code=DENIED) from error
+        violations = validate_pod(pod, tenant.name, spec.trust, decision, operation=operation, old=old,
+                                  config=self.config, by_tenant=self.by_tenant(userinfo, namespace))
+        if not violations:
+            return NO_RULE, None
+        return violations[0].rule, rejection_message(violations, tenant.name, spec.trust, decision)
+
+    def tenant_decision(self, tenant: TenantView, tenants: kopf.Index) -> tuple[GpuTenantSpec, Decision]:
+        """``decision`` with the index's live tenants."""
+        return self.decision(tenant, lambda: {view.uid for view in _values(tenants)})
+
 
 def _values(index: Any) -> list[Any]:
     return [value for key in list(index) for value in index[key]]
 
 
-def _tenant_of_namespace(namespace: str, indices: dict) -> TenantView:
+def tenant_of_namespace(namespace: str, tenants: kopf.Index) -> TenantView:
     """The tenant whose recorded host namespace this is. The webhook configuration sends only
     namespaces labelled as a tenant's, so one no tenant records is refused (fail closed)."""
-    store = indices[TENANTS_INDEX]
-    tenants = list(store[namespace]) if namespace in store else []
-    if len(tenants) == 1:
-        return tenants[0]
-    if tenants:
+    found = list(tenants[namespace]) if namespace in tenants else []
+    if len(found) == 1:
+        return found[0]
+    if found:
         raise kopf.AdmissionError(f"namespace {namespace} is recorded as the host namespace of several tenants "
-                                  f"({', '.join(sorted(t.name for t in tenants))}); pods here are refused",
+                                  f"({', '.join(sorted(t.name for t in found))}); pods here are refused",
                                   code=DENIED)
     raise kopf.AdmissionError(f"namespace {namespace} is labelled {naming.TENANT_LABEL} but is not the host namespace "
                               "of any GpuTenant the admission guard knows; pods here are refused (if the tenant was "
                               "just created, retry in a few seconds)", code=NOT_READY)
 
 
-def _other_tenants(indices: dict, tenant_decision: Any) -> list[tuple[str, GpuTenantSpec, Decision]]:
+def _other_tenants(guard: Guard, tenants: kopf.Index) -> list[tuple[str, GpuTenantSpec, Decision]]:
     """Every indexed tenant with its decision, for the pool capacity check; invalid ones are skipped
     (the operator reports them in their own status)."""
     others = []
-    for view in _values(indices[TENANTS_INDEX]):
+    for view in _values(tenants):
         try:
-            others.append((view.name, *tenant_decision(view, indices)))
+            others.append((view.name, *guard.tenant_decision(view, tenants)))
         except ValidationError:
             continue
     return others
 
 
-def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: KubeClient,
-             observe: DecisionObserver | None = None) -> Guard:
-    """Add the guard's index and admission handlers to `registry`; returns the guard's state.
-    `client` is used on GpuTenant reviews only (the tenant's pods, its namespace and Queue, other tenants'
-    queues); pod reviews decide and patch without side effects (a gang's PodGroup: ``guard.gang_groups``).
+def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: KubeClient) -> Guard:
+    """Add the guard's index and GpuTenant admission handler to `registry`; returns the guard's
+    state, whose pod decisions ``pod_reviews`` serves. `client` is used on GpuTenant reviews only (the
+    tenant's pods, its namespace and Queue, other tenants' queues); pod reviews decide and patch
+    without side effects (a gang's PodGroup: ``guard.gang_groups``).
 
-    The pod handlers and the index are coroutines: kopf runs plain functions in a thread pool, and
-    on a busy machine the two thread hand-offs per review cost more than the rules themselves
-    (about 0.25 ms a pod)."""
+    The index is a coroutine: kopf runs plain functions in a thread pool, and on a busy machine the
+    thread hand-offs cost more than the work."""
     guard = Guard(config, client)
 
     @kopf.index(GROUP, VERSION, PLURAL, id=TENANTS_INDEX, registry=registry)
@@ -170,51 +201,12 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, client: Ku
         return {namespace: TenantView(name=name, uid=uid, generation=body["metadata"].get("generation", 0),
                                       spec=dict(body.get("spec") or {}), namespace=namespace)}
 
-    def tenant_decision(tenant: TenantView, indices: dict) -> tuple[GpuTenantSpec, Decision]:
-        return guard.decision(tenant, lambda: {view.uid for view in _values(indices[TENANTS_INDEX])})
-
-    @kopf.on.mutate("", "v1", "pods", id=MUTATE_POD, registry=registry, subresource="*",
-                    operations=["CREATE", "UPDATE"])
-    async def mutate(body: kopf.Body, patch: kopf.Patch, subresource: str | None, old: kopf.Body | None = None,
-                     operation: str = "CREATE", **kwargs: Any) -> None:
-        pod = dict(body)
-        tenant = _tenant_of_namespace(pod["metadata"]["namespace"], kwargs)
-        try:
-            _, decision = tenant_decision(tenant, kwargs)
-        except ValidationError:
-            return  # validate() refuses the pod with the reason
-        operations = mutate_pod(pod, tenant.name, decision, operation=operation, subresource=subresource,
-                                old=dict(old) if old is not None else None, cpu_pool=config.cpu_pool)
-        if operations:
-            patch.fns.append(lambda document: jsonpatch.apply_patch(document, operations, in_place=True))
-
-    @kopf.on.validate("", "v1", "pods", id=VALIDATE_POD, registry=registry, subresource="*",
-                      operations=["CREATE", "UPDATE"])
-    async def validate(body: kopf.Body, userinfo: kopf.UserInfo, old: kopf.Body | None = None, operation: str = "CREATE",
-                 **kwargs: Any) -> None:
-        started = time.perf_counter()
-        pod = dict(body)
-        namespace = pod["metadata"]["namespace"]
-        tenant = _tenant_of_namespace(namespace, kwargs)
-        try:
-            spec, decision = tenant_decision(tenant, kwargs)
-        except ValidationError as error:
-            raise kopf.AdmissionError(f"tenant {tenant.name} has an invalid spec, so its pods are refused: "
-                                      f"{error.errors()[0]['msg']}", code=DENIED) from error
-        violations = validate_pod(pod, tenant.name, spec.trust, decision, operation=operation,
-                                  old=dict(old) if old is not None else None, config=config,
-                                  by_tenant=guard.by_tenant(userinfo, namespace))
-        if observe is not None:
-            observe(violations[0].rule if violations else "none", "refused" if violations else "allowed",
-                    time.perf_counter() - started)
-        if violations:
-            raise kopf.AdmissionError(rejection_message(violations, tenant.name, spec.trust, decision), code=DENIED)
-
     @kopf.on.validate(GROUP, VERSION, PLURAL, id=VALIDATE_TENANT, registry=registry, operations=["CREATE", "UPDATE"])
     async def validate_tenant(name: str, body: kopf.Body, warnings: list[str], old: kopf.Body | None = None,
                         **kwargs: Any) -> None:
+        index = kwargs[TENANTS_INDEX]
         problems, advice = await guard.judge_tenant(name, dict(body), dict(old) if old else None,
-                                                    lambda: _other_tenants(kwargs, tenant_decision))
+                                                    lambda: _other_tenants(guard, index))
         warnings.extend(advice)
         if problems:
             raise kopf.AdmissionError("; ".join(problems), code=DENIED)
