@@ -1,6 +1,6 @@
 """kopf wiring that follows the tenants' vCluster control planes: a watch on the control-plane pods
 the chart labels (``app=vcluster``, filtered by kopf: the operator's one pod watch also serves the
-gang PodGroups of ``guard.gang_groups``, so it cannot be narrowed by a label at the API server), so that a pod dying, starting,
+gang PodGroups of ``guard.gang_groups``, so it cannot be narrowed by a label at the API server), so that a pod dying,
 turning ready or rolling to a new revision reaches the tenant's status within seconds, not at the
 next resync. Each change that matters calls the tenant's pipeline up at once; what it judges is
 `reconcile.controlplane`.
@@ -24,18 +24,20 @@ PODS = ("v1", "pods")
 
 
 def pod_signature(event_type: str | None, pod: dict) -> tuple | None:
-    """What of a control-plane pod the tenant's readiness depends on; None once it is gone."""
-    if event_type == "DELETED":
+    """What of a control-plane pod the tenant's readiness depends on: the revision it serves at
+    while it is ready; None while it does not serve (not ready yet, being deleted, gone). A pod's
+    steps on the way to ready (created, scheduled, Running) change nothing the vCluster step would
+    decide, so they call nobody up: the step's look again reports them in the status message."""
+    if event_type == "DELETED" or not pod_ready(pod):
         return None
-    metadata = pod.get("metadata") or {}
-    return (pod_ready(pod), (pod.get("status") or {}).get("phase"), bool(metadata.get("deletionTimestamp")),
-            (metadata.get("labels") or {}).get(REVISION_LABEL))
+    return ((pod.get("metadata", {}).get("labels") or {}).get(REVISION_LABEL),)
 
 
 @kopf.on.event(*PODS, labels=POD_LABELS)
 async def control_plane_pod_changed(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_) -> None:
-    """Reconcile the pod's tenant when its readiness, phase, deletion or revision changed. The
-    initial listing (event type None) only records: on.resume reconciles every tenant then."""
+    """Reconcile the pod's tenant when it starts or stops serving, or serves another revision; a pod
+    first seen not ready changes nothing. The initial listing (event type None) only records:
+    on.resume reconciles every tenant then."""
     rt = runtime()
     metadata = body.get("metadata") or {}
     tenant = naming.tenant_of_namespace(metadata.get("namespace") or "", rt.config)

@@ -191,6 +191,18 @@ def test_the_watch_reacts_to_readiness_deletion_and_revision_not_to_other_status
     assert pod_signature("DELETED", pod()) is None
 
 
+def test_a_pod_on_its_way_to_ready_calls_nobody_up_until_it_is_ready():
+    """The watch's memo starts at None: a pod created, scheduled and Running but not yet ready has
+    the same signature all along, and only turning ready changes it (one pass, not one per step)."""
+    pending = {**pod(ready=False), "status": {"phase": "Pending"}}
+    assert pod_signature("ADDED", pending) is None
+    assert pod_signature("MODIFIED", {**pending, "spec": {"nodeName": "node-1"}}) is None
+    assert pod_signature("MODIFIED", pod(ready=False, waiting="ContainerCreating")) is None
+    assert pod_signature("MODIFIED", pod(ready=False)) is None
+    assert pod_signature("MODIFIED", pod()) is not None
+    assert pod_signature("DELETED", pod(ready=False)) is None
+
+
 def test_a_host_namespace_names_its_tenant():
     assert naming.tenant_of_namespace(naming.host_namespace("team-a", CONFIG), CONFIG) == "team-a"
     assert naming.tenant_of_namespace("kube-system", CONFIG) is None
