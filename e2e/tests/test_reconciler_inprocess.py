@@ -283,3 +283,28 @@ def test_a_look_again_while_the_control_plane_starts_leaves_converged_object_ste
     assert reasons.QUOTA_READY not in changed.skipped
     assert op.get(*QUEUE, name)["spec"]["resources"]["gpu"]["quota"] == op.tenant(name)["status"]["granted"]["queue"]["quota"]
     op.ready(name)
+
+
+def test_the_pass_that_creates_the_namespace_lists_nothing_in_it_and_the_next_one_does(op, plane):
+    """A namespace the pass itself created (the API server answered its apply with 201) holds no
+    labelled object the pass did not write, so its kinds are not listed; once it exists, they are."""
+    name = "ip-fresh"
+
+    def namespaced_lists(since: int) -> set[str]:
+        return {event["objectRef"]["resource"] for event in plane.audit_events(since)
+                if event.get("user", {}).get("username") == OPERATOR_USER and event["verb"] == "list"
+                and (event.get("objectRef") or {}).get("namespace") == op.namespace(name)}
+
+    op.apply(manifest(name))
+    since = plane.audit_offset()
+    op.reconcile(name)
+    assert namespaced_lists(since) - {"configmaps", "pods", "secrets", "events"} == set(), \
+        ("only the owners' wake request, read before the namespace exists, and the vCluster step's own reads "
+         "(its pods, Helm's releases, the StatefulSet's Events) list there")
+    for part in (reasons.NAMESPACE_READY, reasons.QUOTA_READY, reasons.RBAC_READY, reasons.NETWORK_READY):
+        op.assert_condition(name, part, "True", reasons.APPLIED)
+    written = {line.split("/", 1)[0].split(".", 1)[0] for line in labelled_objects(plane, name)}
+    assert {"resourcequota", "limitrange", "networkpolicy", "role", "rolebinding"} <= written, written
+    since = plane.audit_offset()
+    op.reconcile(name)
+    assert {"resourcequotas", "limitranges", "networkpolicies", "roles", "rolebindings"} <= namespaced_lists(since)

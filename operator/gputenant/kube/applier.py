@@ -2,8 +2,9 @@
 
 Reads are batched: one label-selected LIST per kind and namespace per reconcile (LiveSnapshot)
 instead of one GET per object, so a resync of hundreds of tenants costs a few reads each and no
-writes. Namespaced kinds are listed in the object's namespace only: the operator may hold no
-cluster-wide right on them (the Helm chart's least-privilege RBAC).
+writes; in a namespace the same reconcile created there is nothing to list. Namespaced kinds are
+listed in the object's namespace only: the operator may hold no cluster-wide right on them (the Helm
+chart's least-privilege RBAC).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class LiveSnapshot:
     client: KubeClient
     label_selector: str
     _objects: dict[tuple[str, str, str], dict[str, dict]] = field(default_factory=dict)
+    _new_namespaces: set[str] = field(default_factory=set)
 
     async def lookup(self, api_version: str, kind: str, name: str,
                      namespace: str | None = None) -> dict | None:
@@ -38,10 +40,16 @@ class LiveSnapshot:
         cluster-scoped kind), listed on first use."""
         key = (api_version, kind, namespace or "")
         if key not in self._objects:
-            items = await self.client.list(api_version, kind, namespace=namespace,
-                                           label_selector=self.label_selector)
+            items = [] if namespace in self._new_namespaces else await self.client.list(
+                api_version, kind, namespace=namespace, label_selector=self.label_selector)
             self._objects[key] = {item["metadata"]["name"]: item for item in items}
         return list(self._objects[key].values())
+
+    def namespace_created(self, namespace: str) -> None:
+        """`namespace` was created by a write of this snapshot's pass: it holds no labelled object
+        but those the pass writes (kept by ``remember``), so none of its kinds needs a LIST. Lists
+        of a namespace that already existed are never skipped."""
+        self._new_namespaces.add(namespace)
 
     def selects(self, obj: dict) -> bool:
         """Whether `obj`'s own labels match the selector (equality terms only; any other term
@@ -96,9 +104,11 @@ class Applier:
         if live is not None and holds(obj, live):
             self.result.unchanged.append(object_key(obj))
             return live
-        applied = await self.client.apply(obj)
+        applied, created = await self.client.apply_reporting_creation(obj)
         applied.setdefault("apiVersion", obj["apiVersion"])
         applied.setdefault("kind", obj["kind"])
         self.snapshot.remember(applied)
+        if created and (obj["apiVersion"], obj["kind"]) == ("v1", "Namespace"):
+            self.snapshot.namespace_created(obj["metadata"]["name"])
         self.result.applied.append(object_key(obj))
         return applied

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 USER_AGENT = "gpu-tenant-operator"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+CREATED = 201
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=60)
 """Time out opening a connection and waiting for the server's bytes, never the wait for a free
 pooled connection: with hundreds of tenants reconciling, a `total` timeout failed requests the
@@ -206,6 +207,11 @@ class KubeClient:
     async def request(self, method: str, path: str, *, params: dict | None = None,
                       body: Any = None, content_type: str | None = None) -> Any:
         """Send one request; the decoded JSON answer, or ApiError (status 0: no answer)."""
+        return (await self._exchange(method, path, params=params, body=body, content_type=content_type))[1]
+
+    async def _exchange(self, method: str, path: str, *, params: dict | None = None,
+                        body: Any = None, content_type: str | None = None) -> tuple[int, Any]:
+        """`request`, with the HTTP status of the answer."""
         session = await self._get_session()
         self.counters.by_method[method] += 1
         data = None if body is None else json.dumps(body)
@@ -217,7 +223,7 @@ class KubeClient:
                 text = await response.text()
                 if response.status >= 400:
                     raise _error(response.status, text, method, path)
-                return json.loads(text) if text else None
+                return response.status, (json.loads(text) if text else None)
         except aiohttp.ClientError as error:
             raise ApiError(0, "ConnectionFailed", str(error), method, path) from error
         except TimeoutError as error:
@@ -270,12 +276,17 @@ class KubeClient:
 
     async def apply(self, obj: dict) -> dict:
         """Server-side apply under our one field manager, taking over conflicting fields."""
+        return (await self.apply_reporting_creation(obj))[0]
+
+    async def apply_reporting_creation(self, obj: dict) -> tuple[dict, bool]:
+        """`apply`, and whether this very write created the object (the API server answers 201)."""
         resource = await self.resource(obj["apiVersion"], obj["kind"])
         metadata = obj["metadata"]
-        return await self.request(
+        status, applied = await self._exchange(
             "PATCH", resource.path(metadata.get("namespace"), metadata["name"]),
             params={"fieldManager": self.field_manager, "force": "true"}, body=obj,
             content_type="application/apply-patch+yaml")
+        return applied, status == CREATED
 
     async def patch(self, api_version: str, kind: str, name: str, patch: dict,
                     namespace: str | None = None, subresource: str = "") -> dict:
