@@ -1,10 +1,14 @@
 """Builders of the objects tests write again and again: containers, pods and GPU pools of the
-operator configuration. Plain dicts, as the API server and the operator's models take them; one
-module so that unit tests (operator/tests) and e2e tests build them alike."""
+operator configuration, as plain dicts, as the API server and the operator's models take them; and
+the validated tenant specs and configurations the policy's tests decide on. One module so that unit
+tests (operator/tests) and e2e tests build them alike."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from gputenant.api.v1alpha1 import GpuTenantSpec, SharingMode, Trust
+from gputenant.config.models import OperatorConfig
 
 POOL_LABEL = "gputenant.io/pool"
 """The node label and taint key a placed pool selects and tolerates (examples/config.yaml's shape)."""
@@ -53,3 +57,26 @@ def sharing_pools() -> list[dict]:
         placed_pool("hami", "HAMi"),
         placed_pool("mig", "MIG", mig={"config": "all-balanced", "profiles": ["1g.10gb", "2g.20gb", "3g.40gb"]}),
     ]
+
+
+def tenant_spec(trust: Trust, mode: SharingMode = SharingMode.AUTO, *, validate: bool = True,
+                sharing: dict | None = None, **gpu: Any) -> GpuTenantSpec:
+    """A tenant spec as the API accepts it; validate=False builds one the API would reject (the policy
+    must still cope)."""
+    amounts = {key: gpu.pop(key) for key in ("quota", "limit") if key in gpu and not validate}
+    body = {
+        "trust": Trust.TRUSTED.value if not validate else trust.value,
+        "owners": [{"kind": "Group", "name": "team-a"}],
+        "gpu": gpu,
+        "sharing": {"mode": SharingMode.AUTO.value if not validate else mode.value, **(sharing or {})},
+    }
+    parsed = GpuTenantSpec.model_validate(body)
+    if validate:
+        return parsed
+    return parsed.model_copy(update={"trust": trust, "gpu": parsed.gpu.model_copy(update=amounts),
+                                     "sharing": parsed.sharing.model_copy(update={"mode": mode})})
+
+
+def operator_config(*pools: dict, **extra: Any) -> OperatorConfig:
+    """The operator configuration with `pools` and any other top-level fields."""
+    return OperatorConfig.model_validate({"pools": list(pools), **extra})
