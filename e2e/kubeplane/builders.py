@@ -63,7 +63,7 @@ def tenant_spec(trust: Trust, mode: SharingMode = SharingMode.AUTO, *, validate:
                 sharing: dict | None = None, **gpu: Any) -> GpuTenantSpec:
     """A tenant spec as the API accepts it; validate=False builds one the API would reject (the policy
     must still cope)."""
-    amounts = {key: gpu.pop(key) for key in ("quota", "limit") if key in gpu and not validate}
+    amounts: dict[str, Any] = {key: gpu.pop(key) for key in ("quota", "limit") if key in gpu and not validate}
     body = {
         "trust": Trust.TRUSTED.value if not validate else trust.value,
         "owners": [{"kind": "Group", "name": "team-a"}],
