@@ -358,7 +358,8 @@ ASSERTED_ELSEWHERE = {
     "IDLE_GPUS": "the idle policy's sleep (test_usage.py)",
     "LOAD_BALANCER_PENDING": "a LoadBalancer Service no implementation has given an address yet; with the "
                              "real MetalLB (test_exposure_loadbalancer.py) and the step's unit tests",
-    **{name: "a decision the CRD or this config cannot reach here; the policy's unit tests (test_policy.py, test_policy_amounts.py)"
+    **{name: ("a decision the CRD or this config cannot reach here; the policy's unit tests (test_policy.py, "
+              "test_policy_amounts.py)")
        for name in ("MODE_NOT_ALLOWED_FOR_TRUST", "LIMIT_BELOW_QUOTA", "QUEUE_NAME_IS_PARENT_QUEUE",
                     "POOL_MODEL_MISMATCH", "NO_POOL_FOR_MODE", "PROFILE_NOT_ON_GPU", "PROFILE_NOT_IN_POOL",
                     "HAMI_SHARE_TOO_SMALL", "MEMORY_ABOVE_GPU")},
