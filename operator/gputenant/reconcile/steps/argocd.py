@@ -45,7 +45,7 @@ async def ensure(run: Pass) -> bool:
     admin = run.admin_kubeconfig
     assert admin is not None, "the vCluster step runs first"
     server = run.tenant.spec.vcluster.server_url or server_of(admin)
-    live = await live_secret(run, name, argocd.namespace)
+    live = await live_secret(run, name, argocd.namespace, "argocd")
     why = issue_reason(live, run.lifetime, run.now, run.rotation_request, server)
     if why or live is None:
         [issued] = await run.services.issuer.issue(run.name, [ARGOCD_ROLE], admin, server,

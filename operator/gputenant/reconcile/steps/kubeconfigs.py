@@ -32,9 +32,12 @@ CONDITION = reasons.KUBECONFIG_READY
 KINDS: frozenset[str] = frozenset()
 
 
-async def live_secret(run: Pass, name: str, namespace: str) -> dict | None:
-    return await run.applier.live({"apiVersion": "v1", "kind": "Secret",
-                                   "metadata": {"name": name, "namespace": namespace}})
+async def live_secret(run: Pass, name: str, namespace: str, component: str = "kubeconfig") -> dict | None:
+    """A token Secret of the tenant from the pass's labelled LIST: the operator writes it with the
+    tenant's labels (``kubeconfig_secret_of``, ``argocd.cluster``), so one absent from that LIST is
+    absent (or unlabelled, and rewritten either way) and needs no GET."""
+    return await run.applier.live({"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": name, "namespace": namespace, "labels": naming.tenant_labels(run.name, component)}})
 
 
 async def ensure(run: Pass) -> bool:
