@@ -17,7 +17,7 @@ from gputenant.api import conditions as reasons
 from gputenant.config.models import OperatorConfig
 from gputenant.control_plane_watch import pod_signature
 from gputenant.reconcile.context import Outcome, Pass, Services, backoff
-from gputenant.reconcile.controlplane import judge, pod_selector
+from gputenant.reconcile.controlplane import control_plane_pods, judge, pod_selector
 from gputenant.reconcile.memory import TenantMemory
 from gputenant.reconcile.rechecks import Rechecks
 
@@ -97,6 +97,14 @@ def test_scaled_to_zero_is_not_ready():
 
 def test_the_pod_selector_is_the_charts_labels():
     assert pod_selector("team-a") == "app=vcluster,release=team-a"
+
+
+def test_the_control_plane_pods_among_the_namespaces_are_those_the_selector_selects():
+    other_release = pod(name="team-b-0")
+    other_release["metadata"]["labels"]["release"] = "team-b"
+    workload = {"metadata": {"name": "train", "labels": {"release": "team-a"}}}
+    unlabelled = {"metadata": {"name": "plain"}}
+    assert control_plane_pods([workload, pod(), other_release, unlabelled], "team-a") == [pod()]
 
 
 def test_backoff_counts_consecutive_failures_of_one_step_and_a_clean_pass_resets_it():

@@ -60,9 +60,9 @@ class Pass:
     decision: Decision
     vcluster_values: dict
     admin_kubeconfig: dict | None = None
+    """Set by the vCluster step once the control plane wrote it; the steps after it need it."""
     woken_on_request: bool = False
     """Set by `reconcile.wake`: an owner's wake request holds, the pass runs the tenant awake."""
-    """Set by the vCluster step once the control plane wrote it; the steps after it need it."""
 
     def __init__(self, services: Services, body: dict, now: datetime):
         self.services = services
@@ -87,6 +87,7 @@ class Pass:
         """Token Secrets re-issued on schedule or request: applied, but not drift."""
         self.outcome = Outcome()
         self._events_failed = False
+        self._host_pods: list[dict] | None = None
 
     @property
     def rotation_request(self) -> str:
@@ -99,6 +100,13 @@ class Pass:
     @property
     def retry_request(self) -> str:
         return self.annotations.get(RETRY_ANNOTATION, "")
+
+    async def host_pods(self) -> list[dict]:
+        """Every pod of the host namespace, listed once per pass: the vCluster step judges its control
+        plane's among them, the tenant's view all of them."""
+        if self._host_pods is None:
+            self._host_pods = await self.client.list("v1", "Pod", namespace=self.host_namespace)
+        return self._host_pods
 
     def set(self, condition_type: str, ok: bool | None, reason: str, message: str) -> None:
         self.conditions = cond.set_condition(self.conditions, condition_type, cond.status_of(ok), reason, message,

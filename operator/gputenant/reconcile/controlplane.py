@@ -28,9 +28,20 @@ class ControlPlaneState:
     has_pods: bool = True
 
 
+def pod_labels(release: str) -> dict[str, str]:
+    """The labels of one release's control-plane pods."""
+    return {**POD_LABELS, "release": release}
+
+
 def pod_selector(release: str) -> str:
     """The label selector of one release's control-plane pods."""
-    return ",".join(f"{key}={value}" for key, value in {**POD_LABELS, "release": release}.items())
+    return ",".join(f"{key}={value}" for key, value in pod_labels(release).items())
+
+
+def control_plane_pods(pods: list[dict], release: str) -> list[dict]:
+    """The release's control-plane pods among `pods` (what `pod_selector` selects)."""
+    wanted = pod_labels(release).items()
+    return [pod for pod in pods if wanted <= ((pod.get("metadata") or {}).get("labels") or {}).items()]
 
 
 def pod_ready(pod: dict) -> bool:

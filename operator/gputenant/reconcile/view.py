@@ -63,7 +63,7 @@ async def publish_view(run: Pass, status: dict) -> None:
 
 async def write_view(run: Pass, status: dict) -> None:
     asleep = run.tenant.spec.sleep.asleep
-    host_pods = [] if asleep else await run.client.list("v1", "Pod", namespace=run.host_namespace)
+    host_pods = [] if asleep else await run.host_pods()
     caps = [{"gpuFraction": f"{float(c.fraction):g}", "memoryMiB": c.memory_mib, "smPercent": c.sm_percent}
             for c in caps_by_size(run.decision)]
     not_started = {pod["metadata"]["name"]: why for pod in host_pods if (why := library_failure(pod))}

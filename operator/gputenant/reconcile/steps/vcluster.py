@@ -15,7 +15,7 @@ from gputenant.kube import ApiError
 from gputenant.kubeconfigs import admin_kubeconfig, https_server, server_of, with_server
 from gputenant.reconcile.adapters import helm_step_error
 from gputenant.reconcile.context import Pass
-from gputenant.reconcile.controlplane import ControlPlaneState, judge, pod_selector
+from gputenant.reconcile.controlplane import ControlPlaneState, control_plane_pods, judge
 from gputenant.reconcile.memory import RETRY_ANNOTATION, HelmAttempt
 from gputenant.reconcile.ports import StepError
 from gputenant.reconcile.steps import sleep
@@ -55,7 +55,8 @@ async def ensure(run: Pass) -> bool:
     if not await sleep.control_plane_awake(run, control_plane):
         return False
     if not control_plane.ready:
-        refusal = None if control_plane.has_pods else await pod_refusal(run, release)
+        refused = not control_plane.has_pods and not run.outcome.helm_calls  # just installed: nothing tried yet
+        refusal = await pod_refusal(run, release) if refused else None
         if refusal:
             run.set(CONDITION, False, reasons.CONTROL_PLANE_POD_REFUSED,
                     f"release {release} ({installed}) installed, but its control-plane pod is refused: {refusal}")
@@ -115,10 +116,10 @@ async def remove_unused_oidc_ca(run: Pass) -> None:
 
 
 async def read_control_plane(run: Pass, release: str) -> ControlPlaneState:
-    """The release's StatefulSet and control-plane pods, judged (`controlplane.judge`)."""
+    """The release's StatefulSet and control-plane pods, judged (`controlplane.judge`). The pods are
+    read from the pass's one listing of the host namespace's pods, which the tenant's view reuses."""
     statefulset = await run.client.get("apps/v1", "StatefulSet", release, run.host_namespace)
-    pods = await run.client.list("v1", "Pod", namespace=run.host_namespace, label_selector=pod_selector(release))
-    return judge(statefulset, pods)
+    return judge(statefulset, control_plane_pods(await run.host_pods(), release))
 
 
 async def ensure_release(run: Pass, release: str, chart_version: str, wanted_hash: str,
