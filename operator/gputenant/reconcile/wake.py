@@ -68,7 +68,12 @@ async def read_request(run: Pass) -> str:
     """The owners' request, from the snapshot of the tenant's labelled ConfigMaps (the LIST the view
     reuses), "" when there is none or the namespace is not there yet. Under the chart's least
     privilege the operator may read the namespace only once its own RoleBinding there exists (the
-    namespace step writes it, after this); until then no request can exist either."""
+    namespace step writes it, after this); until then no request can exist either. Before any pass
+    wrote the tenant's status (no observedGeneration) it is not read at all: the first pass is the
+    one that creates the namespace and the owners' Role to write the request, and the pass after it
+    reads whatever they wrote since."""
+    if run.old_status.get("observedGeneration") is None:
+        return ""
     try:
         found = await run.snapshot.lookup("v1", "ConfigMap", naming.WAKE_CONFIGMAP, run.host_namespace)
     except ApiError as error:
