@@ -64,8 +64,10 @@ class Pass:
     woken_on_request: bool = False
     """Set by `reconcile.wake`: an owner's wake request holds, the pass runs the tenant awake."""
 
-    def __init__(self, services: Services, body: dict, now: datetime):
+    def __init__(self, services: Services, body: dict, now: datetime, *, recheck: bool = False):
         self.services = services
+        self.recheck = recheck
+        """A look again at a tenant that waits (``Reconciler.reconcile``)."""
         self.client = services.client
         self.config = services.config
         self.body = body

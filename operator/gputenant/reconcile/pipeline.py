@@ -104,7 +104,7 @@ class Reconciler:
             except ApiError as error:
                 log.warning("tenant %s: reading its current status failed, using the event's: %s",
                             body["metadata"]["name"], error)
-        run = Pass(self.services, body, self.clock())
+        run = Pass(self.services, body, self.clock(), recheck=recheck)
         if run.uid:
             self.memory.seen(run.name, run.uid)
         condition, step_name = STEPS[0].condition, PREPARE_STEP

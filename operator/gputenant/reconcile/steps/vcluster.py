@@ -125,11 +125,16 @@ async def read_control_plane(run: Pass, release: str) -> ControlPlaneState:
 async def ensure_release(run: Pass, release: str, chart_version: str, wanted_hash: str,
                          recorded: VClusterStatus) -> str:
     """The installed chart version; Helm runs only when the recorded hash differs or no revision is
-    deployed, and not at all while a permanent failure of this very attempt is remembered."""
+    deployed, and not at all while a permanent failure of this very attempt is remembered. A look
+    again does not read Helm's records when the status records this very values hash (written only
+    after an install or a check of it succeeded): a release removed behind the operator's back is
+    the resync's to find, as drift in the other objects is."""
     attempt = HelmAttempt(run.generation, wanted_hash, run.retry_request)
     stop = run.services.memory.helm_stop(run.uid, attempt)
     if stop is not None:
         raise StepError(stop.reason, stop.message, transient=False)
+    if run.recheck and recorded.values_hash == wanted_hash and recorded.release == release:
+        return recorded.chart_version or chart_version
     revisions = await release_revisions(run.client, run.host_namespace, release)
     if not helm_needed(recorded.values_hash, wanted_hash, revisions):
         return recorded.chart_version or chart_version
