@@ -189,7 +189,7 @@ def test_a_tenant_committed_to_git_is_applied_and_healthy_once_ready(gitops: Git
     healthy = gitops.wait_health("Healthy")
     body = real_tenants.get(TENANT)
     assert real_tenants.condition(body, "Ready")["status"] == "True"
-    assert gitops.health_seen[0] == "Progressing", gitops.health_seen
+    assert gitops.health_seen[0] == "Progressing", gitops.health_seen  # onboarding, not Degraded
     assert healthy["status"] == "Healthy"
     assert gitops.syncs()[-1] == gitops.commits[-1]
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
 import pytest
 
 lupa = pytest.importorskip("lupa", reason="lupa (the Lua runtime) is in the test extras")
 
+from gputenant.api.conditions import WAITS  # noqa: E402
 from gputenant.argocd import HEALTH_LUA_PATH, cluster_secret  # noqa: E402
 
 ARGO_STATUSES = {"Healthy", "Progressing", "Degraded", "Suspended"}
@@ -73,6 +75,33 @@ def test_ready_true_is_healthy():
 def test_ready_false_is_degraded_with_reason():
     result = run_health(tenant(status=ready("False", "NoPoolForMode", "no MIG pool offers 1g.10gb")))
     assert result == {"status": "Degraded", "message": "NoPoolForMode: no MIG pool offers 1g.10gb"}
+
+
+def test_a_tenant_onboarding_that_waits_for_its_control_plane_is_progressing():
+    """Ready=False with a wait's reason before the control plane ever served (no KubeconfigReady
+    yet): onboarding under way, as Argo CD's Progressing means."""
+    starting = ready("False", "ControlPlaneStarting", "StatefulSet team-a: 1/1 pod(s), 0 ready")
+    assert run_health(tenant(status=starting)) == {
+        "status": "Progressing", "message": "ControlPlaneStarting: StatefulSet team-a: 1/1 pod(s), 0 ready"}
+
+
+def test_the_same_wait_after_the_control_plane_served_is_degraded():
+    """Once kubeconfigs were issued, a control plane that is starting again (its pod died) is a
+    tenant that stopped working."""
+    issued = {"type": "KubeconfigReady", "status": "True", "reason": "Issued", "message": ""}
+    restarting = ready("False", "ControlPlaneStarting", "pod team-a-0 not ready", extra=[issued])
+    assert run_health(tenant(status=restarting)) == {"status": "Degraded",
+                                                     "message": "ControlPlaneStarting: pod team-a-0 not ready"}
+
+
+def test_a_failure_while_onboarding_is_degraded():
+    assert run_health(tenant(status=ready("False", "HelmFailed", "chart refused")))["status"] == "Degraded"
+
+
+def test_the_scripts_waits_are_the_operators():
+    """health.lua carries its own copy of api/conditions.py WAITS (Argo CD runs it alone)."""
+    [table] = re.findall(r"local waits = \{(.*?)\}", HEALTH_LUA_PATH.read_text(), re.S)
+    assert set(re.findall(r"(\w+) = true", table)) == set(WAITS)
 
 
 def test_ready_false_without_reason_or_message_still_answers():

@@ -8,7 +8,18 @@
 -- script sets hs.deletionMessage: the blocked branch sets it, so a blocked deletion shows Suspended.
 -- Suspended too: the tenant sleeps (spec.sleep; condition Asleep=True), so its Ready=False/Asleep
 -- is the platform's choice, not a fault.
+--
+-- Progressing, not Degraded: Ready=False with a reason of `waits` while the tenant is onboarding
+-- (no KubeconfigReady condition yet: its control plane has never served). Once it has, the same
+-- reasons mean something that worked stopped working (a control-plane pod died), and are Degraded.
 local hs = {}
+
+-- The reasons of api/conditions.py WAITS (operator/tests/test_argocd_health.py keeps them equal).
+local waits = {
+  Asleep = true, ControlPlaneRollingOut = true, ControlPlaneStarting = true,
+  LoadBalancerPending = true, NamespaceTerminating = true, Progressing = true,
+  WaitingForAccess = true, WaitingForControlPlane = true,
+}
 
 local function condition(kind)
   if obj.status == nil or obj.status.conditions == nil then
@@ -75,6 +86,12 @@ end
 if ready.status == "True" then
   hs.status = "Healthy"
   hs.message = ready.message or ""
+  return hs
+end
+
+if ready.reason ~= nil and waits[ready.reason] and condition("KubeconfigReady") == nil then
+  hs.status = "Progressing"
+  hs.message = ready.reason .. ": " .. (ready.message or "")
   return hs
 end
 
