@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 LINTED := operator e2e bench
+# Test processes, each with its own planes: the tests against real vClusters mostly wait, so two
+# cores keep three busy (docs/development.md, "How long the suite takes").
+TEST_WORKERS ?= 3
 
 .DEFAULT_GOAL := help
 .PHONY: help dev test test-vcluster unit bench lint generate venv tools
@@ -33,8 +36,8 @@ lint: venv ## ruff, import-linter's layering contracts (.importlinter) and mypy 
 
 ##@ Test
 
-test: venv tools ## Unit tests and tests against the real local control plane (what CI runs after lint)
-	$(BIN)/pytest -ra
+test: venv tools ## Unit tests and tests against the real local control plane (what CI runs after lint; TEST_WORKERS=1 runs them in one process)
+	$(BIN)/pytest -ra $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 test-vcluster: venv tools ## Only the real vCluster 0.36.1 tests (part of `make test`): the operator driving one per example tenant
 	$(BIN)/pytest -ra e2e/tests/test_vcluster_real_operator.py

@@ -11,8 +11,23 @@ pytest_plugins = ["kubeplane.kai_fixtures"]
 E2E_TESTS = Path(__file__).parent / "tests"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark e2e tests `plane`, so `pytest -m 'not plane'` runs only the fast ones."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark e2e tests `plane`, so `pytest -m 'not plane'` runs only the fast ones; with several
+    workers (`make test`), hand out the longest modules first."""
     for item in items:
         if E2E_TESTS in item.path.parents:
             item.add_marker(pytest.mark.plane)
+    if config.getoption("numprocesses", None):
+        items[:] = longest_modules_first(items)
+
+
+def longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """pytest-xdist's `--dist loadfile` gives each worker the next module in collection order, so
+    the suite ends when the last long module does. Modules with real vClusters (`vcluster_node`)
+    take minutes, other plane modules seconds to a minute, unit tests seconds: that order, each
+    module kept whole and in place among its peers, lets the short ones fill the end."""
+    weight: dict[Path, int] = {}
+    for item in items:
+        rank = 0 if "vcluster_node" in item.fixturenames else 1 if E2E_TESTS in item.path.parents else 2
+        weight[item.path] = min(rank, weight.get(item.path, rank))
+    return sorted(items, key=lambda item: weight[item.path])
