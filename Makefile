@@ -37,7 +37,7 @@ lint: venv ## ruff, import-linter's layering contracts (.importlinter) and mypy 
 ##@ Test
 
 test: venv tools ## Unit tests and tests against the real local control plane (what CI runs after lint; TEST_WORKERS=1 runs them in one process)
-	$(BIN)/pytest -ra $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+	$(BIN)/pytest -ra $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test-vcluster: venv tools ## Only the real vCluster 0.36.1 tests (part of `make test`): the operator driving one per example tenant
 	$(BIN)/pytest -ra e2e/tests/test_vcluster_real_operator.py

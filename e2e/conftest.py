@@ -22,7 +22,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """pytest-xdist's `--dist loadfile` gives each worker the next module in collection order, so
+    """pytest-xdist's `--dist loadfile --no-loadscope-reorder` gives each worker the next module in
+    collection order (without the last flag, modules with the most tests go first), so
     the suite ends when the last long module does. Modules with real vClusters (`vcluster_node`)
     take minutes, other plane modules seconds to a minute, unit tests seconds: that order, each
     module kept whole and in place among its peers, lets the short ones fill the end."""

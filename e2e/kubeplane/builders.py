@@ -10,6 +10,11 @@ from typing import Any
 from gputenant.api.v1alpha1 import GpuTenantSpec, SharingMode, Trust
 from gputenant.config.models import OperatorConfig
 
+RESTRICTED = {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
+              "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+"""A container's securityContext that the restricted Pod Security Standard admits (the Untrusted
+tier's virtual cluster and host namespace); tests copy it (`dict(RESTRICTED)`) before changing it."""
+
 POOL_LABEL = "gputenant.io/pool"
 """The node label and taint key a placed pool selects and tolerates (examples/config.yaml's shape)."""
 

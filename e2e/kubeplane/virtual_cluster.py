@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -12,8 +14,13 @@ import yaml
 from gputenant import naming
 
 from .plane import ControlPlane
+from .process import wait_for
 
 VIRTUAL_NAMESPACE = "default"
+HOST_NAME_ANNOTATION = "vcluster.loft.sh/object-name"
+"""vCluster's annotation on a synced host object: the virtual object's name."""
+VIEW = ("kube-public", "gputenant")
+"""Where vCluster's sync from host shows the operator's ConfigMap gputenant-view inside."""
 
 
 def issued_kubeconfig(plane: ControlPlane, tenant: str, host_namespace: str, path: Path, role: str = "admin") -> Path:
@@ -23,6 +30,13 @@ def issued_kubeconfig(plane: ControlPlane, tenant: str, host_namespace: str, pat
                                       "-n", host_namespace, "-o", "json").stdout)
     path.write_bytes(base64.b64decode(secret["data"]["config"]))
     return path
+
+
+def synced_host_pods(plane: ControlPlane, host_namespace: str, virtual_name: str) -> list[dict]:
+    """The host pods vCluster synced from the virtual pod `virtual_name` (one, once synced), as the
+    platform reads them."""
+    listed = json.loads(plane.kubectl("get", "pods", "-n", host_namespace, "-o", "json").stdout)["items"]
+    return [pod for pod in listed if (pod["metadata"].get("annotations") or {}).get(HOST_NAME_ANNOTATION) == virtual_name]
 
 
 class VirtualCluster:
@@ -54,3 +68,53 @@ class VirtualCluster:
 
     def describe(self, pod: str) -> str:
         return self.kubectl("describe", "pod", pod, "-n", VIRTUAL_NAMESPACE, check=False).stdout
+
+    def sync_errors(self, pod: str) -> list[str]:
+        """What vCluster's pod syncer tells the tenant when the host refuses its pod: a Warning event
+        `SyncError` on the virtual pod (`kubectl describe pod`), quoting the host's refusal."""
+        return [event["message"] for event in self.events(pod) if event.get("reason") == "SyncError"]
+
+    def refusal_seen(self, pod: str, expected: str, timeout: float = 180) -> str:
+        """The SyncError on `pod` that quotes `expected`, once the tenant can see it."""
+        def seen():
+            return next((message for message in self.sync_errors(pod) if expected in message), None)
+        try:
+            return wait_for(seen, timeout=timeout, interval=1, what=f"{expected!r} on virtual pod {pod}")
+        except TimeoutError:
+            raise AssertionError(self.describe(pod)) from None
+
+    def wait_pending_event(self, pod: str, reason: str, timeout: float = 180) -> None:
+        """A GpuPodPending event on the virtual pod saying `reason`. The operator posts one each time
+        the reason changes: on busy cores an earlier one ("waiting for the scheduler") may come first."""
+        def told() -> list[str] | None:
+            messages = [e["message"] for e in self.events(pod) if e.get("reason") == "GpuPodPending"]
+            return messages if reason in messages else None
+        try:
+            wait_for(told, timeout=timeout, interval=1, what=f"the GpuPodPending event on {pod}")
+        except TimeoutError:
+            raise AssertionError(f"no GpuPodPending event on {pod} says {reason!r}: {self.describe(pod)}") from None
+
+    def view_configmap(self) -> dict | None:
+        """The tenant's view (render/tenant_view.py) as the syncer shows it inside, if it does."""
+        found = self.kubectl("get", "configmap", VIEW[1], "-n", VIEW[0], "-o", "json", check=False)
+        return json.loads(found.stdout) if found.returncode == 0 else None
+
+    def view(self) -> dict:
+        """The view's view.json inside; empty while it is not there."""
+        return json.loads((self.view_configmap() or {}).get("data", {}).get("view.json") or "{}")
+
+    def wait_view(self, holds, what: str, timeout: float = 180) -> dict:
+        """The view once `holds(view)`; the assertion quotes the view last seen. The default: a
+        virtual pod through the syncer, the guard and KAI and its status back, on busy cores."""
+        try:
+            return wait_for(lambda: (view := self.view()) and holds(view) and view, timeout=timeout, interval=1,
+                            what=what)
+        except TimeoutError:
+            raise AssertionError(f"{what}; the view inside: {json.dumps(self.view(), indent=1)}") from None
+
+    def gputenant_status(self, *args: str) -> str:
+        """`gputenant status` as the tenant runs it: with its vCluster kubeconfig only."""
+        done = subprocess.run([sys.executable, "-m", "gputenant.cli", "status", f"--kubeconfig={self.kubeconfig}",
+                               *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout

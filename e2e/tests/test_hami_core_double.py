@@ -33,12 +33,13 @@ import pytest
 from gputenant.config.pools import Pool
 from gputenant.guard import hami_caps
 from kubeplane import ControlPlane, wait_for
+from kubeplane.builders import RESTRICTED
 from kubeplane.canary_image import CANARY_IMAGE, canary_image
 from kubeplane.fixtures import REAL_VCLUSTER_CHART
 from kubeplane.hami_core_double import DOUBLE_PATH, LIBRARY_IMAGE, library_image, reports
 from kubeplane.node import NODE_NAME
 from kubeplane.operator_process import guarded_operator
-from kubeplane.virtual_cluster import VIRTUAL_NAMESPACE, VirtualCluster, issued_kubeconfig
+from kubeplane.virtual_cluster import VIRTUAL_NAMESPACE, VirtualCluster, issued_kubeconfig, synced_host_pods
 
 pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(),
                                 reason=f"{REAL_VCLUSTER_CHART} is missing")
@@ -77,10 +78,6 @@ for path in ("/etc/ld.so.preload", "/usr/local/vgpu/libvgpu.so", "/overrideEnv")
 print("preload list:", open("/etc/ld.so.preload").read().strip(), flush=True)
 """
 """Runs as the fraction container's program: starts a child python3, then tries to write the guard's files."""
-HOST_NAME_ANNOTATION = "vcluster.loft.sh/object-name"
-"""vCluster's annotation on a synced host object: the virtual object's name."""
-RESTRICTED = {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
-              "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 @pytest.fixture(scope="module")
@@ -213,8 +210,7 @@ def test_a_pod_whose_pool_image_lacks_the_library_never_starts_and_the_tenant_se
 
 def host_pod(plane: ControlPlane, tenant: str, virtual_name: str) -> dict:
     """The host pod vCluster synced from the tenant's virtual pod, as the platform reads it."""
-    listed = json.loads(plane.kubectl("get", "pods", "-n", f"tenant-{tenant}", "-o", "json").stdout)["items"]
-    [pod] = [p for p in listed if (p["metadata"].get("annotations") or {}).get(HOST_NAME_ANNOTATION) == virtual_name]
+    [pod] = synced_host_pods(plane, f"tenant-{tenant}", virtual_name)
     return pod
 
 

@@ -30,11 +30,13 @@ import yaml
 from gputenant import naming
 from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, wait_for
+from kubeplane.builders import RESTRICTED
 from kubeplane.fixtures import REAL_VCLUSTER_CHART
 from kubeplane.images import TEST_IMAGE
 from kubeplane.kubelet import KUBELET_PORT
 from kubeplane.node import API_FORWARD_PORT
 from kubeplane.operator_image import CHART
+from kubeplane.virtual_cluster import HOST_NAME_ANNOTATION, VIRTUAL_NAMESPACE
 
 pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(),
                                 reason=f"{REAL_VCLUSTER_CHART} is missing")
@@ -43,12 +45,8 @@ ATTACKER, VICTIM = "np-attacker", "np-victim"
 READY_TIMEOUT_SECONDS = 480
 """Two real virtual control planes on a 2-core machine shared with other work."""
 POD_TIMEOUT_SECONDS = 180
-VIRTUAL_NAMESPACE = "default"
-HOST_NAME_ANNOTATION = "vcluster.loft.sh/object-name"
 WEB_PORT = 8080
 VCLUSTER_API_PORT = 8443
-RESTRICTED = {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
-              "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
 OPERATOR_RELEASE = "gpu-tenant-operator"
 CHART_VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
 OPERATOR_PORTS = {"webhook": CHART_VALUES["webhook"]["port"], "liveness": CHART_VALUES["liveness"]["port"],

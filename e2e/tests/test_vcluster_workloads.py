@@ -24,12 +24,20 @@ import yaml
 
 from gputenant import naming
 from kubeplane import ControlPlane, wait_for
+from kubeplane.builders import RESTRICTED
 from kubeplane.fixtures import REAL_VCLUSTER_CHART
 from kubeplane.images import TEST_IMAGE
 from kubeplane.kai import SCHEDULER_NAME
 from kubeplane.kai_fixtures import KaiCluster
 from kubeplane.tools import pinned_versions
-from kubeplane.virtual_cluster import VIRTUAL_NAMESPACE, VirtualCluster, issued_kubeconfig
+from kubeplane.virtual_cluster import (
+    HOST_NAME_ANNOTATION,
+    VIEW,
+    VIRTUAL_NAMESPACE,
+    VirtualCluster,
+    issued_kubeconfig,
+    synced_host_pods,
+)
 
 pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(),
                                 reason=f"{REAL_VCLUSTER_CHART} is missing")
@@ -45,11 +53,6 @@ GPU_LIMIT = 2
 """The tenant's gpu.limit: its ResourceQuota and its KAI Queue both stop at 2 whole GPUs."""
 OTHER_TENANT_QUEUE = "ml-platform"
 PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
-HOST_NAME_ANNOTATION = "vcluster.loft.sh/object-name"
-"""vCluster's annotation on a synced host object: the virtual object's name."""
-RESTRICTED = {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
-              "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
-"""A container the restricted Pod Security Standard admits (virtual cluster and host namespace)."""
 
 
 def tenant_manifest(owner: str) -> dict:
@@ -80,10 +83,7 @@ def host_pods(plane: ControlPlane) -> list[dict]:
 
 def host_pod_of(plane: ControlPlane, virtual_name: str) -> dict | None:
     """The host pod vCluster synced from the virtual pod `virtual_name`, if any."""
-    for pod in host_pods(plane):
-        if (pod["metadata"].get("annotations") or {}).get(HOST_NAME_ANNOTATION) == virtual_name:
-            return pod
-    return None
+    return next(iter(synced_host_pods(plane, host_namespace(), virtual_name)), None)
 
 
 def gpu_container(name: str, gpus: int, resource: str = "nvidia.com/gpu", **extra) -> dict:
@@ -138,22 +138,6 @@ def test_a_gpu_job_in_the_virtual_cluster_runs_on_the_tenants_pool_through_kai(v
     assert {g["spec"]["queue"] for g in json.loads(podgroups)["items"]} == {naming.queue_name(TENANT)}
 
 
-
-def sync_errors(tenant: VirtualCluster, pod: str) -> list[str]:
-    """What vCluster's pod syncer tells the tenant when the host refuses its pod: a Warning event
-    `SyncError` on the virtual pod (`kubectl describe pod`), quoting the host's refusal."""
-    return [e["message"] for e in tenant.events(pod) if e.get("reason") == "SyncError"]
-
-
-def refusal_seen_by_tenant(tenant: VirtualCluster, pod: str, expected: str) -> str:
-    def seen():
-        return next((m for m in sync_errors(tenant, pod) if expected in m), None)
-    try:
-        return wait_for(seen, timeout=FLOW_TIMEOUT_SECONDS, interval=1, what=f"{expected!r} on virtual pod {pod}")
-    except TimeoutError:
-        raise AssertionError(tenant.describe(pod)) from None
-
-
 def test_over_the_limit_the_pod_stays_pending_in_the_virtual_cluster_with_the_quota_refusal(
         vcluster_kai: KaiCluster, tenant: VirtualCluster):
     """The tenant's ResourceQuota and its KAI Queue both stop at gpu.limit (docs/units.md), and the
@@ -164,7 +148,7 @@ def test_over_the_limit_the_pod_stays_pending_in_the_virtual_cluster_with_the_qu
     wait_for(lambda: host_pod_of(plane, tenant.job_pods("train")[0]["metadata"]["name"]), timeout=60,
              what="the Job's host pod (test_a_gpu_job... holds 1 GPU)")
     tenant.apply(gpu_pod("over-limit", gpus=GPU_LIMIT))
-    message = refusal_seen_by_tenant(tenant, "over-limit", "exceeded quota")
+    message = tenant.refusal_seen("over-limit", "exceeded quota")
     print(f"\nover the limit, the tenant sees: SyncError {message}")
     assert f"requested: requests.nvidia.com/gpu={GPU_LIMIT}" in message
     assert f"limited: requests.nvidia.com/gpu={GPU_LIMIT}" in message
@@ -214,7 +198,7 @@ def test_a_pod_the_guard_refuses_shows_the_guards_message_in_the_virtual_cluster
         vcluster_kai: KaiCluster, tenant: VirtualCluster, name: str, pod: dict, rule: str):
     plane = vcluster_kai.plane
     tenant.apply(pod)
-    message = refusal_seen_by_tenant(tenant, name, rule)
+    message = tenant.refusal_seen(name, rule)
     print(f"\n{name}: the tenant sees: SyncError {message}")
     assert 'admission webhook "pods.validate.gputenant.io" denied the request' in message
     assert f"tenant {TENANT}: trust Untrusted, sharing Exclusive on pool {POOL}" in message
@@ -235,7 +219,7 @@ def test_a_pod_naming_another_pools_nodes_is_steered_back_or_refused(vcluster_ka
         host = host_pod_of(plane, "other-pool")
         if host is not None and host["spec"].get("nodeName"):
             return "steered", host
-        refused = [m for m in sync_errors(tenant, "other-pool") if "[node-selector]" in m]
+        refused = [m for m in tenant.sync_errors("other-pool") if "[node-selector]" in m]
         return ("refused", refused[0]) if refused else None
     try:
         how, seen = wait_for(outcome, timeout=FLOW_TIMEOUT_SECONDS, interval=1, what="other-pool steered or refused")
@@ -274,41 +258,10 @@ def test_a_privileged_pod_is_refused_inside_the_virtual_cluster_even_in_a_privil
 
 # -- the tenant's view (render/tenant_view.py), read inside the virtual cluster ------------------
 
-VIEW = ("kube-public", "gputenant")
-"""Where vCluster's sync from host shows the operator's ConfigMap gputenant-view inside."""
-
-
-def view_inside(tenant: VirtualCluster) -> dict | None:
-    found = tenant.kubectl("get", "configmap", VIEW[1], "-n", VIEW[0], "-o", "json", check=False)
-    return json.loads(found.stdout) if found.returncode == 0 else None
-
-
-def view_content(tenant: VirtualCluster) -> dict:
-    return json.loads((view_inside(tenant) or {}).get("data", {}).get("view.json") or "{}")
-
-
-def wait_view(tenant: VirtualCluster, holds, what: str) -> dict:
-    try:
-        return wait_for(lambda: (view := view_content(tenant)) and holds(view) and view,
-                        timeout=FLOW_TIMEOUT_SECONDS, interval=1, what=what)
-    except TimeoutError:
-        raise AssertionError(f"{what}; the view inside: {json.dumps(view_content(tenant), indent=1)}") from None
-
-
-def gputenant_status(tenant: VirtualCluster, *args: str) -> str:
-    """`gputenant status` as the tenant runs it: with its vCluster kubeconfig only."""
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-m", "gputenant.cli", "status", f"--kubeconfig={tenant.kubeconfig}",
-                           *args], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
 
 def test_the_view_inside_the_virtual_cluster_says_what_an_untrusted_tenant_may_ask_for(
         vcluster_kai: KaiCluster, tenant: VirtualCluster):
-    view = wait_view(tenant, lambda v: v.get("tenant") == TENANT, "the view synced into the virtual cluster")
+    view = tenant.wait_view(lambda v: v.get("tenant") == TENANT, "the view synced into the virtual cluster")
     print(f"\nthe view inside: trust {view['trust']}, mechanism {view['mechanism']}, ask {view['ask']['how']!r}")
     assert (view["trust"], view["mechanism"], view["pool"]) == ("Untrusted", "Exclusive", POOL)
     assert view["ask"]["resource"] == "nvidia.com/gpu" and view["ask"]["maxPerPod"] == GPU_LIMIT
@@ -316,23 +269,23 @@ def test_the_view_inside_the_virtual_cluster_says_what_an_untrusted_tenant_may_a
     assert (view["quota"]["queue"]["quota"], view["quota"]["queue"]["limit"]) == (1, GPU_LIMIT)
     assert view["quota"]["resourceQuota"]["requests.nvidia.com/gpu"] == str(GPU_LIMIT)
     assert view["sleep"]["asleep"] is False
-    assert OTHER_TENANT_QUEUE not in json.dumps(view_inside(tenant)), "the view names no other tenant"
-    example = yaml.safe_load(view_inside(tenant)["data"]["example-pod.yaml"])
+    assert OTHER_TENANT_QUEUE not in json.dumps(tenant.view_configmap()), "the view names no other tenant"
+    example = yaml.safe_load(tenant.view_configmap()["data"]["example-pod.yaml"])
     assert example["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    wait_for(lambda: json.loads(gputenant_status(tenant, "-o", "json")) == view_content(tenant), timeout=60,
+    wait_for(lambda: json.loads(tenant.gputenant_status("-o", "json")) == tenant.view(), timeout=60,
              interval=1, what="gputenant status -o json printing the view (a pod of an earlier test may still go)")
-    assert f"Tenant {TENANT}: trust Untrusted, mechanism Exclusive, pool {POOL}" in gputenant_status(tenant)
+    assert f"Tenant {TENANT}: trust Untrusted, mechanism Exclusive, pool {POOL}" in tenant.gputenant_status()
 
 
 def test_the_tenant_cannot_change_its_view(vcluster_kai: KaiCluster, tenant: VirtualCluster):
     """The tenant is cluster-admin inside: its edit is accepted by the virtual API server, and the
     syncer puts the host's content back; a deletion is undone the same way."""
-    original = wait_view(tenant, lambda v: v.get("tenant") == TENANT, "the view synced")
+    original = tenant.wait_view(lambda v: v.get("tenant") == TENANT, "the view synced")
     forged = {"data": {"view.json": json.dumps({**original, "quota": {"queue": {"limit": 1000}}})}}
     tenant.kubectl("patch", "configmap", VIEW[1], "-n", VIEW[0], "--type=merge", "-p", json.dumps(forged))
-    wait_view(tenant, lambda v: v == original, "the edit undone by the syncer")
+    tenant.wait_view(lambda v: v == original, "the edit undone by the syncer")
     tenant.kubectl("delete", "configmap", VIEW[1], "-n", VIEW[0])
-    wait_view(tenant, lambda v: v == original, "the deleted view back")
+    tenant.wait_view(lambda v: v == original, "the deleted view back")
     host = json.loads(vcluster_kai.plane.kubectl("get", "configmap", "gputenant-view", "-n", host_namespace(),
                                                  "-o", "json").stdout)
     assert json.loads(host["data"]["view.json"]) == original
@@ -356,16 +309,14 @@ def test_a_pod_kai_cannot_place_is_pending_in_the_view_with_its_reason_and_an_ev
         {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["no-such-node"]}]}]}}}
     tenant.apply(gpu_pod("stuck", affinity=affinity))
     try:
-        view = wait_view(tenant, lambda v: any(p["name"] == "stuck" and p.get("scheduler")
+        view = tenant.wait_view(lambda v: any(p["name"] == "stuck" and p.get("scheduler")
                                                for p in v["queue"]["pods"]), "stuck Pending in the view")
         [stuck] = [p for p in view["queue"]["pods"] if p["name"] == "stuck"]
         print(f"\nthe view says why stuck waits: {stuck['reason']!r}")
         assert stuck["state"] == "Pending" and stuck["namespace"] == VIRTUAL_NAMESPACE and stuck["gpus"] == 1
         assert stuck["reason"].startswith(f"the scheduler found no place on pool {POOL}: ")
-        event = wait_for(lambda: next((e for e in tenant.events("stuck") if e.get("reason") == "GpuPodPending"), None),
-                         timeout=FLOW_TIMEOUT_SECONDS, interval=1, what="the GpuPodPending event on the virtual pod")
-        assert event["message"] == stuck["reason"]
-        table = gputenant_status(tenant)
+        tenant.wait_pending_event("stuck", stuck["reason"])
+        table = tenant.gputenant_status()
         assert any("stuck" in line and "Pending" in line and "the scheduler found no place" in line
                    for line in table.splitlines()), table
     finally:
@@ -405,23 +356,21 @@ def share_pod(name: str) -> dict:
 
 def test_a_share_held_by_the_queue_limit_is_pending_in_the_view_for_the_limit(vcluster_kai: KaiCluster, shares):
     queue = naming.queue_name(SHARES_TENANT)
-    view = wait_view(shares, lambda v: v.get("tenant") == SHARES_TENANT, "the Internal tenant's view")
+    view = shares.wait_view(lambda v: v.get("tenant") == SHARES_TENANT, "the Internal tenant's view")
     assert (view["trust"], view["mechanism"], view["ask"]["annotation"]) == ("Internal", "HAMi", "gpu-fraction")
     assert view["ask"]["sizes"] == ["0.25", "0.5"] and [c["gpuFraction"] for c in view["ask"]["hamiCaps"]] == ["0.25", "0.5"]
     for name in ("share-1", "share-2"):
         shares.apply(share_pod(name))
-    wait_view(shares, lambda v: [p["state"] for p in v["queue"]["pods"]] == ["Running", "Running"],
+    shares.wait_view(lambda v: [p["state"] for p in v["queue"]["pods"]] == ["Running", "Running"],
               "two shares running")
     shares.apply(share_pod("share-3"))
-    view = wait_view(shares, lambda v: any(p["name"] == "share-3" and p["state"] == "Pending"
+    view = shares.wait_view(lambda v: any(p["name"] == "share-3" and p["state"] == "Pending"
                                            for p in v["queue"]["pods"]), "the third share Pending in the view")
     [held] = [p for p in view["queue"]["pods"] if p["name"] == "share-3"]
     print(f"\nthe view says why share-3 waits: {held['reason']!r} (KAI: {held.get('scheduler')!r})")
     assert held["reason"].startswith(f"queue {queue} at its limit of {SHARE_LIMIT:g} GPUs ({SHARE_LIMIT:g} allocated")
     assert view["queue"]["allocated"] == SHARE_LIMIT
-    event = wait_for(lambda: next((e for e in shares.events("share-3") if e.get("reason") == "GpuPodPending"), None),
-                     timeout=FLOW_TIMEOUT_SECONDS, interval=1, what="the GpuPodPending event on share-3")
-    assert event["message"] == held["reason"]
+    shares.wait_pending_event("share-3", held["reason"])
 
 
 def test_deleting_the_tenant_removes_its_workloads_podgroups_release_and_volume(vcluster_kai: KaiCluster,

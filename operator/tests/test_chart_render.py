@@ -1,6 +1,6 @@
 """The Helm chart, rendered by the pinned helm binary: lint, template, the values schema, the CRD's
-single source, the Deployment's hardening, the config the operator will load, and the shape of the
-least-privilege RBAC. (The API server's verdict on the same objects is in
+single source, the Deployment's hardening, and the config the operator will load (its least-privilege
+RBAC: test_chart_rbac.py). (The API server's verdict on the same objects is in
 e2e/tests/test_chart_install.py.)"""
 
 from __future__ import annotations
@@ -60,6 +60,10 @@ def find(objects: list[dict], kind: str, name: str) -> dict:
     matches = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
     assert len(matches) == 1, f"{kind}/{name}: found {len(matches)} in {[(o['kind'], o['metadata']['name']) for o in objects]}"
     return matches[0]
+
+
+def rules_of(objects: list[dict], kind: str, name: str) -> list[dict]:
+    return find(objects, kind, name)["rules"]
 
 
 def test_lint_passes_with_defaults_and_the_example_config(tmp_path):
@@ -145,7 +149,7 @@ def test_webhook_service_certificates_and_rbac_follow_the_guard_design():
     assert flag("--webhook-listen") == "0.0.0.0"
     mount = next(m for m in container["volumeMounts"] if m["name"] == "webhook-tls")
     assert flag("--webhook-cert") == f"{mount['mountPath']}/tls.crt"
-    rules = _rules(objects, "ClusterRole", FULLNAME)
+    rules = rules_of(objects, "ClusterRole", FULLNAME)
     assert {"apiGroups": ["admissionregistration.k8s.io"],
             "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
             "verbs": ["get", "patch"], "resourceNames": ["gputenant-guard"]} in rules
@@ -156,7 +160,7 @@ def test_webhook_service_certificates_and_rbac_follow_the_guard_design():
     assert guard_service in [(o["kind"], o["metadata"]["name"]) for o in render()], "the guard is on by default"
     disabled = render("--set", "webhook.enabled=false")
     assert guard_service not in [(o["kind"], o["metadata"]["name"]) for o in disabled]
-    assert not [r for r in _rules(disabled, "ClusterRole", FULLNAME) if "admissionregistration.k8s.io" in r["apiGroups"]]
+    assert not [r for r in rules_of(disabled, "ClusterRole", FULLNAME) if "admissionregistration.k8s.io" in r["apiGroups"]]
 
 
 def test_gputenant_run_accepts_the_webhook_flags():
@@ -258,117 +262,6 @@ def test_crd_has_one_source_and_the_packaged_chart_carries_it(tmp_path):
     assert not any(o["kind"] == "CustomResourceDefinition" for o in render("--set", "crd.install=false"))
 
 
-def _rules(objects, kind, name):
-    return find(objects, kind, name)["rules"]
-
-
-def test_cluster_role_grants_no_secrets_and_no_wildcards():
-    objects = render()
-    for role in (o for o in objects if o["kind"] in ("ClusterRole", "Role")):
-        for rule in role["rules"]:
-            assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], (role["metadata"]["name"], rule)
-            assert "escalate" not in rule["verbs"] and "impersonate" not in rule["verbs"]
-    cluster_rules = _rules(objects, "ClusterRole", FULLNAME)
-    assert not [r for r in cluster_rules if "secrets" in r["resources"] or "configmaps" in r["resources"]]
-    [bind] = [r for r in cluster_rules if "bind" in r["verbs"]]
-    assert bind == {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
-                    "verbs": ["bind"], "resourceNames": [f"{FULLNAME}-tenant-namespace"]}
-
-
-def test_tenant_namespace_role_is_never_bound_by_the_chart():
-    objects = render()
-    bindings = [o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
-    assert bindings and all(b["roleRef"]["name"] != f"{FULLNAME}-tenant-namespace" for b in bindings)
-    assert {b["roleRef"]["name"] for b in bindings if b["kind"] == "ClusterRoleBinding"} == {FULLNAME}
-
-
-def _grants(rules: list[dict]) -> set[tuple[str, str, str]]:
-    return {(group, resource, verb) for rule in rules if not rule.get("resourceNames")
-            for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
-
-
-REAL_VCLUSTER_CHART = REPO_ROOT.parent / "shared" / "third_party" / "vcluster-0.36.1" / "chart"
-EXAMPLE_TENANTS = sorted((REPO_ROOT / "examples" / "tenants").glob("*.yaml"))
-PLANE_KUBE_VERSION = "1.35.4"
-"""tools/build.sh's KUBE_VERSION: the chart's rules depend on the cluster's version (pods/resize
-from 1.35 on)."""
-
-
-def _real_chart_rbac(tenant_file: Path, sync_ingresses: bool, tmp_path: Path) -> list[dict]:
-    """Every Role and ClusterRole the real vCluster chart renders with the values the operator
-    renders for the tenant (as `gputenant render` prints them)."""
-    from gputenant.commands.render import load_and_render
-
-    if not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file():
-        pytest.skip(f"the real vCluster chart is absent at {REAL_VCLUSTER_CHART}")
-    results, _ = load_and_render([str(tenant_file)], str(EXAMPLE_CONFIG))
-    roles = []
-    for result in results:
-        name = result.tenant.metadata.name
-        values = dict(result.rendered.vcluster_values)
-        values["sync"] = {**values["sync"], "toHost": {**values["sync"]["toHost"],
-                                                       "ingresses": {"enabled": sync_ingresses}}}
-        values_file = tmp_path / f"{name}-{sync_ingresses}.yaml"
-        values_file.write_text(yaml.safe_dump(values))
-        out = helm("template", name, str(REAL_VCLUSTER_CHART), "--namespace", f"tenant-{name}",
-                   "--kube-version", PLANE_KUBE_VERSION, "--values", str(values_file)).stdout
-        roles += [d for d in yaml.safe_load_all(out) if d and d["kind"] in ("Role", "ClusterRole")]
-    return roles
-
-
-@pytest.mark.parametrize("sync_ingresses", [False, True], ids=["default", "syncIngresses"])
-@pytest.mark.parametrize("tenant_file", EXAMPLE_TENANTS, ids=lambda path: path.stem)
-def test_tenant_namespace_role_holds_every_right_the_real_vcluster_chart_grants(tenant_file, sync_ingresses, tmp_path):
-    """RBAC refuses to let the operator's Helm release create the vCluster chart's Role unless the
-    operator holds every rule in it (no `escalate`), and a ClusterRole it cannot create at all: the
-    real chart, rendered for each example tenant as the operator installs it, must fit."""
-    vcluster_roles = _real_chart_rbac(tenant_file, sync_ingresses, tmp_path)
-    assert [r["kind"] for r in vcluster_roles] == ["Role"], "the operator cannot create ClusterRoles for a tenant"
-    held = _grants(_rules(render(), "ClusterRole", f"{FULLNAME}-tenant-namespace"))
-    for role in vcluster_roles:
-        missing = _grants(role["rules"]) - held
-        assert not missing, f"the tenant-namespace role lacks {sorted(missing)} of Role {role['metadata']['name']}"
-        assert not [rule for rule in role["rules"] if rule.get("resourceNames") or rule.get("nonResourceURLs")]
-
-
-def test_tenant_namespace_role_holds_the_tenant_roles_the_operator_renders():
-    """The Roles the operator renders for a tenant's people (render_tenant) must be grantable too."""
-    from gputenant.api.v1alpha1 import GpuTenant
-    from gputenant.render.tenant import rbac
-
-    tenant = GpuTenant.model_validate({"metadata": {"name": "team"}, "spec": {
-        "trust": "Internal", "owners": [{"kind": "User", "name": "owner"}]}})
-    roles, _ = rbac(tenant)
-    held = _grants(_rules(render(), "ClusterRole", f"{FULLNAME}-tenant-namespace"))
-    for role in roles:
-        named = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-                 for v in rule["verbs"]}
-        assert not named - held, (role["name"], sorted(named - held))
-
-
-def test_device_plugin_role_only_with_a_time_slicing_pool(tmp_path):
-    name = f"{FULLNAME}-device-plugin-config"
-    assert not [o for o in render() if o["metadata"]["name"] == name]
-    role = find(render("--values", str(example_values(tmp_path))), "Role", name)
-    assert role["metadata"]["namespace"] == OperatorConfig.load(EXAMPLE_CONFIG).device_plugin_config_map.namespace
-
-
-def test_argocd_secrets_only_in_the_listed_argocd_namespaces():
-    assert not [o for o in render() if o["metadata"]["name"].endswith("-argocd-clusters")]
-    objects = render("--set", "argocd.namespaces={argocd,argocd-prod}")
-    roles = [o for o in objects if o["kind"] == "Role" and o["metadata"]["name"] == f"{FULLNAME}-argocd-clusters"]
-    assert sorted(r["metadata"]["namespace"] for r in roles) == ["argocd", "argocd-prod"]
-    assert all(rule["resources"] == ["secrets"] for role in roles for rule in role["rules"])
-
-
-def test_scope_policy_names_the_operator_and_the_prefix():
-    policy = find(render("--set", "config.namespacePrefix=team-"), "ValidatingAdmissionPolicy", f"{FULLNAME}-scope")
-    assert policy["spec"]["matchConditions"][0]["expression"] == (
-        f"request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:{FULLNAME}'")
-    assert "startsWith('team-')" in json.dumps(policy["spec"]["validations"])
-    assert not [o for o in render("--set", "scopePolicy.enabled=false") if "AdmissionPolicy" in o["kind"]]
-
-
 def test_metrics_port_service_and_flag_agree_and_the_flag_parses():
     """The Service targets the container's metrics port, and `gputenant run` serves that port on all
     addresses of the pod; the ServiceMonitor selects the metrics Service, not the guard's."""
@@ -435,17 +328,6 @@ def test_usage_needs_a_prometheus_url_and_passes_it_with_the_window_to_gputenant
     args = run_args("--set", "usage.prometheusUrl=http://prometheus.monitoring:9090", "--set", "usage.window=30m")
     assert (args.prometheus_url, args.usage_window) == ("http://prometheus.monitoring:9090", "30m")
     assert "at '/usage/window': '1d'" in helm("template", RELEASE, str(CHART), "--set", "usage.window=1d", check=False).stderr
-
-
-def test_the_operator_may_read_only_the_cluster_role_that_owns_the_guard_configurations():
-    """The guard's webhook configurations are owned by the tenant-namespace ClusterRole (so
-    `helm uninstall` removes them); reading its uid is the only ClusterRole read allowed."""
-    cluster_rules = _rules(render(), "ClusterRole", FULLNAME)
-    reads = [r for r in cluster_rules if "clusterroles" in r["resources"] and "get" in r["verbs"]]
-    assert reads == [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
-                      "verbs": ["get"], "resourceNames": [f"{FULLNAME}-tenant-namespace"]}]
-    without_guard = _rules(render("--set", "webhook.enabled=false"), "ClusterRole", FULLNAME)
-    assert not [r for r in without_guard if "clusterroles" in r["resources"] and "get" in r["verbs"]]
 
 
 def test_attestation_is_off_by_default_and_when_on_names_its_image_and_holds_pods_in_its_namespace_only():
