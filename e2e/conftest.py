@@ -17,7 +17,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if E2E_TESTS in item.path.parents:
             item.add_marker(pytest.mark.plane)
-    if config.getoption("numprocesses", None):
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller hands out its collection's order
         items[:] = longest_modules_first(items)
 
 
