@@ -295,7 +295,9 @@ def test_a_look_again_while_the_control_plane_starts_leaves_converged_object_ste
 
 def test_the_pass_that_creates_the_namespace_lists_nothing_in_it_and_the_next_one_does(op, plane):
     """A namespace the pass itself created (the API server answered its apply with 201) holds no
-    labelled object the pass did not write, so its kinds are not listed; once it exists, they are."""
+    labelled object the pass did not write, so its kinds are not listed, nor Helm's records in it;
+    once it exists, they are. The tenant's Queue is read by name, never listed; the tenant itself
+    is read again only after a pass of this process wrote its status."""
     name = "ip-fresh"
 
     def namespaced_lists(since: int) -> set[str]:
@@ -303,11 +305,19 @@ def test_the_pass_that_creates_the_namespace_lists_nothing_in_it_and_the_next_on
                 if event.get("user", {}).get("username") == OPERATOR_USER and event["verb"] == "list"
                 and (event.get("objectRef") or {}).get("namespace") == op.namespace(name)}
 
+    def own_requests(since: int, resource: str) -> list[str]:
+        return [event["verb"] for event in plane.audit_events(since)
+                if event.get("user", {}).get("username") == OPERATOR_USER
+                and (event.get("objectRef") or {}).get("resource") == resource]
+
     op.apply(manifest(name))
     since = plane.audit_offset()
     op.reconcile(name)
-    assert namespaced_lists(since) <= {"pods", "secrets"}, \
-        "only the vCluster step's own reads list there: its pods and Helm's release records"
+    assert namespaced_lists(since) <= {"pods"}, \
+        "only the vCluster step's control-plane read lists there: Helm keeps no record in a namespace this pass created"
+    assert "get" not in own_requests(since, "gputenants"), "kopf's body is the newest this process knows of"
+    assert own_requests(since, "namespaces") == ["patch"], "a tenant without status has no namespace to read"
+    assert sorted(own_requests(since, "queues")) == ["get", "patch"], "one GET tells absent from someone else's"
     for part in (reasons.NAMESPACE_READY, reasons.QUOTA_READY, reasons.RBAC_READY, reasons.NETWORK_READY):
         op.assert_condition(name, part, "True", reasons.APPLIED)
     written = {line.split("/", 1)[0].split(".", 1)[0] for line in labelled_objects(plane, name)}
@@ -315,3 +325,5 @@ def test_the_pass_that_creates_the_namespace_lists_nothing_in_it_and_the_next_on
     since = plane.audit_offset()
     op.reconcile(name)
     assert {"resourcequotas", "limitranges", "networkpolicies", "roles", "rolebindings"} <= namespaced_lists(since)
+    assert own_requests(since, "gputenants").count("get") == 1, "after a pass of its own, the live status is read"
+    assert own_requests(since, "queues") == ["get"]

@@ -2,7 +2,8 @@
 the chart labels (``app=vcluster``, filtered by kopf: the operator's one pod watch also serves the
 gang PodGroups of ``guard.gang_groups``, so it cannot be narrowed by a label at the API server), so that a pod dying,
 turning ready or rolling to a new revision reaches the tenant's status within seconds, not at the
-next resync. Each change that matters calls the tenant's pipeline up at once; what it judges is
+next resync. Each change that matters calls the tenant's pipeline up at once, unless the pass in
+flight read the control plane after it (`Rechecks.changed`); what it judges is
 `reconcile.controlplane`.
 
 Registered by ``gputenant run`` (it imports this module beside `gputenant.handlers`).
@@ -50,4 +51,4 @@ async def control_plane_pod_changed(event: kopf.RawEvent, body: kopf.Body, memo:
         return
     log.info("tenant %s: control-plane pod %s %s (ready %s); reconciling", tenant, metadata.get("name"),
              (event.get("type") or "").lower(), bool(signature and signature[0]))
-    await rt.rechecks.now(tenant)
+    await rt.rechecks.changed(tenant)

@@ -85,7 +85,7 @@ class Runtime:
     """Looks again at tenants that wait (their control plane starting), outside kopf's retries."""
 
     def __post_init__(self) -> None:
-        self.rechecks = Rechecks(self.look_again)
+        self.rechecks = Rechecks(self.look_again, lock=self.lock)
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
@@ -108,6 +108,7 @@ class Runtime:
         name = body["metadata"]["name"]
         async with self.lock(name), self.reconcile_slots:
             outcome = await self.reconciler.reconcile(dict(body))
+            self.rechecks.judged(name, outcome)
         self.rechecks.follow(name, outcome.wait_after)
         return outcome
 
@@ -119,6 +120,7 @@ class Runtime:
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return None
             outcome = await self.reconciler.reconcile(body, recheck=True)
+            self.rechecks.judged(name, outcome)
         self.rechecks.follow(name, outcome.wait_after)
         return outcome
 

@@ -7,6 +7,7 @@ again at a waiting tenant, and what of a control-plane pod the watch reacts to.
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -188,6 +189,42 @@ def test_a_failure_in_a_look_again_is_retried_after_its_backoff():
             await asyncio.sleep(0.01)
         return passes.reconciled
     assert asyncio.run(scenario()) == ["team-a"] * 2
+
+
+def test_a_control_plane_change_the_pass_in_flight_read_after_calls_no_second_pass():
+    """The pod turns ready while a pass installs the release: the watch's call waits for that pass,
+    which read the control plane after the change, so it judged it and no second pass runs."""
+    async def scenario() -> list[str]:
+        locks: dict[str, asyncio.Lock] = {}
+        passes = RecordedPasses()
+        rechecks = passes.rechecks = Rechecks(passes.look, lock=lambda name: locks.setdefault(name, asyncio.Lock()))
+
+        async def pass_in_flight(change_seen: asyncio.Event) -> None:
+            async with locks.setdefault("team-a", asyncio.Lock()):
+                await change_seen.wait()
+                rechecks.judged("team-a", Outcome(control_plane_read_at=time.monotonic()))
+        change_seen = asyncio.Event()
+        in_flight = asyncio.create_task(pass_in_flight(change_seen))
+        await asyncio.sleep(0)
+        change = asyncio.create_task(rechecks.changed("team-a"))
+        await asyncio.sleep(0)
+        change_seen.set()
+        await asyncio.gather(in_flight, change)
+        return passes.reconciled
+    assert asyncio.run(scenario()) == []
+
+
+def test_a_control_plane_change_after_the_last_read_calls_a_pass():
+    """A change after the last pass read the control plane (or with no pass yet) is reconciled at once."""
+    async def scenario() -> list[str]:
+        passes = RecordedPasses()
+        rechecks = passes.rechecks = Rechecks(passes.look, lock=lambda name: asyncio.Lock())
+        await rechecks.changed("team-a")
+        rechecks.judged("team-a", Outcome(control_plane_read_at=time.monotonic()))
+        rechecks.judged("team-a", Outcome())
+        await rechecks.changed("team-a")
+        return passes.reconciled
+    assert asyncio.run(scenario()) == ["team-a", "team-a"]
 
 
 def test_the_watch_reacts_to_readiness_deletion_and_revision_not_to_other_status_updates():

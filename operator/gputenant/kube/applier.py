@@ -28,10 +28,15 @@ class LiveSnapshot:
     label_selector: str
     _objects: dict[tuple[str, str, str], dict[str, dict]] = field(default_factory=dict)
     _new_namespaces: set[str] = field(default_factory=set)
+    _fetched: dict[tuple[str, str, str, str], dict | None] = field(default_factory=dict)
 
     async def lookup(self, api_version: str, kind: str, name: str,
                      namespace: str | None = None) -> dict | None:
         """The live object if it carries the selector's labels, else None (then GET it)."""
+        fetched = (api_version, kind, namespace or "", name)
+        if fetched in self._fetched:
+            live = self._fetched[fetched]
+            return live if live is not None and self.selects(live) else None
         await self.items(api_version, kind, namespace)
         return self._objects[(api_version, kind, namespace or "")].get(name)
 
@@ -51,6 +56,17 @@ class LiveSnapshot:
         of a namespace that already existed are never skipped."""
         self._new_namespaces.add(namespace)
 
+    def created(self, namespace: str) -> bool:
+        """Whether this snapshot's pass created `namespace` (so it holds nothing older than the pass)."""
+        return namespace in self._new_namespaces
+
+    def fetched(self, obj: dict, live: dict | None) -> None:
+        """`live` is what a GET of `obj`'s name just answered (None: absent): lookups of that name use
+        it and list nothing. For a kind a step reads by name anyway, such as the one Queue named
+        after the tenant, where a labelled LIST cannot tell "absent" from "someone else's"."""
+        metadata = obj["metadata"]
+        self._fetched[(obj["apiVersion"], obj["kind"], metadata.get("namespace") or "", metadata["name"])] = live
+
     def selects(self, obj: dict) -> bool:
         """Whether `obj`'s own labels match the selector (equality terms only; any other term
         counts as no match). A live object that holds such an `obj` carries those labels, so it
@@ -68,6 +84,8 @@ class LiveSnapshot:
         key = (obj["apiVersion"], obj["kind"], metadata.get("namespace") or "")
         if key in self._objects:
             self._objects[key][metadata["name"]] = obj
+        if (*key, metadata["name"]) in self._fetched:
+            self._fetched[(*key, metadata["name"])] = obj
 
 
 

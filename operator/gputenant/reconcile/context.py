@@ -39,6 +39,9 @@ class Outcome:
     helm_calls: int = 0
     skipped: list[str] = field(default_factory=list)
     """Object steps a look again left alone: in place on the same rendered objects at the last pass."""
+    control_plane_read_at: float | None = None
+    """When (time.monotonic) the vCluster step began reading the control plane's StatefulSet and pods;
+    None: it did not. A control-plane pod change seen before then is judged by this pass."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,12 @@ class Pass:
         self.outcome = Outcome()
         self._events_failed = False
         self._host_pods: list[dict] | None = None
+
+    @property
+    def never_reconciled(self) -> bool:
+        """No pass wrote the tenant's status yet (no observedGeneration): nothing of the operator's
+        exists for it but what this pass writes, so what only finds leftovers need not be read."""
+        return self.old_status.get("observedGeneration") is None
 
     @property
     def rotation_request(self) -> str:

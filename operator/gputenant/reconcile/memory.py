@@ -86,6 +86,10 @@ class TenantMemory:
             self.forget(previous)
         self._uid_of[name] = uid
 
+    def knows(self, name: str, uid: str) -> bool:
+        """Whether a pass of this process ran for the tenant `name` with `uid`."""
+        return bool(uid) and self._uid_of.get(name) == uid
+
     def forget(self, uid: str) -> None:
         """Drop everything remembered about the tenant with `uid` (it was deleted)."""
         self._helm_stops.pop(uid, None)

@@ -98,7 +98,8 @@ class Reconciler:
         steps that ended in place on the same rendered objects at an earlier pass; drift in them is
         the resync timer's to find, as it is between passes anyway."""
         started = time.perf_counter()
-        if not recheck:
+        metadata = body["metadata"]
+        if not recheck and self.memory.knows(metadata["name"], metadata.get("uid") or ""):
             try:
                 body = await self.with_current_status(body)
             except ApiError as error:
@@ -165,7 +166,8 @@ class Reconciler:
         """`body` with the tenant's live status. kopf hands a retry or a timer a body that can be older
         than the status the previous pass wrote; trusting it repeated the Helm check (3 helm
         processes), every condition's Event and the status patch for each new tenant
-        (docs/performance.md, hot spot 1). One GET is cheaper than any of those."""
+        (docs/performance.md, hot spot 1). One GET is cheaper than any of those. Asked only after
+        a pass of this process (`TenantMemory.knows`): before it, no write of ours can be newer."""
         live = await self.client.get(API_VERSION, KIND, body["metadata"]["name"])
         if live is None or live["metadata"].get("uid") != body["metadata"].get("uid"):
             return body

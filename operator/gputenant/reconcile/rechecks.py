@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from gputenant.reconcile.context import Outcome
@@ -24,11 +25,15 @@ class Rechecks:
     gone or being deleted), once per tenant at a time; a newer request replaces an older. `look` is
     expected to call `follow`."""
 
-    def __init__(self, look: Callable[[str], Awaitable[Outcome | None]], max_looks: int = MAX_LOOKS):
+    def __init__(self, look: Callable[[str], Awaitable[Outcome | None]], max_looks: int = MAX_LOOKS,
+                 lock: Callable[[str], asyncio.Lock] | None = None):
         self.look = look
         self.max_looks = max_looks
+        self.lock = lock
+        """The tenant's pipeline lock, held by every pass (`changed` waits for the pass in flight)."""
         self._pending: dict[str, asyncio.Task] = {}
         self._looks: dict[str, int] = {}
+        self._judged_at: dict[str, float] = {}
 
     def follow(self, name: str, wait_after: float | None) -> None:
         """After a pass of tenant `name`: look again in `wait_after` seconds when it waits; when it
@@ -59,7 +64,26 @@ class Rechecks:
     def forget(self, name: str) -> None:
         """The tenant is gone."""
         self._looks.pop(name, None)
+        self._judged_at.pop(name, None)
         self.cancel(name)
+
+    def judged(self, name: str, outcome: Outcome) -> None:
+        """A pass of tenant `name` ended (under its lock): note when it read the control plane."""
+        if outcome.control_plane_read_at is not None:
+            self._judged_at[name] = max(outcome.control_plane_read_at, self._judged_at.get(name, 0.0))
+
+    async def changed(self, name: str) -> None:
+        """The tenant's control-plane pod started or stopped serving (the pod watch): reconcile it
+        now, unless a pass read the control plane after this moment, as the pass in flight often
+        does (the pod turns ready while Helm installs): it judged the change already."""
+        changed_at = time.monotonic()
+        if self.lock is not None:
+            async with self.lock(name):
+                pass
+        if self._judged_at.get(name, float("-inf")) >= changed_at:
+            log.debug("tenant %s: its control-plane change was judged by the pass in flight", name)
+            return
+        await self.now(name)
 
     async def close(self) -> None:
         tasks = list(self._pending.values())

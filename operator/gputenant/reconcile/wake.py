@@ -72,7 +72,7 @@ async def read_request(run: Pass) -> str:
     wrote the tenant's status (no observedGeneration) it is not read at all: the first pass is the
     one that creates the namespace and the owners' Role to write the request, and the pass after it
     reads whatever they wrote since."""
-    if run.old_status.get("observedGeneration") is None:
+    if run.never_reconciled:
         return ""
     try:
         found = await run.snapshot.lookup("v1", "ConfigMap", naming.WAKE_CONFIGMAP, run.host_namespace)

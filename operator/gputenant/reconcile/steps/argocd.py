@@ -35,7 +35,8 @@ async def ensure(run: Pass) -> bool:
     argocd = run.tenant.spec.argocd
     name = naming.argocd_secret_name(run.name)
     wanted = (argocd.namespace, name) if argocd.enabled else None
-    await remove_secrets(run, keep=wanted)
+    if not run.never_reconciled:
+        await remove_secrets(run, keep=wanted)
     if not argocd.enabled:
         run.set(CONDITION, True, reasons.NOT_REQUESTED, "spec.argocd.enabled is false; no cluster Secret")
         return True
@@ -94,7 +95,8 @@ def argocd_namespaces(body: dict) -> list[str]:
 async def remove_secrets(run: Pass, keep: tuple[str, str] | None) -> None:
     """Delete the tenant's Argo CD cluster Secrets other than `keep` (namespace, name). A
     namespace the operator may not list Secrets in (other than the wanted one, whose refusal
-    is the step's error) cannot hold one: it could not have been written there."""
+    is the step's error) cannot hold one: it could not have been written there. Not asked before
+    the tenant's first status: no earlier pass can have written one."""
     for namespace in sorted({run.host_namespace, *argocd_namespaces(run.body)}):
         try:
             secrets = await run.snapshot.items("v1", "Secret", namespace)

@@ -24,6 +24,11 @@ async def ensure(run: Pass) -> bool:
     if not objects:
         run.set(CONDITION, False, *not_applied(CONDITION, run.decision))
         return True
+    if run.never_reconciled:
+        # A new tenant's namespace is written without a read: the apply's answer (201 or 200) says
+        # whether it was there, and the next pass reads it as any other.
+        for namespace in objects:
+            run.snapshot.fetched(namespace, None)
     await apply_objects(run, CONDITION, objects)
     await ensure_operator_access(run)
     return True

@@ -17,9 +17,9 @@ KINDS = frozenset({"Queue"})
 async def ensure(run: Pass) -> bool:
     for queue in run.rendered.get(CONDITION) or []:
         metadata = queue["metadata"]
-        # Not in the tenant's labelled LIST: a GET tells "absent" from "someone else's".
-        live = await run.snapshot.lookup(queue["apiVersion"], queue["kind"], metadata["name"]) \
-            or await run.client.get(queue["apiVersion"], queue["kind"], metadata["name"])
+        # A GET, not the tenant's labelled LIST: it tells "absent" from "someone else's" too.
+        live = await run.client.get(queue["apiVersion"], queue["kind"], metadata["name"])
+        run.snapshot.fetched(queue, live)
         if not owned_by(live, run.uid):
             name = metadata["name"]
             raise StepError(

@@ -6,6 +6,8 @@ kubeconfig it writes to ``vc-<release>``; or, while the tenant sleeps, nothing l
 
 from __future__ import annotations
 
+import time
+
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import VClusterStatus
@@ -118,6 +120,7 @@ async def remove_unused_oidc_ca(run: Pass) -> None:
 async def read_control_plane(run: Pass, release: str) -> ControlPlaneState:
     """The release's StatefulSet and control-plane pods, judged (`controlplane.judge`). The pods are
     read from the pass's one listing of the host namespace's pods, which the tenant's view reuses."""
+    run.outcome.control_plane_read_at = time.monotonic()
     statefulset = await run.client.get("apps/v1", "StatefulSet", release, run.host_namespace)
     return judge(statefulset, control_plane_pods(await run.host_pods(), release))
 
@@ -135,7 +138,9 @@ async def ensure_release(run: Pass, release: str, chart_version: str, wanted_has
         raise StepError(stop.reason, stop.message, transient=False)
     if run.recheck and recorded.values_hash == wanted_hash and recorded.release == release:
         return recorded.chart_version or chart_version
-    revisions = await release_revisions(run.client, run.host_namespace, release)
+    # Helm keeps a release's records in its namespace: one this pass created holds none yet.
+    revisions = [] if run.snapshot.created(run.host_namespace) else \
+        await release_revisions(run.client, run.host_namespace, release)
     if not helm_needed(recorded.values_hash, wanted_hash, revisions):
         return recorded.chart_version or chart_version
     run.outcome.helm_calls += 1
