@@ -52,13 +52,15 @@ def operator_access_binding(config: OperatorConfig, host_namespace: str) -> dict
 
 
 async def ensure_operator_access(run: Pass) -> None:
-    """Read with GET: a namespaced LIST needs the very rights this binding grants."""
+    """Read with GET: a namespaced LIST needs the very rights this binding grants. Not read in a
+    namespace this pass created: it cannot be there yet."""
     binding = operator_access_binding(run.config, run.host_namespace)
     if binding is None:
         return
     binding = adopt(binding, run.body, run.host_namespace)
     metadata = binding["metadata"]
-    live = await run.client.get(binding["apiVersion"], binding["kind"], metadata["name"], metadata["namespace"])
+    live = None if run.snapshot.created(metadata["namespace"]) else \
+        await run.client.get(binding["apiVersion"], binding["kind"], metadata["name"], metadata["namespace"])
     if not holds(binding, live):
         await run.client.apply(binding)
         run.applier.result.applied.append(object_key(binding))
