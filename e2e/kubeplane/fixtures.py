@@ -69,6 +69,18 @@ def install_kai_queue_crd(target: Target, prefer_upstream: bool = True) -> Path:
     return path
 
 
+def chart_operator_access(plane: ControlPlane, fullname: str, namespace: str, directory: Path) -> tuple[Path, Path]:
+    """What the operator's pod gets from its Helm chart, to run it on the host as that pod would: a
+    kubeconfig with a token of its ServiceAccount (one hour), and its config as the chart rendered
+    it (ConfigMap `<fullname>-config`), written to `directory`/config.yaml."""
+    rendered = plane.kubectl("get", "configmap", f"{fullname}-config", "-n", namespace, "-o",
+                             "jsonpath={.data.config\\.yaml}").stdout
+    token = plane.kubectl("create", "token", fullname, "-n", namespace, "--duration=1h").stdout.strip()
+    config_path = directory / "config.yaml"
+    config_path.write_text(rendered)
+    return plane.kubeconfig_for_token(token, f"system:serviceaccount:{namespace}:{fullname}"), config_path
+
+
 def label_cpu_node(plane: ControlPlane, node_selector: dict[str, str]) -> None:
     """Give the plane's real node the configuration's `cpuPool.nodeSelector` labels: it is the CPU
     node the guard sends every tenant pod without GPUs to (the vCluster control plane, CoreDNS)."""

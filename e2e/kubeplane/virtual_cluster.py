@@ -32,6 +32,20 @@ def issued_kubeconfig(plane: ControlPlane, tenant: str, host_namespace: str, pat
     return path
 
 
+def kubeconfig_server(kubectl: list[str]) -> str:
+    """The server an issued kubeconfig names; `kubectl` is the command line with it
+    (``[kubectl, "--kubeconfig=..."]``)."""
+    return subprocess.run([*kubectl, "config", "view", "-o", "jsonpath={.clusters[0].cluster.server}"],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+
+
+def namespaces_through(kubectl: list[str]) -> set[str]:
+    """The virtual cluster's namespaces (``namespace/<name>``), listed from the host through an issued
+    kubeconfig: its server answers there and its CA checks the certificate it presents."""
+    return set(subprocess.run([*kubectl, "get", "namespaces", "-o", "name"], capture_output=True, text=True,
+                              timeout=60, check=True).stdout.split())
+
+
 def synced_host_pods(plane: ControlPlane, host_namespace: str, virtual_name: str) -> list[dict]:
     """The host pods vCluster synced from the virtual pod `virtual_name` (one, once synced), as the
     platform reads them."""

@@ -27,7 +27,7 @@ from kubernetes.client.rest import ApiException
 from gputenant.api import conditions as reasons
 from gputenant.config.pools import Pool
 from kubeplane import ControlPlane, wait_for
-from kubeplane.fixtures import REAL_VCLUSTER_CHART, install_kai_queue_crd
+from kubeplane.fixtures import REAL_VCLUSTER_CHART, chart_operator_access, install_kai_queue_crd
 from kubeplane.gpu_nodes import create_nodes, gpu_node
 from kubeplane.kwok import Kwok
 from kubeplane.process import free_ports
@@ -109,14 +109,7 @@ def installed(rbac_plane, tmp_path_factory):
                             env=rbac_plane.env(), capture_output=True, text=True)
     assert result.returncode == 0, f"docs/install.md commands failed:\n{result.stdout}\n{result.stderr}"
     assert "gputenants.gputenant.io" in result.stdout and f"deployment.apps/{FULLNAME}" in result.stdout
-    with rbac_plane.api_client() as client:
-        core = kubernetes.client.CoreV1Api(client)
-        config = core.read_namespaced_config_map(f"{FULLNAME}-config", NAMESPACE).data["config.yaml"]
-        token = core.create_namespaced_service_account_token(FULLNAME, NAMESPACE, {
-            "spec": {"expirationSeconds": 3600}}).status.token
-    config_path = tmp / "config.yaml"
-    config_path.write_text(config)
-    token_kubeconfig = rbac_plane.kubeconfig_for_token(token, OPERATOR_USER)
+    token_kubeconfig, config_path = chart_operator_access(rbac_plane, FULLNAME, NAMESPACE, tmp)
     wait_for_scope_policy(rbac_plane, token_kubeconfig)
     return token_kubeconfig, config_path
 

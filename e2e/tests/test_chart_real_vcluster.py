@@ -29,7 +29,7 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 from kubeplane import ControlPlane, wait_for
-from kubeplane.fixtures import install_kai_queue_crd
+from kubeplane.fixtures import chart_operator_access, install_kai_queue_crd
 from kubeplane.process import free_ports
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +39,6 @@ EXAMPLE_CONFIG = REPO_ROOT / "examples" / "config.yaml"
 EXAMPLE_TENANTS = sorted((REPO_ROOT / "examples" / "tenants").glob("*.yaml"))
 GPUTENANT = Path(sys.executable).parent / "gputenant"
 RELEASE = NAMESPACE = FULLNAME = "gpu-tenant-operator"
-OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:{FULLNAME}"
 GUARD_CONFIGURATION = "gputenant-guard"
 WRONG_POOL_TENANT = "wrong-pool"
 HELM_REFUSALS = {"HelmForbidden", "HelmAdmissionDenied", "HelmFailed", "InvalidValues"}
@@ -76,14 +75,7 @@ def installed(own_plane, tmp_path_factory):
     values.write_text(yaml.safe_dump({"config": config}))
     own_plane.helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
                    "--values", str(values))
-    with own_plane.api_client() as client:
-        core = kubernetes.client.CoreV1Api(client)
-        rendered_config = core.read_namespaced_config_map(f"{FULLNAME}-config", NAMESPACE).data["config.yaml"]
-        token = core.create_namespaced_service_account_token(FULLNAME, NAMESPACE, {
-            "spec": {"expirationSeconds": 3600}}).status.token
-    config_path = tmp / "config.yaml"
-    config_path.write_text(rendered_config)
-    return own_plane.kubeconfig_for_token(token, OPERATOR_USER), config_path
+    return chart_operator_access(own_plane, FULLNAME, NAMESPACE, tmp)
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,7 @@ from kubeplane.operator_process import (
     real_vcluster_config,
     remove_guard_configurations,
 )
+from kubeplane.virtual_cluster import kubeconfig_server, namespaces_through
 
 READY_TIMEOUT_SECONDS = 480
 """A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real_operator.py)."""
@@ -117,13 +118,9 @@ def test_a_load_balancer_address_reaches_the_virtual_cluster_from_outside_the_no
     kubeconfig_path = tmp_path / "admin.kubeconfig"
     kubeconfig_path.write_bytes(base64.b64decode(secret["data"]["config"]))
     kubectl = [str(plane.bin_dir / "kubectl"), f"--kubeconfig={kubeconfig_path}"]
-    server = subprocess.run([*kubectl, "config", "view", "-o", "jsonpath={.clusters[0].cluster.server}"],
-                            capture_output=True, text=True, timeout=60, check=True).stdout
-    assert server == reachable
+    assert kubeconfig_server(kubectl) == reachable
     # from this process on the host, outside the node's namespace; TLS checked against the LB address
-    listed = subprocess.run([*kubectl, "get", "namespaces", "-o", "name"], capture_output=True, text=True,
-                            timeout=60, check=True).stdout.split()
-    assert {"namespace/default", "namespace/kube-system"} <= set(listed)
+    assert {"namespace/default", "namespace/kube-system"} <= namespaces_through(kubectl)
     # the host learnt where the address is by ARP, answered by the speaker with the node's eth0
     assert _host_neighbour_mac(plane.node.network.host_link, ingress.ip) == _node_mac(plane)
 

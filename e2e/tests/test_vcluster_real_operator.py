@@ -49,6 +49,7 @@ from kubeplane.operator_process import PRODUCTION_RESYNC_SECONDS
 from kubeplane.storage import PROVISIONER_NAME
 from kubeplane.tools import REPO_ROOT, pinned_versions
 from kubeplane.vcluster_images import vcluster_images
+from kubeplane.virtual_cluster import kubeconfig_server, namespaces_through
 
 READY_TIMEOUT_SECONDS = 480
 """A real virtual control plane on a 2-core machine shared with other work."""
@@ -135,22 +136,16 @@ def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vclu
         view = _kubeconfig(plane, owner, namespace, secret_name, tmp_path / "view.kubeconfig")
         admin = _kubeconfig(plane, owner, namespace, naming.kubeconfig_secret_name(name, "admin"),
                             tmp_path / "admin.kubeconfig")
-        for kubectl in (view, admin):
-            server = subprocess.run([*kubectl, "config", "view", "-o", "jsonpath={.clusters[0].cluster.server}"],
-                                    capture_output=True, text=True, timeout=60, check=True).stdout
-            assert server == reachable
+        assert kubeconfig_server(view) == kubeconfig_server(admin) == reachable
         # from the host, outside the tenant namespace and the node; the CA in the kubeconfig
         # checks the certificate against the node address the exposure signed
-        listed = subprocess.run([*view, "get", "namespaces", "-o", "name"], capture_output=True, text=True,
-                                timeout=60, check=True).stdout.split()
-        assert {"namespace/default", "namespace/kube-system"} <= set(listed)
+        assert {"namespace/default", "namespace/kube-system"} <= namespaces_through(view)
         refused_create = subprocess.run([*view, "create", "namespace", "by-viewer"], capture_output=True,
                                         text=True, timeout=60)
         assert refused_create.returncode != 0 and "forbidden" in refused_create.stderr.lower()
         subprocess.run([*admin, "create", "namespace", "by-admin"], capture_output=True, text=True, timeout=60,
                        check=True)
-        assert "namespace/by-admin" in subprocess.run([*view, "get", "namespaces", "-o", "name"], capture_output=True,
-                                                      text=True, timeout=60, check=True).stdout.split()
+        assert "namespace/by-admin" in namespaces_through(view)
 
         argocd_secret = yaml.safe_load(plane.kubectl("get", "secret", naming.argocd_secret_name(name), "-n",
                                                      ARGOCD_NAMESPACE, "-o", "yaml").stdout)
