@@ -12,6 +12,8 @@ from pathlib import Path
 import yaml
 
 from gputenant import naming
+from gputenant.render.tenant_view import VIEW_KEY, VIRTUAL_NAME
+from gputenant.render.tenant_view import VIRTUAL_NAMESPACE as VIEW_NAMESPACE
 
 from .plane import ControlPlane
 from .process import wait_for
@@ -19,8 +21,6 @@ from .process import wait_for
 VIRTUAL_NAMESPACE = "default"
 HOST_NAME_ANNOTATION = "vcluster.loft.sh/object-name"
 """vCluster's annotation on a synced host object: the virtual object's name."""
-VIEW = ("kube-public", "gputenant")
-"""Where vCluster's sync from host shows the operator's ConfigMap gputenant-view inside."""
 
 
 def issued_kubeconfig(plane: ControlPlane, tenant: str, host_namespace: str, path: Path, role: str = "admin") -> Path:
@@ -109,13 +109,14 @@ class VirtualCluster:
             raise AssertionError(f"no GpuPodPending event on {pod} says {reason!r}: {self.describe(pod)}") from None
 
     def view_configmap(self) -> dict | None:
-        """The tenant's view (render/tenant_view.py) as the syncer shows it inside, if it does."""
-        found = self.kubectl("get", "configmap", VIEW[1], "-n", VIEW[0], "-o", "json", check=False)
+        """The tenant's view (render/tenant_view.py) where the syncer shows it inside
+        (kube-public/gputenant), if it does."""
+        found = self.kubectl("get", "configmap", VIRTUAL_NAME, "-n", VIEW_NAMESPACE, "-o", "json", check=False)
         return json.loads(found.stdout) if found.returncode == 0 else None
 
     def view(self) -> dict:
         """The view's view.json inside; empty while it is not there."""
-        return json.loads((self.view_configmap() or {}).get("data", {}).get("view.json") or "{}")
+        return json.loads((self.view_configmap() or {}).get("data", {}).get(VIEW_KEY) or "{}")
 
     def wait_view(self, holds, what: str, timeout: float = 180) -> dict:
         """The view once `holds(view)`; the assertion quotes the view last seen. The default: a

@@ -25,7 +25,6 @@ disjoint"); nothing here depends on that report.
 
 from __future__ import annotations
 
-import json
 from fractions import Fraction
 
 import pytest
@@ -202,8 +201,7 @@ def test_a_pod_whose_pool_image_lacks_the_library_never_starts_and_the_tenant_se
     why = f"could not be delivered, so the pod does not start: exit 1: HAMi-core library {MISSING_PATH} is not in this image"
     wait_for(lambda: any(why in line for line in event_lines(tenant, "no-library")), timeout=90, interval=2,
              what="the tenant's Event saying why its pod does not start")
-    view = json.loads(tenant.kubectl("get", "configmap", "gputenant", "-n", "kube-public", "-o",
-                                     "jsonpath={.data.view\\.json}").stdout)
+    view = tenant.view()
     [entry] = [p for p in view["queue"]["pods"] if p["name"] == "no-library"]
     assert entry["state"] == "NotStarted" and why in entry["reason"]
 

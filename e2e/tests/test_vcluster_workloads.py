@@ -23,6 +23,8 @@ import pytest
 import yaml
 
 from gputenant import naming
+from gputenant.render.tenant_view import VIRTUAL_NAME
+from gputenant.render.tenant_view import VIRTUAL_NAMESPACE as VIEW_NAMESPACE
 from kubeplane import ControlPlane, wait_for
 from kubeplane.builders import RESTRICTED
 from kubeplane.fixtures import REAL_VCLUSTER_CHART
@@ -32,7 +34,6 @@ from kubeplane.kai_fixtures import KaiCluster
 from kubeplane.tools import pinned_versions
 from kubeplane.virtual_cluster import (
     HOST_NAME_ANNOTATION,
-    VIEW,
     VIRTUAL_NAMESPACE,
     VirtualCluster,
     issued_kubeconfig,
@@ -282,9 +283,9 @@ def test_the_tenant_cannot_change_its_view(vcluster_kai: KaiCluster, tenant: Vir
     syncer puts the host's content back; a deletion is undone the same way."""
     original = tenant.wait_view(lambda v: v.get("tenant") == TENANT, "the view synced")
     forged = {"data": {"view.json": json.dumps({**original, "quota": {"queue": {"limit": 1000}}})}}
-    tenant.kubectl("patch", "configmap", VIEW[1], "-n", VIEW[0], "--type=merge", "-p", json.dumps(forged))
+    tenant.kubectl("patch", "configmap", VIRTUAL_NAME, "-n", VIEW_NAMESPACE, "--type=merge", "-p", json.dumps(forged))
     tenant.wait_view(lambda v: v == original, "the edit undone by the syncer")
-    tenant.kubectl("delete", "configmap", VIEW[1], "-n", VIEW[0])
+    tenant.kubectl("delete", "configmap", VIRTUAL_NAME, "-n", VIEW_NAMESPACE)
     tenant.wait_view(lambda v: v == original, "the deleted view back")
     host = json.loads(vcluster_kai.plane.kubectl("get", "configmap", "gputenant-view", "-n", host_namespace(),
                                                  "-o", "json").stdout)
