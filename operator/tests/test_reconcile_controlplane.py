@@ -21,6 +21,7 @@ from gputenant.reconcile.context import Outcome, Pass, Services, backoff
 from gputenant.reconcile.controlplane import control_plane_pods, judge, pod_selector
 from gputenant.reconcile.memory import TenantMemory
 from gputenant.reconcile.rechecks import Rechecks
+from gputenant.reconcile.steps.vcluster import read_control_plane
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG = OperatorConfig.model_validate(yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text()))
@@ -118,8 +119,8 @@ def test_backoff_counts_consecutive_failures_of_one_step_and_a_clean_pass_resets
     assert memory.count_failure("uid-1", reasons.VCLUSTER_READY) == 1
 
 
-def one_pass(memory: TenantMemory) -> Pass:
-    services = Services(client=None, config=CONFIG, releases=None, issuer=None, memory=memory)  # type: ignore[arg-type]
+def one_pass(memory: TenantMemory, client: object = None) -> Pass:
+    services = Services(client=client, config=CONFIG, releases=None, issuer=None, memory=memory)  # type: ignore[arg-type]
     return Pass(services, {"metadata": {"name": "team-a", "uid": "uid-1", "generation": 1}},
                 datetime(2026, 11, 25, tzinfo=UTC))
 
@@ -225,6 +226,35 @@ def test_a_control_plane_change_after_the_last_read_calls_a_pass():
         await rechecks.changed("team-a")
         return passes.reconciled
     assert asyncio.run(scenario()) == ["team-a", "team-a"]
+
+
+class TimedReads:
+    """Stands in for the API client of one pass: answers the StatefulSet and the pod listing and
+    notes when each was asked (the order the pass's reading of the control plane depends on)."""
+
+    def __init__(self) -> None:
+        self.asked: dict[str, float] = {}
+
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict:
+        self.asked[kind] = time.monotonic()
+        await asyncio.sleep(0.01)
+        return statefulset()
+
+    async def list(self, api_version: str, kind: str, namespace: str | None = None, **_) -> list[dict]:
+        self.asked[kind] = time.monotonic()
+        await asyncio.sleep(0.01)
+        return [pod()]
+
+
+def test_the_pass_read_the_control_plane_when_it_listed_the_pods_not_before_the_statefulset():
+    """A pod the watch saw turn ready between the StatefulSet's GET and the pods' listing is in the
+    listing: the moment recorded (which `Rechecks.changed` compares with) is the listing's."""
+    client = TimedReads()
+    run = one_pass(TenantMemory(), client)
+    state = asyncio.run(read_control_plane(run, "team-a"))
+    assert state.ready, state.message
+    read_at = run.outcome.control_plane_read_at
+    assert read_at is not None and client.asked["StatefulSet"] < read_at <= client.asked["Pod"]
 
 
 def test_the_watch_reacts_to_readiness_deletion_and_revision_not_to_other_status_updates():

@@ -3,6 +3,7 @@ renderer made of it, the clients, the status being built, and what the caller sh
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -93,6 +94,8 @@ class Pass:
         self.outcome = Outcome()
         self._events_failed = False
         self._host_pods: list[dict] | None = None
+        self.host_pods_listed_at: float | None = None
+        """When the pass sent its listing of the host namespace's pods (monotonic)."""
 
     @property
     def never_reconciled(self) -> bool:
@@ -116,6 +119,7 @@ class Pass:
         """Every pod of the host namespace, listed once per pass: the vCluster step judges its control
         plane's among them, the tenant's view all of them."""
         if self._host_pods is None:
+            self.host_pods_listed_at = time.monotonic()
             self._host_pods = await self.client.list("v1", "Pod", namespace=self.host_namespace)
         return self._host_pods
 

@@ -6,8 +6,6 @@ kubeconfig it writes to ``vc-<release>``; or, while the tenant sleeps, nothing l
 
 from __future__ import annotations
 
-import time
-
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.api.v1alpha1 import VClusterStatus
@@ -119,10 +117,13 @@ async def remove_unused_oidc_ca(run: Pass) -> None:
 
 async def read_control_plane(run: Pass, release: str) -> ControlPlaneState:
     """The release's StatefulSet and control-plane pods, judged (`controlplane.judge`). The pods are
-    read from the pass's one listing of the host namespace's pods, which the tenant's view reuses."""
-    run.outcome.control_plane_read_at = time.monotonic()
+    read from the pass's one listing of the host namespace's pods, which the tenant's view reuses;
+    the moment that listing was sent is when the pass read the control plane: a change of a pod the
+    pod watch saw before it is in the listing, so the watch calls no second pass for it."""
     statefulset = await run.client.get("apps/v1", "StatefulSet", release, run.host_namespace)
-    return judge(statefulset, control_plane_pods(await run.host_pods(), release))
+    pods = await run.host_pods()
+    run.outcome.control_plane_read_at = run.host_pods_listed_at
+    return judge(statefulset, control_plane_pods(pods, release))
 
 
 async def ensure_release(run: Pass, release: str, chart_version: str, wanted_hash: str,
