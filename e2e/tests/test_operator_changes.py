@@ -8,7 +8,7 @@ from __future__ import annotations
 import kubernetes
 import pytest
 
-from kubeplane import wait_for
+from kubeplane import WRITE_VERBS, wait_for
 from kubeplane.inprocess import labelled_objects
 
 LABEL = "gputenant.io/tenant"
@@ -54,9 +54,20 @@ def control_plane(plane, name: str) -> tuple[dict, list[dict]]:
         return client.sanitize_for_serialization(statefulset), client.sanitize_for_serialization(pods)
 
 
+def tenant_writes(plane, operator, offset: int, name: str) -> list[str]:
+    """The operator's writes to the GpuTenant object itself since `offset` (its status subresource apart)."""
+    uri = f"/apis/gputenant.io/v1alpha1/gputenants/{name}"
+    return [event["verb"] for event in plane.audit_events(offset)
+            if event.get("user", {}).get("username") == operator.user and event["verb"] in WRITE_VERBS
+            and event["requestURI"].split("?")[0] == uri]
+
+
 def test_vcluster_value_change_is_exactly_one_upgrade_and_ready_only_once_rolled_out(plane, tenants_api):
     """The values change the control plane's pod template (the chart hashes its values into it), so
-    the StatefulSet rolls to a new revision; Ready at the new generation means that rollout is over."""
+    the StatefulSet rolls to a new revision; Ready at the new generation means that rollout is over.
+    kopf's diff base lives in the operator's process: it still tells the spec change (its spec
+    handler runs), and the operator wrote the tenant itself once, for its finalizer."""
+    offset = plane.audit_offset()
     tenants_api.apply(tenants_api.manifest("upgrade-t", "Trusted", owner="u-owner"))
     tenants_api.wait_ready("upgrade-t")
     assert helm_revisions(plane, "upgrade-t") == 1
@@ -73,6 +84,10 @@ def test_vcluster_value_change_is_exactly_one_upgrade_and_ready_only_once_rolled
             if not pod["metadata"].get("deletionTimestamp")] == [status["updateRevision"]]
     wait_for(lambda: helm_revisions(plane, "upgrade-t") == 2, timeout=10, what="one upgrade")
     assert helm_revisions(plane, "upgrade-t") == 2
+    operator = tenants_api.operator
+    assert "Handler 'reconcile/spec' succeeded" in operator.log_tail(400)
+    assert tenant_writes(plane, operator, offset, "upgrade-t") == ["patch"]
+    assert tenants_api.get("upgrade-t")["metadata"]["finalizers"] == ["gputenant.io/finalizer"]
 
 
 def test_sigkill_mid_pipeline_and_restart_converges_without_duplicates(plane, tenants_api):

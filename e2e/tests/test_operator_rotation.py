@@ -81,6 +81,8 @@ def test_rotate_annotation_issues_new_tokens(plane, tenants_api, short_lived):
         events = kubernetes.client.CoreV1Api(client).list_namespaced_event(
             "default", field_selector="involvedObject.name=rot-t,reason=KubeconfigIssued").items
     assert any("(requested)" in event.message for event in events)
+    # kopf's field handler of the annotation ran: the request does not wait for the drift timer
+    assert f"Handler 'reconcile/metadata.annotations.{ROTATE}' succeeded" in tenants_api.operator.log_tail(400)
 
 
 def test_timer_rotates_a_token_that_is_due(plane, tenants_api, short_lived):

@@ -132,6 +132,30 @@ def test_argocd_registration_waits_for_its_namespace_then_registers(op):
         op.run(op.platform.delete("v1", "Namespace", argocd_namespace))
 
 
+def test_a_moved_then_disabled_argocd_registration_is_removed_where_the_status_recorded_it(op):
+    """Neither namespace is Argo CD's default: the old Secret is found only through status.argocd."""
+    name, first, second = "ip-argocd-move", "ip-argocd-first", "ip-argocd-second"
+    for namespace in (first, second):
+        op.run(op.platform.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}))
+
+    def registered() -> list[str]:
+        return sorted(namespace for namespace in (first, second)
+                      if op.get("v1", "Secret", naming.argocd_secret_name(name), namespace) is not None)
+    try:
+        op.apply(manifest(name, argocd={"enabled": True, "namespace": first}))
+        assert op.ready(name)["status"]["argocd"] == {"namespace": first, "secretName": f"gputenant-{name}"}
+        op.apply(manifest(name, argocd={"enabled": True, "namespace": second}))
+        assert op.ready(name)["status"]["argocd"] == {"namespace": second, "secretName": f"gputenant-{name}"}
+        assert registered() == [second]
+        op.apply(manifest(name))
+        body = op.ready(name)
+        assert "argocd" not in body["status"] and registered() == []
+        op.assert_condition(name, reasons.ARGOCD_READY, "True", reasons.NOT_REQUESTED)
+    finally:
+        for namespace in (first, second):
+            op.run(op.platform.delete("v1", "Namespace", namespace))
+
+
 HOLD = "gputenant.io/test-hold"
 """A finalizer the tests put on an object to keep it from going while they look."""
 

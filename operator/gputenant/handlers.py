@@ -27,6 +27,7 @@ from gputenant.config.settings import OperatorSettings
 from gputenant.guard import gang_groups
 from gputenant.guard.flags import check_webhook_arguments
 from gputenant.guard.standalone import GuardProcess
+from gputenant.kopf_state import ProcessDiffBase, ProcessProgress
 from gputenant.kube import ApiError, KubeClient
 from gputenant.kube.lease import LeaseElector, acquire_standing_by
 from gputenant.loops import Supervisor
@@ -81,6 +82,10 @@ class Runtime:
     guard_started: bool = False
     elector: LeaseElector | None = None
     """Set by `lead`: this replica holds the Lease and renews it while kopf runs."""
+    diffbase: ProcessDiffBase = field(default_factory=ProcessDiffBase)
+    progress: ProcessProgress = field(default_factory=ProcessProgress)
+    """kopf's last handled essence and handler progress of each tenant, kept here rather than
+    written to the tenant (`gputenant.kopf_state`)."""
     rechecks: Rechecks = field(init=False)
     """Looks again at tenants that wait (their control plane starting), outside kopf's retries."""
 
@@ -99,6 +104,8 @@ class Runtime:
             del self.locks[name]
         if uid:
             self.reconciler.forget(uid)
+            self.diffbase.forget(uid)
+            self.progress.forget(uid)
         self.rechecks.forget(name)
         self.metrics.forget_tenant(name)
 
@@ -242,13 +249,12 @@ def login(**_: object) -> kopf.ConnectionInfo:
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, **_) -> None:
-    """Own finalizer and annotation storage (status is ours alone); serve the guard and keep the
-    GPU pools when `prepare` set them up."""
+    """Own finalizer (status is ours alone), kopf's diff base and progress in this process
+    (`gputenant.kopf_state`); serve the guard and keep the GPU pools when `prepare` set them up."""
     rt = runtime()
     settings.persistence.finalizer = naming.FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key=naming.LAST_HANDLED_ANNOTATION.removeprefix(f"{GROUP}/"))
+    settings.persistence.progress_storage = rt.progress
+    settings.persistence.diffbase_storage = rt.diffbase
     settings.posting.level = logging.WARNING
     await asyncio.to_thread(start_guard, rt)
     start_loops(rt)

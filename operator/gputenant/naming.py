@@ -42,8 +42,6 @@ OIDC_CA_CONFIGMAP = "gputenant-oidc-ca"
 OPERATOR_ACCESS_BINDING_NAME = "gpu-tenant-operator"
 """The operator's own RoleBinding (to config.tenantNamespaceClusterRole) in each host namespace."""
 OPERATOR_ACCESS_COMPONENT = "operator-access"
-LAST_HANDLED_ANNOTATION = f"{GROUP}/last-handled-configuration"
-"""kopf's record of the last spec it handled (its diff base), on each GpuTenant."""
 
 
 def tenant_labels(tenant: str, component: str) -> dict[str, str]:

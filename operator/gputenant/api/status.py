@@ -95,6 +95,14 @@ class KubeconfigStatus(ApiModel):
     expires_at: str | None = Field(default=None, description="When the token expires (RFC 3339).")
 
 
+class ArgoCDStatus(ApiModel):
+    """The Argo CD cluster Secret the operator wrote, recorded so that a registration later moved to
+    another namespace or disabled is found there and removed."""
+
+    namespace: str = Field(max_length=63, description="Namespace of the cluster Secret (spec.argocd.namespace when written).")
+    secret_name: str = Field(max_length=253, description="Name of the cluster Secret.")
+
+
 MAX_LISTED_GPUS = 8
 """Idle GPUs named in status at most; ``idleGpuCount`` counts them all (the rest: ``gputenant usage``)."""
 
@@ -176,3 +184,5 @@ class GpuTenantStatus(ApiModel):
         default=None, description="GPU allocation against use, when the operator reads Prometheus (gputenant run --prometheus-url)."
     )
     wake: WakeStatus | None = Field(default=None, description="The owners' last wake request and how long it holds.")
+    argocd: ArgoCDStatus | None = Field(
+        default=None, description="The Argo CD cluster Secret written for spec.argocd; unset while none is registered.")

@@ -23,6 +23,7 @@ from gputenant.api.rules import (
     unique,
 )
 from gputenant.api.status import (
+    ArgoCDStatus,
     Condition,
     ConditionStatus,
     GpuTenantStatus,
@@ -387,7 +388,7 @@ class GpuTenant(BaseModel):
 
 __all__ = [
     "MAX_GPUS", "MAX_TENANT_NAME_LENGTH", "MAX_TOKEN_LIFETIME", "MIN_TOKEN_LIFETIME", "TENANT_NAME_RULE",
-    "ApiModel", "ArgoCDSpec", "Condition", "ConditionStatus", "DeletionPolicy", "DnsLabel", "DnsSubdomain",
+    "ApiModel", "ArgoCDSpec", "ArgoCDStatus", "Condition", "ConditionStatus", "DeletionPolicy", "DnsLabel", "DnsSubdomain",
     "Duration", "GpuSpec", "GpuTenant", "GpuTenantSpec", "GpuTenantStatus", "GrantedStatus", "HamiSpec",
     "HttpsUrl", "IdleSleepSpec", "KubeconfigRole", "KubeconfigSpec", "KubeconfigStatus", "LimitRangeSpec", "Member",
     "MemberRole", "MigProfileName", "MigSpec", "ObjectMeta", "Quantity", "QueueGrantStatus", "QuotaSpec",

@@ -15,7 +15,7 @@ from gputenant.reconcile import conditions as cond
 
 log = logging.getLogger(__name__)
 
-CARRIED = ("namespace", "sharing", "granted", "vcluster", "kubeconfigs", "usage", "wake")
+CARRIED = ("namespace", "sharing", "granted", "vcluster", "kubeconfigs", "usage", "wake", "argocd")
 """Parts of the last status a pass keeps until a step sets them again (a failed step leaves the
 parts after it as they were)."""
 NOT_WRITTEN = frozenset({"usage"})

@@ -3,13 +3,11 @@ and rotated like the kubeconfigs; removed when registration is disabled or moved
 
 from __future__ import annotations
 
-import json
-
 from pydantic import ValidationError
 
 from gputenant import naming
 from gputenant.api import conditions as reasons
-from gputenant.api.v1alpha1 import ArgoCDSpec
+from gputenant.api.v1alpha1 import ArgoCDSpec, ArgoCDStatus
 from gputenant.argocd import bearer_token_of, cluster_secret
 from gputenant.kube import ApiError
 from gputenant.kube.applier import object_key
@@ -37,6 +35,8 @@ async def ensure(run: Pass) -> bool:
     wanted = (argocd.namespace, name) if argocd.enabled else None
     if not run.never_reconciled:
         await remove_secrets(run, keep=wanted)
+        if run.status.argocd is not None and (run.status.argocd.namespace, run.status.argocd.secret_name) != wanted:
+            run.status.argocd = None
     if not argocd.enabled:
         run.set(CONDITION, True, reasons.NOT_REQUESTED, "spec.argocd.enabled is false; no cluster Secret")
         return True
@@ -59,6 +59,7 @@ async def ensure(run: Pass) -> bool:
     secret = cluster_secret(run.name, argocd.namespace, server or "", ca_of(admin), token, project=argocd.project)
     secret["metadata"]["annotations"] = annotations
     await run.applier.ensure(secret)
+    run.status.argocd = ArgoCDStatus(namespace=argocd.namespace, secret_name=name)
     if why and why != MISSING:
         run.rotated.append(object_key(secret))
     if why:
@@ -71,24 +72,20 @@ async def ensure(run: Pass) -> bool:
 
 def argocd_namespaces(body: dict) -> list[str]:
     """Where the tenant's Argo CD cluster Secret may be: spec.argocd.namespace while registration is
-    enabled, and the same for the last spec kopf handled, so a moved or disabled registration is
-    found and removed; and always Argo CD's default namespace, because a registration disabled
-    before kopf recorded the spec that enabled it is in neither (seen with a real vCluster: the
-    Secret written, then the disabling spec applied within the same second). The operator may list
-    Secrets only in namespaces it is granted, so it never lists them cluster-wide."""
-    annotation = ((body.get("metadata") or {}).get("annotations") or {}).get(naming.LAST_HANDLED_ANNOTATION)
-    try:
-        last_handled = (json.loads(annotation) or {}).get("spec") or {} if annotation else {}
-    except (ValueError, AttributeError):
-        last_handled = {}
+    enabled, the namespace the status records a Secret written in (`status.argocd`), so a moved or
+    disabled registration is found and removed; and always Argo CD's default namespace, for a
+    Secret whose pass ended before it could record it. The operator may list Secrets only in
+    namespaces it is granted, so it never lists them cluster-wide."""
     found = {ArgoCDSpec().namespace}
-    for spec in (body.get("spec") or {}, last_handled):
-        try:
-            argocd = ArgoCDSpec.model_validate(spec.get("argocd") or {})
-        except ValidationError:
-            continue
-        if argocd.enabled:
-            found.add(argocd.namespace)
+    try:
+        argocd = ArgoCDSpec.model_validate((body.get("spec") or {}).get("argocd") or {})
+    except ValidationError:
+        argocd = ArgoCDSpec()
+    if argocd.enabled:
+        found.add(argocd.namespace)
+    recorded = ((body.get("status") or {}).get("argocd") or {}).get("namespace")
+    if isinstance(recorded, str) and recorded:
+        found.add(recorded)
     return sorted(found)
 
 
