@@ -2,8 +2,8 @@
 admission guard and the GPU pools loop when ``gputenant run`` asks for them.
 
 Loaded by ``gputenant run``, which calls `prepare` before kopf starts. Everything the handlers
-share lives in `Runtime`; the handlers only translate pipeline outcomes into kopf's retry
-semantics.
+share lives in `gputenant.runtime.Runtime`; the handlers only translate pipeline outcomes into
+kopf's retry semantics.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import logging
 import os
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,10 +26,8 @@ from gputenant.config.settings import OperatorSettings
 from gputenant.guard import gang_groups
 from gputenant.guard.flags import check_webhook_arguments
 from gputenant.guard.standalone import GuardProcess
-from gputenant.kopf_state import ProcessDiffBase, ProcessProgress
 from gputenant.kube import ApiError, KubeClient
 from gputenant.kube.lease import LeaseElector, acquire_standing_by
-from gputenant.loops import Supervisor
 from gputenant.loops.attestation import keep_attestation
 from gputenant.loops.pools import PoolsLoop, pool_summary
 from gputenant.loops.usage import keep_usage
@@ -40,98 +37,14 @@ from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.events import API_VERSION, post_event
 from gputenant.reconcile.memory import RETRY_ANNOTATION
 from gputenant.reconcile.offboard import offboard
-from gputenant.reconcile.pipeline import Outcome, Reconciler
 from gputenant.reconcile.ports import StepError
-from gputenant.reconcile.rechecks import Rechecks
 from gputenant.reconcile.steps.argocd import argocd_namespaces
+from gputenant.runtime import Runtime, build_runtime
 from gputenant.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
 
-
-
-def default_reconcile_concurrency() -> int:
-    """Reconciles mostly wait on the API and Helm; a few per core keeps every Helm slot busy
-    without hundreds of tenants queueing for the client's connections at once."""
-    return 8 * (os.cpu_count() or 1)
 RESOURCE = (GROUP, VERSION, PLURAL)
-
-
-@dataclass
-class Runtime:
-    config: OperatorConfig
-    client: KubeClient
-    reconciler: Reconciler
-    resync_seconds: float
-    deletion_retry_seconds: float
-    pools_interval_seconds: float = 0.0
-    """How often the GPU pools are applied; 0: never (no pools, or turned off)."""
-    guard: GuardProcess | None = None
-    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
-    pools: PoolsLoop | None = None
-    """The GPU pools loop and its last report; None while it does not run."""
-    loops: Supervisor = field(default_factory=Supervisor)
-    reconcile_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(default_reconcile_concurrency()))
-    """Pipeline runs in flight across all tenants (`gputenant run --reconcile-concurrency`)."""
-    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
-    prometheus_url: str | None = None
-    """Where the DCGM series are read for allocation against use (`gputenant run --prometheus-url`)."""
-    usage_window: str = "1h"
-    attestor: Attestor | None = None
-    """Runs each pool's isolation canary and keeps the verdicts; None: attestation is off."""
-    guard_started: bool = False
-    elector: LeaseElector | None = None
-    """Set by `lead`: this replica holds the Lease and renews it while kopf runs."""
-    diffbase: ProcessDiffBase = field(default_factory=ProcessDiffBase)
-    progress: ProcessProgress = field(default_factory=ProcessProgress)
-    """kopf's last handled essence and handler progress of each tenant, kept here rather than
-    written to the tenant (`gputenant.kopf_state`)."""
-    rechecks: Rechecks = field(init=False)
-    """Looks again at tenants that wait (their control plane starting), outside kopf's retries."""
-
-    def __post_init__(self) -> None:
-        self.rechecks = Rechecks(self.look_again, lock=self.lock)
-
-    def lock(self, name: str) -> asyncio.Lock:
-        """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
-        return self.locks.setdefault(name, asyncio.Lock())
-
-    def forget(self, name: str, uid: str | None) -> None:
-        """Drop what is kept for a tenant that is gone: its lock (unless a handler still holds it)
-        and the reconciler's memory of it."""
-        lock = self.locks.get(name)
-        if lock is not None and not lock.locked():
-            del self.locks[name]
-        if uid:
-            self.reconciler.forget(uid)
-            self.diffbase.forget(uid)
-            self.progress.forget(uid)
-        self.rechecks.forget(name)
-        self.metrics.forget_tenant(name)
-
-    async def reconcile(self, body: kopf.Body | dict) -> Outcome:
-        """One pipeline run for the tenant, once it holds the tenant's lock and a reconcile slot; a
-        tenant that waits is looked at again by `rechecks`."""
-        name = body["metadata"]["name"]
-        async with self.lock(name), self.reconcile_slots:
-            outcome = await self.reconciler.reconcile(dict(body))
-            self.rechecks.judged(name, outcome)
-        self.rechecks.follow(name, outcome.wait_after)
-        return outcome
-
-    async def look_again(self, name: str) -> Outcome | None:
-        """`rechecks`' pass: the tenant read under its lock (so its status is the last pass's) and
-        reconciled as a look again; None when it is gone or being deleted."""
-        async with self.lock(name), self.reconcile_slots:
-            body = await self.client.get(API_VERSION, KIND, name)
-            if body is None or body["metadata"].get("deletionTimestamp"):
-                return None
-            outcome = await self.reconciler.reconcile(body, recheck=True)
-            self.rechecks.judged(name, outcome)
-        self.rechecks.follow(name, outcome.wait_after)
-        return outcome
-
-
 _runtime: Runtime | None = None
 
 
@@ -139,26 +52,6 @@ def runtime() -> Runtime:
     if _runtime is None:
         raise kopf.TemporaryError("the operator is still starting", delay=1)
     return _runtime
-
-
-def build_runtime(config: OperatorConfig, kubeconfig: str | None, settings: OperatorSettings,
-                  metrics: OperatorMetrics | None = None) -> Runtime:
-    """The operator's shared parts; a concurrency the settings leave None is the default (helm:
-    twice the cores, reconciles: eight times the cores); metrics None: a registry nobody serves."""
-    from gputenant.helm import ChartRef, VClusterReleases, default_helm_path
-    from gputenant.reconcile.adapters import HelmReleases, TokenKubeconfigs
-
-    metrics = metrics or OperatorMetrics()
-    client = KubeClient.from_kubeconfig(kubeconfig, config.field_manager)
-    releases = HelmReleases(VClusterReleases(kubeconfig, helm_path=default_helm_path(settings.tools_dir),
-                                             max_concurrent=settings.helm_concurrency, metrics=metrics),
-                            ChartRef.from_config(config.vcluster))
-    issuer = TokenKubeconfigs(config.field_manager)
-    return Runtime(
-        config=config, client=client, reconciler=Reconciler(client, config, releases, issuer, metrics=metrics),
-        metrics=metrics,
-        resync_seconds=settings.resync_seconds, deletion_retry_seconds=settings.deletion_retry_seconds,
-        reconcile_slots=asyncio.Semaphore(settings.reconcile_concurrency or default_reconcile_concurrency()))
 
 
 def prepare(config: OperatorConfig, kubeconfig: str | None, settings: OperatorSettings, *,
@@ -340,7 +233,7 @@ async def resync(body: kopf.Body, **_) -> None:
     """Drift check and kubeconfig rotation: the same pipeline; writes only what drifted. First a
     period after the tenant is seen: the create or resume handler has just run the whole pipeline,
     so a first run at once would list and check everything again while the tenant onboards."""
-    await runtime().reconcile(body)
+    await runtime().drift_check(body)
 
 
 @kopf.on.delete(*RESOURCE)

@@ -1,0 +1,157 @@
+"""What the kopf handlers share: the operator's client and reconciler, a lock per tenant, the
+reconcile slots, the looks again and kopf's bookkeeping kept in the process; and how a full pass,
+a look again and a drift check of a tenant run on them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+
+import kopf
+
+from gputenant import KIND
+from gputenant.attestation.run import Attestor
+from gputenant.config.models import OperatorConfig
+from gputenant.config.settings import OperatorSettings
+from gputenant.guard.standalone import GuardProcess
+from gputenant.kopf_state import ProcessDiffBase, ProcessProgress
+from gputenant.kube import KubeClient
+from gputenant.kube.lease import LeaseElector
+from gputenant.loops import Supervisor
+from gputenant.loops.pools import PoolsLoop
+from gputenant.metrics import OperatorMetrics
+from gputenant.reconcile.events import API_VERSION
+from gputenant.reconcile.pipeline import Outcome, Reconciler
+from gputenant.reconcile.rechecks import Rechecks
+
+log = logging.getLogger(__name__)
+
+
+def default_reconcile_concurrency() -> int:
+    """Reconciles mostly wait on the API and Helm; a few per core keeps every Helm slot busy
+    without hundreds of tenants queueing for the client's connections at once."""
+    return 8 * (os.cpu_count() or 1)
+
+
+@dataclass
+class Runtime:
+    config: OperatorConfig
+    client: KubeClient
+    reconciler: Reconciler
+    resync_seconds: float
+    deletion_retry_seconds: float
+    pools_interval_seconds: float = 0.0
+    """How often the GPU pools are applied; 0: never (no pools, or turned off)."""
+    guard: GuardProcess | None = None
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    pools: PoolsLoop | None = None
+    """The GPU pools loop and its last report; None while it does not run."""
+    loops: Supervisor = field(default_factory=Supervisor)
+    reconcile_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(default_reconcile_concurrency()))
+    """Pipeline runs in flight across all tenants (`gputenant run --reconcile-concurrency`)."""
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    prometheus_url: str | None = None
+    """Where the DCGM series are read for allocation against use (`gputenant run --prometheus-url`)."""
+    usage_window: str = "1h"
+    attestor: Attestor | None = None
+    """Runs each pool's isolation canary and keeps the verdicts; None: attestation is off."""
+    guard_started: bool = False
+    elector: LeaseElector | None = None
+    """Set by `lead`: this replica holds the Lease and renews it while kopf runs."""
+    diffbase: ProcessDiffBase = field(default_factory=ProcessDiffBase)
+    progress: ProcessProgress = field(default_factory=ProcessProgress)
+    """kopf's last handled essence and handler progress of each tenant, kept here rather than
+    written to the tenant (`gputenant.kopf_state`)."""
+    rechecks: Rechecks = field(init=False)
+    """Looks again at tenants that wait (their control plane starting), outside kopf's retries."""
+    waiting: dict[str, int] = field(default_factory=dict)
+    """Full passes of each tenant asked for and not yet started (waiting for its lock or a slot)."""
+
+    def __post_init__(self) -> None:
+        self.rechecks = Rechecks(self.look_again, lock=self.lock)
+
+    def lock(self, name: str) -> asyncio.Lock:
+        """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
+        return self.locks.setdefault(name, asyncio.Lock())
+
+    def forget(self, name: str, uid: str | None) -> None:
+        """Drop what is kept for a tenant that is gone: its lock (unless a handler still holds it)
+        and the reconciler's memory of it."""
+        lock = self.locks.get(name)
+        if lock is not None and not lock.locked():
+            del self.locks[name]
+        if uid:
+            self.reconciler.forget(uid)
+            self.diffbase.forget(uid)
+            self.progress.forget(uid)
+        self.rechecks.forget(name)
+        self.metrics.forget_tenant(name)
+
+    async def reconcile(self, body: kopf.Body | dict) -> Outcome:
+        """One pipeline run for the tenant, once it holds the tenant's lock and a reconcile slot; a
+        tenant that waits is looked at again by `rechecks`."""
+        name = body["metadata"]["name"]
+        self.waiting[name] = self.waiting.get(name, 0) + 1
+        started = False
+        try:
+            async with self.lock(name), self.reconcile_slots:
+                started = True
+                self._started(name)
+                outcome = await self.reconciler.reconcile(dict(body))
+                self.rechecks.judged(name, outcome)
+        finally:
+            if not started:
+                self._started(name)
+        self.rechecks.follow(name, outcome.wait_after)
+        return outcome
+
+    async def drift_check(self, body: kopf.Body | dict) -> None:
+        """The drift timer's pass, unless a full pass of the tenant is already waiting to start: it
+        reads everything after this moment, which is all the timer's pass would do. While many
+        tenants onboard at once, their passes wait for slots longer than the first timer period."""
+        name = body["metadata"]["name"]
+        if self.waiting.get(name):
+            log.debug("tenant %s: drift check left to the full pass waiting to start", name)
+            return
+        await self.reconcile(body)
+
+    def _started(self, name: str) -> None:
+        left = self.waiting.get(name, 0) - 1
+        if left > 0:
+            self.waiting[name] = left
+        else:
+            self.waiting.pop(name, None)
+
+    async def look_again(self, name: str) -> Outcome | None:
+        """`rechecks`' pass: the tenant read under its lock (so its status is the last pass's) and
+        reconciled as a look again; None when it is gone or being deleted."""
+        async with self.lock(name), self.reconcile_slots:
+            body = await self.client.get(API_VERSION, KIND, name)
+            if body is None or body["metadata"].get("deletionTimestamp"):
+                return None
+            outcome = await self.reconciler.reconcile(body, recheck=True)
+            self.rechecks.judged(name, outcome)
+        self.rechecks.follow(name, outcome.wait_after)
+        return outcome
+
+
+def build_runtime(config: OperatorConfig, kubeconfig: str | None, settings: OperatorSettings,
+                  metrics: OperatorMetrics | None = None) -> Runtime:
+    """The operator's shared parts; a concurrency the settings leave None is the default (helm:
+    twice the cores, reconciles: eight times the cores); metrics None: a registry nobody serves."""
+    from gputenant.helm import ChartRef, VClusterReleases, default_helm_path
+    from gputenant.reconcile.adapters import HelmReleases, TokenKubeconfigs
+
+    metrics = metrics or OperatorMetrics()
+    client = KubeClient.from_kubeconfig(kubeconfig, config.field_manager)
+    releases = HelmReleases(VClusterReleases(kubeconfig, helm_path=default_helm_path(settings.tools_dir),
+                                             max_concurrent=settings.helm_concurrency, metrics=metrics),
+                            ChartRef.from_config(config.vcluster))
+    issuer = TokenKubeconfigs(config.field_manager)
+    return Runtime(
+        config=config, client=client, reconciler=Reconciler(client, config, releases, issuer, metrics=metrics),
+        metrics=metrics,
+        resync_seconds=settings.resync_seconds, deletion_retry_seconds=settings.deletion_retry_seconds,
+        reconcile_slots=asyncio.Semaphore(settings.reconcile_concurrency or default_reconcile_concurrency()))
