@@ -171,6 +171,9 @@ def test_an_onboarding_that_goes_well_posts_one_event_ready_true():
     assert cond.transition_events([], starting) == []  # a new tenant's first wait
     up = _tenant({"KubeconfigReady": ("False", "WaitingForControlPlane")})
     assert cond.transition_events(starting, up) == []  # one wait after another
+    # the pod is ready, and its API answers at the node port a moment later (kube-proxy's rules)
+    silent = _tenant({"VClusterReady": ("False", "ControlPlaneNotAnswering"), "KubeconfigReady": None})
+    assert cond.transition_events(starting, silent) == cond.transition_events(silent, up) == []
     ready = _tenant({})
     assert cond.transition_events(up, ready) == [("Normal", "TenantReady", "Ready=True: all parts of the tenant are in place")]
     assert cond.transition_events(ready, ready) == []

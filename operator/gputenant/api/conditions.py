@@ -113,7 +113,7 @@ every GPU it held stayed idle for spec.sleep.idle.after."""
 
 WAITS: Final = frozenset((
     PROGRESSING, WAITING_FOR_CONTROL_PLANE, LOAD_BALANCER_PENDING, CONTROL_PLANE_STARTING,
-    CONTROL_PLANE_ROLLING_OUT, WAITING_FOR_ACCESS, NAMESPACE_TERMINATING, ASLEEP_REASON,
+    CONTROL_PLANE_ROLLING_OUT, CONTROL_PLANE_NOT_ANSWERING, WAITING_FOR_ACCESS, NAMESPACE_TERMINATING, ASLEEP_REASON,
 ))
 """Reasons of a part (or Ready) that is not True because something normal is under way: a tenant
 starting, rolling out, being given access, sleeping. Not failures: they get no Warning Event."""

@@ -16,8 +16,8 @@ local hs = {}
 
 -- The reasons of api/conditions.py WAITS (operator/tests/test_argocd_health.py keeps them equal).
 local waits = {
-  Asleep = true, ControlPlaneRollingOut = true, ControlPlaneStarting = true,
-  LoadBalancerPending = true, NamespaceTerminating = true, Progressing = true,
+  Asleep = true, ControlPlaneNotAnswering = true, ControlPlaneRollingOut = true,
+  ControlPlaneStarting = true, LoadBalancerPending = true, NamespaceTerminating = true, Progressing = true,
   WaitingForAccess = true, WaitingForControlPlane = true,
 }
 
