@@ -2,8 +2,8 @@
 the chart labels (``app=vcluster``, filtered by kopf: the operator's one pod watch also serves the
 gang PodGroups of ``guard.gang_groups``, so it cannot be narrowed by a label at the API server), so that a pod dying,
 turning ready or rolling to a new revision reaches the tenant's status within seconds, not at the
-next resync. Each change that matters calls the tenant's pipeline up at once, unless the pass in
-flight read the control plane after it (`Rechecks.changed`); what it judges is
+next resync. Each change that matters calls the tenant's pipeline up at once, unless a pass read the
+control plane after it or saw the pod as the watch now does (`Rechecks.changed`); what it judges is
 `reconcile.controlplane`.
 
 Registered by ``gputenant run`` (it imports this module beside `gputenant.handlers`).
@@ -17,21 +17,11 @@ import kopf
 
 from gputenant import naming
 from gputenant.handlers import runtime
-from gputenant.reconcile.controlplane import POD_LABELS, REVISION_LABEL, pod_ready
+from gputenant.reconcile.controlplane import POD_LABELS, pod_signature
 
 log = logging.getLogger(__name__)
 
 PODS = ("v1", "pods")
-
-
-def pod_signature(event_type: str | None, pod: dict) -> tuple | None:
-    """What of a control-plane pod the tenant's readiness depends on: the revision it serves at
-    while it is ready; None while it does not serve (not ready yet, being deleted, gone). A pod's
-    steps on the way to ready (created, scheduled, Running) change nothing the vCluster step would
-    decide, so they call nobody up: the step's look again reports them in the status message."""
-    if event_type == "DELETED" or not pod_ready(pod):
-        return None
-    return ((pod.get("metadata", {}).get("labels") or {}).get(REVISION_LABEL),)
 
 
 @kopf.on.event(*PODS, labels=POD_LABELS)
@@ -51,4 +41,4 @@ async def control_plane_pod_changed(event: kopf.RawEvent, body: kopf.Body, memo:
         return
     log.info("tenant %s: control-plane pod %s %s (ready %s); reconciling", tenant, metadata.get("name"),
              (event.get("type") or "").lower(), bool(signature and signature[0]))
-    await rt.rechecks.changed(tenant)
+    await rt.rechecks.changed(tenant, metadata.get("name") or "", signature)

@@ -16,9 +16,8 @@ import yaml
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.config.models import OperatorConfig
-from gputenant.control_plane_watch import pod_signature
 from gputenant.reconcile.context import Outcome, Pass, Services, backoff
-from gputenant.reconcile.controlplane import control_plane_pods, judge, pod_selector
+from gputenant.reconcile.controlplane import control_plane_pods, judge, pod_selector, pod_signature
 from gputenant.reconcile.memory import TenantMemory
 from gputenant.reconcile.rechecks import Rechecks
 from gputenant.reconcile.steps.vcluster import read_control_plane
@@ -207,7 +206,7 @@ def test_a_control_plane_change_the_pass_in_flight_read_after_calls_no_second_pa
         change_seen = asyncio.Event()
         in_flight = asyncio.create_task(pass_in_flight(change_seen))
         await asyncio.sleep(0)
-        change = asyncio.create_task(rechecks.changed("team-a"))
+        change = asyncio.create_task(rechecks.changed("team-a", "team-a-0", (NEW,)))
         await asyncio.sleep(0)
         change_seen.set()
         await asyncio.gather(in_flight, change)
@@ -220,12 +219,44 @@ def test_a_control_plane_change_after_the_last_read_calls_a_pass():
     async def scenario() -> list[str]:
         passes = RecordedPasses()
         rechecks = passes.rechecks = Rechecks(passes.look, lock=lambda name: asyncio.Lock())
-        await rechecks.changed("team-a")
+        await rechecks.changed("team-a", "team-a-0", (NEW,))
         rechecks.judged("team-a", Outcome(control_plane_read_at=time.monotonic()))
         rechecks.judged("team-a", Outcome())
-        await rechecks.changed("team-a")
+        await rechecks.changed("team-a", "team-a-0", (NEW,))
         return passes.reconciled
     assert asyncio.run(scenario()) == ["team-a", "team-a"]
+
+
+def test_a_change_the_last_pass_saw_already_calls_no_pass_however_late_the_watch_tells_it():
+    """The listing of the pass had the pod ready at NEW; the watch's event for it came after the
+    listing was sent. Another revision, the pod not serving, or another pod's change still call a pass."""
+    async def scenario() -> list[str]:
+        passes = RecordedPasses()
+        rechecks = passes.rechecks = Rechecks(passes.look, lock=lambda name: asyncio.Lock())
+        rechecks.judged("team-a", Outcome(control_plane_read_at=time.monotonic(),
+                                          control_plane_pods={"team-a-0": (NEW,), "team-a-1": None}))
+        await rechecks.changed("team-a", "team-a-0", (NEW,))
+        await rechecks.changed("team-a", "team-a-1", None)
+        await rechecks.changed("team-a", "team-a-2", None)  # not listed: it did not serve
+        assert passes.reconciled == []
+        await rechecks.changed("team-a", "team-a-0", (OLD,))
+        await rechecks.changed("team-a", "team-a-0", None)
+        await rechecks.changed("team-a", "team-a-1", (NEW,))
+        await rechecks.changed("team-b", "team-b-0", (NEW,))  # no pass of team-b read its control plane
+        return passes.reconciled
+    assert asyncio.run(scenario()) == ["team-a"] * 3 + ["team-b"]
+
+
+def test_only_the_newest_reading_of_the_control_plane_is_compared_with():
+    async def scenario() -> list[str]:
+        passes = RecordedPasses()
+        rechecks = passes.rechecks = Rechecks(passes.look, lock=lambda name: asyncio.Lock())
+        older = time.monotonic()
+        rechecks.judged("team-a", Outcome(control_plane_read_at=older + 1e-6, control_plane_pods={"team-a-0": None}))
+        rechecks.judged("team-a", Outcome(control_plane_read_at=older, control_plane_pods={"team-a-0": (NEW,)}))
+        await rechecks.changed("team-a", "team-a-0", (NEW,))
+        return passes.reconciled
+    assert asyncio.run(scenario()) == ["team-a"]
 
 
 class TimedReads:
@@ -255,6 +286,7 @@ def test_the_pass_read_the_control_plane_when_it_listed_the_pods_not_before_the_
     assert state.ready, state.message
     read_at = run.outcome.control_plane_read_at
     assert read_at is not None and client.asked["StatefulSet"] < read_at <= client.asked["Pod"]
+    assert run.outcome.control_plane_pods == {"team-a-0": (NEW,)}
 
 
 def test_the_watch_reacts_to_readiness_deletion_and_revision_not_to_other_status_updates():

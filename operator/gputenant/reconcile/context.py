@@ -14,6 +14,7 @@ from gputenant.config.models import OperatorConfig
 from gputenant.kube import Applier, KubeClient, LiveSnapshot
 from gputenant.policy.decision import Decision
 from gputenant.reconcile import conditions as cond
+from gputenant.reconcile.controlplane import PodSignature
 from gputenant.reconcile.events import post_event
 from gputenant.reconcile.memory import RETRY_ANNOTATION, TenantMemory
 from gputenant.reconcile.ports import KubeconfigIssuer, Releases
@@ -41,8 +42,10 @@ class Outcome:
     skipped: list[str] = field(default_factory=list)
     """Object steps a look again left alone: in place on the same rendered objects at the last pass."""
     control_plane_read_at: float | None = None
-    """When (time.monotonic) the vCluster step began reading the control plane's StatefulSet and pods;
-    None: it did not. A control-plane pod change seen before then is judged by this pass."""
+    """When (time.monotonic) the vCluster step sent its listing of the control plane's pods; None:
+    it did not. A control-plane pod change seen before then is judged by this pass."""
+    control_plane_pods: dict[str, PodSignature] = field(default_factory=dict)
+    """The control-plane pods the pass judged, each as `controlplane.pod_signature` saw it."""
 
 
 @dataclass(frozen=True)

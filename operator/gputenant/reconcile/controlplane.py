@@ -19,6 +19,10 @@ REVISION_LABEL = "controller-revision-hash"
 """The StatefulSet controller's label: the revision a pod was made from."""
 
 
+PodSignature = tuple[str | None] | None
+"""What of a control-plane pod the tenant's readiness depends on (`pod_signature`)."""
+
+
 @dataclass(frozen=True)
 class ControlPlaneState:
     ready: bool
@@ -36,6 +40,11 @@ def pod_labels(release: str) -> dict[str, str]:
 def pod_selector(release: str) -> str:
     """The label selector of one release's control-plane pods."""
     return ",".join(f"{key}={value}" for key, value in pod_labels(release).items())
+
+
+def seen_pods(pods: list[dict]) -> dict[str, PodSignature]:
+    """Each control-plane pod's signature as a pass read it, by pod name."""
+    return {pod["metadata"]["name"]: pod_signature("MODIFIED", pod) for pod in pods}
 
 
 def control_plane_pods(pods: list[dict], release: str) -> list[dict]:
@@ -104,3 +113,13 @@ def pod_detail(pod: dict) -> str:
     if running:
         return f"container {running} running, readiness probe not passing yet"
     return f"phase {status.get('phase', 'Pending')}"
+
+
+def pod_signature(event_type: str | None, pod: dict) -> PodSignature:
+    """What of a control-plane pod the tenant's readiness depends on: the revision it serves at
+    while it is ready; None while it does not serve (not ready yet, being deleted, gone). A pod's
+    steps on the way to ready (created, scheduled, Running) change nothing the vCluster step would
+    decide, so they call nobody up: the step's look again reports them in the status message."""
+    if event_type == "DELETED" or not pod_ready(pod):
+        return None
+    return ((pod.get("metadata", {}).get("labels") or {}).get(REVISION_LABEL),)

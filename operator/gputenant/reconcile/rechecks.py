@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from gputenant.reconcile.context import Outcome
+from gputenant.reconcile.controlplane import PodSignature
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ class Rechecks:
         self._pending: dict[str, asyncio.Task] = {}
         self._looks: dict[str, int] = {}
         self._judged_at: dict[str, float] = {}
+        self._seen: dict[str, dict[str, PodSignature]] = {}
 
     def follow(self, name: str, wait_after: float | None) -> None:
         """After a pass of tenant `name`: look again in `wait_after` seconds when it waits; when it
@@ -65,23 +67,33 @@ class Rechecks:
         """The tenant is gone."""
         self._looks.pop(name, None)
         self._judged_at.pop(name, None)
+        self._seen.pop(name, None)
         self.cancel(name)
 
     def judged(self, name: str, outcome: Outcome) -> None:
-        """A pass of tenant `name` ended (under its lock): note when it read the control plane."""
-        if outcome.control_plane_read_at is not None:
-            self._judged_at[name] = max(outcome.control_plane_read_at, self._judged_at.get(name, 0.0))
+        """A pass of tenant `name` ended (under its lock): note when it read the control plane and
+        the pods it saw."""
+        if outcome.control_plane_read_at is not None and \
+                outcome.control_plane_read_at >= self._judged_at.get(name, float("-inf")):
+            self._judged_at[name] = outcome.control_plane_read_at
+            self._seen[name] = dict(outcome.control_plane_pods)
 
-    async def changed(self, name: str) -> None:
-        """The tenant's control-plane pod started or stopped serving (the pod watch): reconcile it
-        now, unless a pass read the control plane after this moment, as the pass in flight often
-        does (the pod turns ready while Helm installs): it judged the change already."""
+    async def changed(self, name: str, pod: str, signature: PodSignature) -> None:
+        """The tenant's control-plane pod `pod` started or stopped serving (the pod watch; its
+        `signature` now): reconcile the tenant now, unless the last pass that read the control plane
+        read it after this moment, or saw `pod` just so (a pod it did not list was not serving). The
+        pass in flight often did either: the pod turns ready while Helm installs, and the watch's
+        event can reach the operator after the listing that already had it."""
         changed_at = time.monotonic()
         if self.lock is not None:
             async with self.lock(name):
                 pass
         if self._judged_at.get(name, float("-inf")) >= changed_at:
             log.debug("tenant %s: its control-plane change was judged by the pass in flight", name)
+            return
+        seen = self._seen.get(name)
+        if seen is not None and seen.get(pod) == signature:
+            log.debug("tenant %s: the last pass saw pod %s as it is now", name, pod)
             return
         await self.now(name)
 

@@ -15,7 +15,7 @@ from gputenant.kube import ApiError
 from gputenant.kubeconfigs import admin_kubeconfig, https_server, server_of, with_server
 from gputenant.reconcile.adapters import helm_step_error
 from gputenant.reconcile.context import Pass
-from gputenant.reconcile.controlplane import ControlPlaneState, control_plane_pods, judge
+from gputenant.reconcile.controlplane import ControlPlaneState, control_plane_pods, judge, seen_pods
 from gputenant.reconcile.memory import RETRY_ANNOTATION, HelmAttempt
 from gputenant.reconcile.ports import StepError
 from gputenant.reconcile.steps import sleep
@@ -118,12 +118,13 @@ async def remove_unused_oidc_ca(run: Pass) -> None:
 async def read_control_plane(run: Pass, release: str) -> ControlPlaneState:
     """The release's StatefulSet and control-plane pods, judged (`controlplane.judge`). The pods are
     read from the pass's one listing of the host namespace's pods, which the tenant's view reuses;
-    the moment that listing was sent is when the pass read the control plane: a change of a pod the
-    pod watch saw before it is in the listing, so the watch calls no second pass for it."""
+    the moment that listing was sent, and each pod as the listing had it, are what the pod watch
+    compares a change with (`Rechecks.changed`)."""
     statefulset = await run.client.get("apps/v1", "StatefulSet", release, run.host_namespace)
-    pods = await run.host_pods()
+    pods = control_plane_pods(await run.host_pods(), release)
     run.outcome.control_plane_read_at = run.host_pods_listed_at
-    return judge(statefulset, control_plane_pods(pods, release))
+    run.outcome.control_plane_pods = seen_pods(pods)
+    return judge(statefulset, pods)
 
 
 async def ensure_release(run: Pass, release: str, chart_version: str, wanted_hash: str,
