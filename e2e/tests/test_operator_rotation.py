@@ -168,3 +168,5 @@ def test_revoke_annotation_makes_the_old_tokens_fail_within_seconds(plane, tenan
     new = wait_for(reissued, timeout=60, interval=0.5, what="new kubeconfigs in the Secrets")
     assert all(lists_namespaces(kubeconfig) for kubeconfig in new.values())
     assert all(refused(kubeconfig) for kubeconfig in old.values()), "the old tokens stay refused"
+    # kopf's field handler of the annotation ran: a revocation does not wait for the drift timer
+    assert f"Handler 'reconcile/metadata.annotations.{REVOKE}' succeeded" in tenants_api.operator.log_tail(400)

@@ -222,6 +222,7 @@ gang_groups.register(kopf.get_default_registry(), lambda: runtime().client)
 @kopf.on.create(*RESOURCE)
 @kopf.on.update(*RESOURCE, field="spec")
 @kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.ROTATE_ANNOTATION))
+@kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.REVOKE_ANNOTATION))
 @kopf.on.field(*RESOURCE, field=("metadata", "annotations", RETRY_ANNOTATION))
 async def reconcile(body: kopf.Body, **_) -> None:
     await _reconcile(body)

@@ -11,7 +11,8 @@ from gputenant import naming
 from gputenant.kopf_state import TOUCH_ANNOTATION, ProcessDiffBase, ProcessProgress
 from gputenant.reconcile.memory import RETRY_ANNOTATION
 
-FIELD_HANDLED = [("metadata", "annotations", naming.ROTATE_ANNOTATION), ("metadata", "annotations", RETRY_ANNOTATION)]
+FIELD_HANDLED = [("metadata", "annotations", annotation)
+                 for annotation in (naming.ROTATE_ANNOTATION, naming.REVOKE_ANNOTATION, RETRY_ANNOTATION)]
 """The annotations `handlers.reconcile` is registered for with kopf.on.field."""
 
 
@@ -85,13 +86,14 @@ def test_the_wake_up_after_a_delay_changes_one_annotation_and_removes_it_when_pa
     assert not untouched
 
 
-def test_kopf_sees_a_rotate_or_retry_request_and_not_its_own_wake_up():
+def test_kopf_sees_a_rotate_revoke_or_retry_request_and_not_its_own_wake_up():
     """kopf's annotation progress storage under the operator's prefix dropped gputenant.io/rotate-kubeconfigs
     and gputenant.io/retry from what kopf compares: their field handlers never ran."""
     progress = ProcessProgress()
     before = essence(tenant(), progress)
     assert essence(tenant(**{naming.ROTATE_ANNOTATION: "1"}), progress) != before
     assert essence(tenant(**{RETRY_ANNOTATION: "1"}), progress) != before
+    assert essence(tenant(**{naming.REVOKE_ANNOTATION: "1"}), progress) != before
     assert essence(tenant(**{TOUCH_ANNOTATION: "2026-11-26T08:00:00"}), progress) == before
     kopfs_own = kopf.AnnotationsProgressStorage(prefix="gputenant.io")
     assert essence(tenant(**{naming.ROTATE_ANNOTATION: "1"}), kopfs_own) == essence(tenant(), kopfs_own)
