@@ -8,6 +8,7 @@ from __future__ import annotations
 import kubernetes
 import pytest
 
+from gputenant.kube.client import USER_AGENT
 from kubeplane import WRITE_VERBS, wait_for
 from kubeplane.inprocess import labelled_objects
 
@@ -66,7 +67,8 @@ def test_vcluster_value_change_is_exactly_one_upgrade_and_ready_only_once_rolled
     """The values change the control plane's pod template (the chart hashes its values into it), so
     the StatefulSet rolls to a new revision; Ready at the new generation means that rollout is over.
     kopf's diff base lives in the operator's process: it still tells the spec change (its spec
-    handler runs), and the operator wrote the tenant itself once, for its finalizer."""
+    handler runs), and the operator wrote the tenant itself once, for its finalizer. The passes
+    judged the control plane from the operator's pod index, without listing pods."""
     offset = plane.audit_offset()
     tenants_api.apply(tenants_api.manifest("upgrade-t", "Trusted", owner="u-owner"))
     tenants_api.wait_ready("upgrade-t")
@@ -87,6 +89,12 @@ def test_vcluster_value_change_is_exactly_one_upgrade_and_ready_only_once_rolled
     operator = tenants_api.operator
     assert "Handler 'reconcile/spec' succeeded" in operator.log_tail(400)
     assert tenant_writes(plane, operator, offset, "upgrade-t") == ["patch"]
+    # every pass read the host namespace's pods from the operator's pod index, none listed them (the
+    # admission guard, a process of its own under its own user agent, lists them to judge GPU pods)
+    assert not [event for event in plane.audit_events(offset)
+                if event.get("user", {}).get("username") == operator.user and event["verb"] == "list"
+                and event.get("userAgent") == USER_AGENT
+                and event["requestURI"].startswith("/api/v1/namespaces/tenant-upgrade-t/pods")]
     assert tenants_api.get("upgrade-t")["metadata"]["finalizers"] == ["gputenant.io/finalizer"]
 
 

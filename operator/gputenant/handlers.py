@@ -209,8 +209,10 @@ def start_loops(rt: Runtime) -> None:
                        period)
 
 
-async def _reconcile(body: kopf.Body) -> None:
-    outcome = await runtime().reconcile(body)
+async def _reconcile(body: kopf.Body, handler_kwargs: dict) -> None:
+    rt = runtime()
+    rt.reconciler.services.pods.hand_over(handler_kwargs)
+    outcome = await rt.reconcile(body)
     if outcome.retry_after is not None:
         raise kopf.TemporaryError("not ready yet; see status.conditions", delay=outcome.retry_after)
 
@@ -224,17 +226,19 @@ gang_groups.register(kopf.get_default_registry(), lambda: runtime().client)
 @kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.ROTATE_ANNOTATION))
 @kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.REVOKE_ANNOTATION))
 @kopf.on.field(*RESOURCE, field=("metadata", "annotations", RETRY_ANNOTATION))
-async def reconcile(body: kopf.Body, **_) -> None:
-    await _reconcile(body)
+async def reconcile(body: kopf.Body, **kwargs) -> None:
+    await _reconcile(body, kwargs)
 
 
 @kopf.timer(*RESOURCE, interval=OperatorSettings().resync_seconds, initial_delay=OperatorSettings().resync_seconds,
             idle=5)
-async def resync(body: kopf.Body, **_) -> None:
+async def resync(body: kopf.Body, **kwargs) -> None:
     """Drift check and kubeconfig rotation: the same pipeline; writes only what drifted. First a
     period after the tenant is seen: the create or resume handler has just run the whole pipeline,
     so a first run at once would list and check everything again while the tenant onboards."""
-    await runtime().drift_check(body)
+    rt = runtime()
+    rt.reconciler.services.pods.hand_over(kwargs)
+    await rt.drift_check(body)
 
 
 @kopf.on.delete(*RESOURCE)

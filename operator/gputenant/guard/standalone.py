@@ -25,8 +25,11 @@ from gputenant.guard.pod_reviews import DecisionObserver, PodReviews
 from gputenant.guard.server import GuardServer, server_from_args
 from gputenant.guard.webhook import Guard, register
 from gputenant.kube import KubeClient
+from gputenant.kube.client import USER_AGENT
 
 ServerFactory = Callable[[KubeClient], GuardServer]
+GUARD_USER_AGENT = f"{USER_AGENT}-guard"
+"""The guard's requests, told apart from the reconciler's in the API server's audit log."""
 
 
 class GuardThread:
@@ -41,7 +44,8 @@ class GuardThread:
                  observe: DecisionObserver | None = None):
         self.config = config
         self.registry = kopf.OperatorRegistry()
-        self.client = KubeClient.from_kubeconfig(str(kubeconfig) if kubeconfig else None, config.field_manager)
+        self.client = KubeClient.from_kubeconfig(str(kubeconfig) if kubeconfig else None, config.field_manager,
+                                                 user_agent=GUARD_USER_AGENT)
         self.guard: Guard = register(self.registry, config, self.client)
         if kubeconfig is not None:
             connection = self.client.kopf_connection()

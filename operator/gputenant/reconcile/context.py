@@ -4,6 +4,7 @@ renderer made of it, the clients, the status being built, and what the caller sh
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -48,6 +49,32 @@ class Outcome:
     """The control-plane pods the pass judged, each as `controlplane.pod_signature` saw it."""
 
 
+HOST_PODS_INDEX = "host_pods"
+"""The kopf index of the pods in tenants' host namespaces (`control_plane_watch.host_pods`), as
+handlers receive it among their keyword arguments."""
+
+
+class CachedPods:
+    """The pods of the tenants' host namespaces as the operator's pod watch holds them: a kopf index
+    (namespace -> the pods in it), which kopf fills from its initial listing before any handler
+    runs and keeps current from the watch. Unset until a handler hands it over, and in a process
+    that runs no kopf (the in-process tests): then a pass lists the pods."""
+
+    def __init__(self) -> None:
+        self.index: Mapping[str, Collection[dict]] | None = None
+
+    def hand_over(self, handler_kwargs: Mapping[str, Any]) -> None:
+        """Keep the index kopf passes to every handler (`HOST_PODS_INDEX`), the first time one does."""
+        if self.index is None and HOST_PODS_INDEX in handler_kwargs:
+            self.index = handler_kwargs[HOST_PODS_INDEX]
+
+    def pods_in(self, namespace: str) -> list[dict] | None:
+        """The namespace's pods; None: no index to read, list them."""
+        if self.index is None:
+            return None
+        return list(self.index.get(namespace, ()))
+
+
 @dataclass(frozen=True)
 class Services:
     """What every pass uses and no pass owns."""
@@ -57,6 +84,7 @@ class Services:
     releases: Releases
     issuer: KubeconfigIssuer
     memory: TenantMemory
+    pods: CachedPods = field(default_factory=CachedPods)
 
 
 class Pass:
@@ -98,7 +126,7 @@ class Pass:
         self._events_failed = False
         self._host_pods: list[dict] | None = None
         self.host_pods_listed_at: float | None = None
-        """When the pass sent its listing of the host namespace's pods (monotonic)."""
+        """When the pass read the host namespace's pods (monotonic): the index, or its listing sent."""
 
     @property
     def never_reconciled(self) -> bool:
@@ -119,11 +147,14 @@ class Pass:
         return self.annotations.get(RETRY_ANNOTATION, "")
 
     async def host_pods(self) -> list[dict]:
-        """Every pod of the host namespace, listed once per pass: the vCluster step judges its control
-        plane's among them, the tenant's view all of them."""
+        """Every pod of the host namespace, read once per pass (from the operator's pod index, else
+        listed): the vCluster step judges its control plane's among them, the tenant's view all of
+        them."""
         if self._host_pods is None:
             self.host_pods_listed_at = time.monotonic()
-            self._host_pods = await self.client.list("v1", "Pod", namespace=self.host_namespace)
+            cached = self.services.pods.pods_in(self.host_namespace)
+            self._host_pods = cached if cached is not None else \
+                await self.client.list("v1", "Pod", namespace=self.host_namespace)
         return self._host_pods
 
     def set(self, condition_type: str, ok: bool | None, reason: str, message: str) -> None:
