@@ -68,7 +68,7 @@ def test_vcluster_value_change_is_exactly_one_upgrade_and_ready_only_once_rolled
     the StatefulSet rolls to a new revision; Ready at the new generation means that rollout is over.
     kopf's diff base lives in the operator's process: it still tells the spec change (its spec
     handler runs), and the operator wrote the tenant itself once, for its finalizer. The passes
-    judged the control plane from the operator's pod index, without listing pods."""
+    read pods and the Queue from the operator's indexes."""
     offset = plane.audit_offset()
     tenants_api.apply(tenants_api.manifest("upgrade-t", "Trusted", owner="u-owner"))
     tenants_api.wait_ready("upgrade-t")
@@ -89,12 +89,14 @@ def test_vcluster_value_change_is_exactly_one_upgrade_and_ready_only_once_rolled
     operator = tenants_api.operator
     assert "Handler 'reconcile/spec' succeeded" in operator.log_tail(400)
     assert tenant_writes(plane, operator, offset, "upgrade-t") == ["patch"]
-    # every pass read the host namespace's pods from the operator's pod index, none listed them (the
-    # admission guard, a process of its own under its own user agent, lists them to judge GPU pods)
-    assert not [event for event in plane.audit_events(offset)
-                if event.get("user", {}).get("username") == operator.user and event["verb"] == "list"
-                and event.get("userAgent") == USER_AGENT
-                and event["requestURI"].startswith("/api/v1/namespaces/tenant-upgrade-t/pods")]
+    # every pass read the host namespace's pods and the tenant's Queue from the operator's indexes:
+    # no pod listing, no Queue GET (the admission guard, a process of its own under its own user
+    # agent, lists pods to judge GPU pods)
+    read = [(event["verb"], event["requestURI"].split("?")[0]) for event in plane.audit_events(offset)
+            if event.get("user", {}).get("username") == operator.user and event.get("userAgent") == USER_AGENT
+            and event["verb"] in ("get", "list")]
+    assert ("list", "/api/v1/namespaces/tenant-upgrade-t/pods") not in read
+    assert ("get", "/apis/scheduling.run.ai/v2/queues/upgrade-t") not in read
     assert tenants_api.get("upgrade-t")["metadata"]["finalizers"] == ["gputenant.io/finalizer"]
 
 

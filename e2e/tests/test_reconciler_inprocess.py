@@ -351,3 +351,27 @@ def test_the_pass_that_creates_the_namespace_lists_nothing_in_it_and_the_next_on
     assert {"resourcequotas", "limitranges", "networkpolicies", "roles", "rolebindings"} <= namespaced_lists(since)
     assert own_requests(since, "gputenants").count("get") == 1, "after a pass of its own, the live status is read"
     assert own_requests(since, "queues") == ["get"]
+
+
+def test_a_look_again_leaves_removing_argo_cd_registrations_to_full_passes(op, plane):
+    """A registration moves or ends with a spec change, whose own (full) pass removes it: the looks
+    again at a starting control plane do not list Argo CD's namespace for leftovers."""
+    name = "ip-look-argocd"
+
+    def argocd_lists(since: int) -> int:
+        return sum(1 for event in plane.audit_events(since)
+                   if event.get("user", {}).get("username") == OPERATOR_USER and event["verb"] == "list"
+                   and (event.get("objectRef") or {}).get("namespace") == "argocd")
+
+    op.apply(manifest(name))
+    op.reconcile(name)
+    since = plane.audit_offset()
+    for _ in range(100):
+        if op.reconcile(name, recheck=True).ready:
+            break
+        op.serve(name)
+    op.assert_condition(name, reasons.ARGOCD_READY, "True", reasons.NOT_REQUESTED)
+    assert argocd_lists(since) == 0
+    since = plane.audit_offset()
+    op.reconcile(name)
+    assert argocd_lists(since) == 1

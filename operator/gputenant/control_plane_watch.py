@@ -1,5 +1,4 @@
-"""kopf wiring that follows the pods of the tenants' host namespaces: an index of them, which each
-pass reads instead of listing them (`reconcile.context.CachedPods`), and a watch on the control-plane pods
+"""kopf wiring that follows the tenants' vCluster control planes: a watch on the control-plane pods
 the chart labels (``app=vcluster``, filtered by kopf: the operator's one pod watch also serves the
 gang PodGroups of ``guard.gang_groups``, so it cannot be narrowed by a label at the API server), so that a pod dying,
 turning ready or rolling to a new revision reaches the tenant's status within seconds, not at the
@@ -12,34 +11,17 @@ Registered by ``gputenant run`` (it imports this module beside `gputenant.handle
 
 from __future__ import annotations
 
-import copy
 import logging
 
 import kopf
 
 from gputenant import naming
 from gputenant.handlers import runtime
-from gputenant.reconcile.context import HOST_PODS_INDEX
 from gputenant.reconcile.controlplane import POD_LABELS, pod_signature
 
 log = logging.getLogger(__name__)
 
 PODS = ("v1", "pods")
-
-
-def in_a_host_namespace(namespace: str | None, **_) -> bool:
-    return naming.tenant_of_namespace(namespace or "", runtime().config) is not None
-
-
-@kopf.index(*PODS, id=HOST_PODS_INDEX, when=in_a_host_namespace)
-def host_pods(namespace: str | None, body: kopf.Body, **_) -> dict[str, dict]:
-    """Each pod of a host namespace, under its namespace, as the watch last saw it (without its
-    managedFields). kopf fills the index from its first listing before any handler runs and updates
-    it from each event before the handlers of that event: a pass that reads it after a pod's change
-    was handled sees the change."""
-    pod = copy.deepcopy(dict(body))
-    pod.get("metadata", {}).pop("managedFields", None)
-    return {namespace or "": pod}
 
 
 @kopf.on.event(*PODS, labels=POD_LABELS)
@@ -48,7 +30,7 @@ async def control_plane_pod_changed(event: kopf.RawEvent, body: kopf.Body, memo:
     first seen not ready changes nothing. The initial listing (event type None) only records:
     on.resume reconciles every tenant then."""
     rt = runtime()
-    rt.reconciler.services.pods.hand_over(kwargs)
+    rt.reconciler.services.cache.hand_over(kwargs)
     metadata = body.get("metadata") or {}
     tenant = naming.tenant_of_namespace(metadata.get("namespace") or "", rt.config)
     if tenant is None or (metadata.get("labels") or {}).get("release") != naming.release_name(tenant):

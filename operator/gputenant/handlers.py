@@ -211,7 +211,7 @@ def start_loops(rt: Runtime) -> None:
 
 async def _reconcile(body: kopf.Body, handler_kwargs: dict) -> None:
     rt = runtime()
-    rt.reconciler.services.pods.hand_over(handler_kwargs)
+    rt.reconciler.services.cache.hand_over(handler_kwargs)
     outcome = await rt.reconcile(body)
     if outcome.retry_after is not None:
         raise kopf.TemporaryError("not ready yet; see status.conditions", delay=outcome.retry_after)
@@ -237,7 +237,7 @@ async def resync(body: kopf.Body, **kwargs) -> None:
     period after the tenant is seen: the create or resume handler has just run the whole pipeline,
     so a first run at once would list and check everything again while the tenant onboards."""
     rt = runtime()
-    rt.reconciler.services.pods.hand_over(kwargs)
+    rt.reconciler.services.cache.hand_over(kwargs)
     await rt.drift_check(body)
 
 

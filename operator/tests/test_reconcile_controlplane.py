@@ -16,7 +16,8 @@ import yaml
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.config.models import OperatorConfig
-from gputenant.reconcile.context import CachedPods, Outcome, Pass, Services, backoff
+from gputenant.reconcile.cache import WatchCache
+from gputenant.reconcile.context import Outcome, Pass, Services, backoff
 from gputenant.reconcile.controlplane import control_plane_pods, judge, pod_selector, pod_signature
 from gputenant.reconcile.memory import TenantMemory
 from gputenant.reconcile.rechecks import Rechecks
@@ -328,22 +329,23 @@ def test_a_tenant_gone_before_its_look_again_is_forgotten():
     assert asyncio.run(scenario()) == 0
 
 
-def test_a_pass_reads_the_pod_index_once_kopf_handed_it_over_and_lists_without_it():
-    cached = CachedPods()
-    assert cached.pods_in("tenant-team-a") is None  # no index: the pass lists
-    cached.hand_over({"memo": object()})
-    assert cached.index is None
-    index = {"tenant-team-a": [pod()]}
-    cached.hand_over({"host_pods": index})
-    assert cached.pods_in("tenant-team-a") == [pod()] and cached.pods_in("tenant-team-b") == []
-    cached.hand_over({"host_pods": {}})
-    assert cached.index is index
+def test_a_pass_reads_the_indexes_once_kopf_handed_them_over_and_asks_the_api_without_them():
+    cache = WatchCache()
+    assert cache.pods_in("tenant-team-a") is None and cache.queue("team-a") == (False, None)
+    cache.hand_over({"memo": object()})
+    assert cache.pods is None and cache.queues is None
+    pods, queues = {"tenant-team-a": [pod()]}, {"team-a": [{"metadata": {"name": "team-a"}}]}
+    cache.hand_over({"host_pods": pods, "queues": queues})
+    assert cache.pods_in("tenant-team-a") == [pod()] and cache.pods_in("tenant-team-b") == []
+    assert cache.queue("team-a") == (True, {"metadata": {"name": "team-a"}}) and cache.queue("team-b") == (True, None)
+    cache.hand_over({"host_pods": {}, "queues": {}})
+    assert cache.pods is pods and cache.queues is queues
 
 
 def test_a_pass_with_the_pod_index_sends_no_listing():
     client = TimedReads()
     run = one_pass(TenantMemory(), client)
-    run.services.pods.hand_over({"host_pods": {run.host_namespace: [pod()]}})
+    run.services.cache.hand_over({"host_pods": {run.host_namespace: [pod()]}})
     state = asyncio.run(read_control_plane(run, "team-a"))
     assert state.ready and "Pod" not in client.asked
     assert run.outcome.control_plane_pods == {"team-a-0": (NEW,)}

@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     import kopf
 
     import gputenant.control_plane_watch  # noqa: F401 (registers the control-plane pod watch with kopf)
+    import gputenant.indexes  # noqa: F401 (registers the indexes passes read with kopf)
     from gputenant.commands.cluster import with_cluster
     from gputenant.commands.render import load_config
     from gputenant.handlers import lead, prepare

@@ -4,7 +4,6 @@ renderer made of it, the clients, the status being built, and what the caller sh
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,6 +14,7 @@ from gputenant.config.models import OperatorConfig
 from gputenant.kube import Applier, KubeClient, LiveSnapshot
 from gputenant.policy.decision import Decision
 from gputenant.reconcile import conditions as cond
+from gputenant.reconcile.cache import WatchCache
 from gputenant.reconcile.controlplane import PodSignature
 from gputenant.reconcile.events import post_event
 from gputenant.reconcile.memory import RETRY_ANNOTATION, TenantMemory
@@ -49,32 +49,6 @@ class Outcome:
     """The control-plane pods the pass judged, each as `controlplane.pod_signature` saw it."""
 
 
-HOST_PODS_INDEX = "host_pods"
-"""The kopf index of the pods in tenants' host namespaces (`control_plane_watch.host_pods`), as
-handlers receive it among their keyword arguments."""
-
-
-class CachedPods:
-    """The pods of the tenants' host namespaces as the operator's pod watch holds them: a kopf index
-    (namespace -> the pods in it), which kopf fills from its initial listing before any handler
-    runs and keeps current from the watch. Unset until a handler hands it over, and in a process
-    that runs no kopf (the in-process tests): then a pass lists the pods."""
-
-    def __init__(self) -> None:
-        self.index: Mapping[str, Collection[dict]] | None = None
-
-    def hand_over(self, handler_kwargs: Mapping[str, Any]) -> None:
-        """Keep the index kopf passes to every handler (`HOST_PODS_INDEX`), the first time one does."""
-        if self.index is None and HOST_PODS_INDEX in handler_kwargs:
-            self.index = handler_kwargs[HOST_PODS_INDEX]
-
-    def pods_in(self, namespace: str) -> list[dict] | None:
-        """The namespace's pods; None: no index to read, list them."""
-        if self.index is None:
-            return None
-        return list(self.index.get(namespace, ()))
-
-
 @dataclass(frozen=True)
 class Services:
     """What every pass uses and no pass owns."""
@@ -84,7 +58,7 @@ class Services:
     releases: Releases
     issuer: KubeconfigIssuer
     memory: TenantMemory
-    pods: CachedPods = field(default_factory=CachedPods)
+    cache: WatchCache = field(default_factory=WatchCache)
 
 
 class Pass:
@@ -152,7 +126,7 @@ class Pass:
         them."""
         if self._host_pods is None:
             self.host_pods_listed_at = time.monotonic()
-            cached = self.services.pods.pods_in(self.host_namespace)
+            cached = self.services.cache.pods_in(self.host_namespace)
             self._host_pods = cached if cached is not None else \
                 await self.client.list("v1", "Pod", namespace=self.host_namespace)
         return self._host_pods

@@ -33,7 +33,7 @@ async def ensure(run: Pass) -> bool:
     argocd = run.tenant.spec.argocd
     name = naming.argocd_secret_name(run.name)
     wanted = (argocd.namespace, name) if argocd.enabled else None
-    if not run.never_reconciled:
+    if not (run.never_reconciled or run.recheck):
         await remove_secrets(run, keep=wanted)
         if run.status.argocd is not None and (run.status.argocd.namespace, run.status.argocd.secret_name) != wanted:
             run.status.argocd = None
@@ -93,7 +93,8 @@ async def remove_secrets(run: Pass, keep: tuple[str, str] | None) -> None:
     """Delete the tenant's Argo CD cluster Secrets other than `keep` (namespace, name). A
     namespace the operator may not list Secrets in (other than the wanted one, whose refusal
     is the step's error) cannot hold one: it could not have been written there. Not asked before
-    the tenant's first status: no earlier pass can have written one."""
+    the tenant's first status (no earlier pass can have written one), nor by a look again at a
+    waiting tenant: a registration moves or ends with a spec change, whose own pass removes it."""
     for namespace in sorted({run.host_namespace, *argocd_namespaces(run.body)}):
         try:
             secrets = await run.snapshot.items("v1", "Secret", namespace)

@@ -17,8 +17,11 @@ KINDS = frozenset({"Queue"})
 async def ensure(run: Pass) -> bool:
     for queue in run.rendered.get(CONDITION) or []:
         metadata = queue["metadata"]
-        # A GET, not the tenant's labelled LIST: it tells "absent" from "someone else's" too.
-        live = await run.client.get(queue["apiVersion"], queue["kind"], metadata["name"])
+        # By name, not the tenant's labelled LIST: it tells "absent" from "someone else's" too. From
+        # the operator's Queue index, else one GET.
+        known, live = run.services.cache.queue(metadata["name"])
+        if not known:
+            live = await run.client.get(queue["apiVersion"], queue["kind"], metadata["name"])
         run.snapshot.fetched(queue, live)
         if not owned_by(live, run.uid):
             name = metadata["name"]

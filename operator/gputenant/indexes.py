@@ -1,0 +1,40 @@
+"""kopf wiring: the indexes a pass reads instead of the API server (`reconcile.cache.WatchCache`),
+the pods of the tenants' host namespaces and the KAI Queues. The pod index rides on the pod watch
+the operator runs anyway (control planes, gang PodGroups); the Queues are few and small.
+
+Registered by ``gputenant run`` (it imports this module beside `gputenant.handlers`).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import kopf
+
+from gputenant import naming
+from gputenant.handlers import runtime
+from gputenant.reconcile.cache import HOST_PODS_INDEX, QUEUES_INDEX
+
+
+def in_a_host_namespace(namespace: str | None, **_) -> bool:
+    return naming.tenant_of_namespace(namespace or "", runtime().config) is not None
+
+
+def _kept(body: kopf.Body) -> dict:
+    """The object as the watch last saw it, without its managedFields (nobody reads them here)."""
+    kept = copy.deepcopy(dict(body))
+    kept.get("metadata", {}).pop("managedFields", None)
+    return kept
+
+
+@kopf.index("v1", "pods", id=HOST_PODS_INDEX, when=in_a_host_namespace)
+def host_pods(namespace: str | None, body: kopf.Body, **_) -> dict[str, dict]:
+    """Each pod of a host namespace, under its namespace: a pass that reads the index after a pod's
+    change was handled sees the change."""
+    return {namespace or "": _kept(body)}
+
+
+@kopf.index("scheduling.run.ai", "v2", "queues", id=QUEUES_INDEX)
+def queues(name: str, body: kopf.Body, **_) -> dict[str, dict]:
+    """Each Queue under its name: the queue step tells "absent" from "someone else's" from it."""
+    return {name: _kept(body)}
