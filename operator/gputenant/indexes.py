@@ -1,6 +1,7 @@
 """kopf wiring: the indexes a pass reads instead of the API server (`reconcile.cache.WatchCache`),
-the pods of the tenants' host namespaces and the KAI Queues. The pod index rides on the pod watch
-the operator runs anyway (control planes, gang PodGroups); the Queues are few and small.
+the pods of the tenants' host namespaces, the KAI Queues and the GpuTenants. The pod index rides on
+the pod watch the operator runs anyway (control planes, gang PodGroups), the tenant index on its
+GpuTenant watch; the Queues are few and small.
 
 Registered by ``gputenant run`` (it imports this module beside `gputenant.handlers`).
 """
@@ -11,9 +12,9 @@ import copy
 
 import kopf
 
-from gputenant import naming
+from gputenant import GROUP, PLURAL, VERSION, naming
 from gputenant.handlers import runtime
-from gputenant.reconcile.cache import HOST_PODS_INDEX, QUEUES_INDEX
+from gputenant.reconcile.cache import HOST_PODS_INDEX, QUEUES_INDEX, TENANTS_INDEX
 
 
 def in_a_host_namespace(namespace: str | None, **_) -> bool:
@@ -38,3 +39,10 @@ def host_pods(namespace: str | None, body: kopf.Body, **_) -> dict[str, dict]:
 def queues(name: str, body: kopf.Body, **_) -> dict[str, dict]:
     """Each Queue under its name: the queue step tells "absent" from "someone else's" from it."""
     return {name: _kept(body)}
+
+
+@kopf.index(GROUP, VERSION, PLURAL, id=TENANTS_INDEX)
+def tenants(name: str, body: kopf.Body, **_) -> dict[str, dict]:
+    """Each GpuTenant under its name, managedFields kept (the status hand-over reads them): a look
+    again starts from it when it is the very version the last status write of this process made."""
+    return {name: copy.deepcopy(dict(body))}

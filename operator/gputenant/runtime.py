@@ -124,11 +124,19 @@ class Runtime:
         else:
             self.waiting.pop(name, None)
 
+    async def current(self, name: str) -> dict | None:
+        """The tenant as it is now: from the operator's index when that is the very version the last
+        status write of this process made (nothing changed it since), else read."""
+        cached = self.reconciler.services.cache.tenant(name)
+        if cached is not None and self.reconciler.memory.is_last_written(cached):
+            return cached
+        return await self.client.get(API_VERSION, KIND, name)
+
     async def look_again(self, name: str) -> Outcome | None:
-        """`rechecks`' pass: the tenant read under its lock (so its status is the last pass's) and
-        reconciled as a look again; None when it is gone or being deleted."""
+        """`rechecks`' pass: the tenant as it is now (`current`, under its lock, so its status is the
+        last pass's) reconciled as a look again; None when it is gone or being deleted."""
         async with self.lock(name), self.reconcile_slots:
-            body = await self.client.get(API_VERSION, KIND, name)
+            body = await self.current(name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return None
             outcome = await self.reconciler.reconcile(body, recheck=True)

@@ -17,6 +17,8 @@ HOST_PODS_INDEX = "host_pods"
 """The pods of the tenants' host namespaces, by namespace."""
 QUEUES_INDEX = "queues"
 """The KAI Queues, by name."""
+TENANTS_INDEX = "tenants"
+"""The GpuTenants, by name."""
 
 
 class WatchCache:
@@ -25,6 +27,7 @@ class WatchCache:
     def __init__(self) -> None:
         self.pods: Mapping[str, Collection[dict]] | None = None
         self.queues: Mapping[str, Collection[dict]] | None = None
+        self.tenants: Mapping[str, Collection[dict]] | None = None
 
     def hand_over(self, handler_kwargs: Mapping[str, Any]) -> None:
         """Keep the indexes kopf passes to every handler, the first time one does."""
@@ -32,6 +35,8 @@ class WatchCache:
             self.pods = handler_kwargs[HOST_PODS_INDEX]
         if self.queues is None and QUEUES_INDEX in handler_kwargs:
             self.queues = handler_kwargs[QUEUES_INDEX]
+        if self.tenants is None and TENANTS_INDEX in handler_kwargs:
+            self.tenants = handler_kwargs[TENANTS_INDEX]
 
     def pods_in(self, namespace: str) -> list[dict] | None:
         """The namespace's pods; None: no index to read, list them."""
@@ -45,3 +50,8 @@ class WatchCache:
             return False, None
         found = list(self.queues.get(name, ()))
         return True, (found[0] if found else None)
+
+    def tenant(self, name: str) -> dict | None:
+        """The GpuTenant as the watch last saw it; None: not in the index, or no index."""
+        found = list((self.tenants or {}).get(name, ()))
+        return found[0] if found else None

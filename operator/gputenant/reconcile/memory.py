@@ -43,6 +43,7 @@ class TenantMemory:
         self._failures: dict[str, tuple[str, int]] = {}
         self._converged: dict[str, dict[str, str]] = {}
         self._uid_of: dict[str, str] = {}
+        self._written_version: dict[str, str] = {}
 
     def helm_stop(self, uid: str, attempt: HelmAttempt) -> HelmStop | None:
         """The failure that holds Helm back for exactly this attempt, or None (then run Helm)."""
@@ -86,6 +87,18 @@ class TenantMemory:
             self.forget(previous)
         self._uid_of[name] = uid
 
+    def status_written(self, uid: str, resource_version: str | None) -> None:
+        """The status write of a pass of this process was answered with `resource_version`."""
+        if resource_version:
+            self._written_version[uid] = resource_version
+
+    def is_last_written(self, body: dict) -> bool:
+        """Whether `body` is the very version of the tenant that this process's last status write
+        made: nothing changed it since, so its status is the newest there is."""
+        metadata = body.get("metadata") or {}
+        version = metadata.get("resourceVersion")
+        return bool(version) and self._written_version.get(metadata.get("uid") or "") == version
+
     def knows(self, name: str, uid: str) -> bool:
         """Whether a pass of this process ran for the tenant `name` with `uid`."""
         return bool(uid) and self._uid_of.get(name) == uid
@@ -95,6 +108,7 @@ class TenantMemory:
         self._helm_stops.pop(uid, None)
         self._failures.pop(uid, None)
         self._converged.pop(uid, None)
+        self._written_version.pop(uid, None)
         for name in [name for name, known in self._uid_of.items() if known == uid]:
             del self._uid_of[name]
 

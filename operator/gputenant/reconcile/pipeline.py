@@ -167,8 +167,14 @@ class Reconciler:
         than the status the previous pass wrote; trusting it repeated the Helm check (3 helm
         processes), every condition's Event and the status patch for each new tenant
         (docs/performance.md, hot spot 1). One GET is cheaper than any of those. Asked only after
-        a pass of this process (`TenantMemory.knows`): before it, no write of ours can be newer."""
-        live = await self.client.get(API_VERSION, KIND, body["metadata"]["name"])
+        a pass of this process (`TenantMemory.knows`): before it, no write of ours can be newer. Not
+        read at all when `body`, or the tenant in the operator's index, is the very version our last
+        status write made (`TenantMemory.is_last_written`)."""
+        if self.memory.is_last_written(body):
+            return body
+        cached = self.services.cache.tenant(body["metadata"]["name"])
+        live = cached if cached is not None and self.memory.is_last_written(cached) else \
+            await self.client.get(API_VERSION, KIND, body["metadata"]["name"])
         if live is None or live["metadata"].get("uid") != body["metadata"].get("uid"):
             return body
         return {**body, "status": live.get("status") or {}}
@@ -229,7 +235,7 @@ async def finish(run: Pass) -> None:
     if comparable(new_status) == comparable(pipeline_part(run.old_status)):
         return
     try:
-        await run.client.apply_status(API_VERSION, KIND, run.name, new_status, PIPELINE)
+        written = await run.client.apply_status(API_VERSION, KIND, run.name, new_status, PIPELINE)
     except ApiError as error:
         if error.transient:
             run.retry_later(STATUS_WRITE)
@@ -239,6 +245,7 @@ async def finish(run: Pass) -> None:
                     error)
         return
     run.outcome.status_written = True
+    run.services.memory.status_written(run.uid, ((written or {}).get("metadata") or {}).get("resourceVersion"))
 
 
 async def release_merge_patched_status(run: Pass) -> None:

@@ -1,6 +1,7 @@
-"""The drift timer's pass against full passes of the same tenant (runtime.Runtime.drift_check): left
-out while a full pass is waiting to start, which reads everything after the timer fired; run after
-a full pass that is already running, which may have read before the drift."""
+"""How runtime.Runtime runs a tenant's passes. The drift timer's pass is left out while a full pass
+waits to start (it reads everything after the timer fired) and runs after a full pass already
+running (which may have read before the drift). A look again starts from the operator's tenant
+index only at the version its last status write made."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import yaml
 
 from gputenant.config.models import OperatorConfig
 from gputenant.reconcile.context import Outcome
+from gputenant.reconcile.pipeline import Reconciler
 from gputenant.runtime import Runtime
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -88,3 +90,32 @@ def test_a_full_pass_cancelled_while_waiting_no_longer_counts_as_waiting():
         await asyncio.gather(running, rt.drift_check(tenant("team-b")))
         return passes.passes
     assert asyncio.run(scenario()) == ["team-a", "team-b"]
+
+
+class Looked:
+    """Stands in for the API client: the tenant body it answers a GET with, and how often it was asked."""
+
+    def __init__(self, body: dict) -> None:
+        self.body, self.gets = body, 0
+
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict:
+        self.gets += 1
+        return self.body
+
+
+def test_a_look_again_starts_from_the_index_only_at_the_version_its_last_status_write_made():
+    written = {"metadata": {"name": "team-a", "uid": "uid-team-a", "resourceVersion": "41"}, "status": {"x": 1}}
+    changed = {"metadata": {"name": "team-a", "uid": "uid-team-a", "resourceVersion": "42"}, "status": {"x": 1}}
+    client = Looked(changed)
+    rt = Runtime(config=CONFIG, client=client, reconciler=Reconciler(client, CONFIG, None, None),  # type: ignore[arg-type]
+                 resync_seconds=60, deletion_retry_seconds=10)
+    rt.reconciler.services.cache.hand_over({"tenants": {"team-a": [written]}})
+    assert asyncio.run(rt.current("team-a")) is changed and client.gets == 1  # no write of ours yet: read
+    rt.reconciler.memory.status_written("uid-team-a", "41")
+    assert asyncio.run(rt.current("team-a")) is written and client.gets == 1
+    rt.reconciler.services.cache.hand_over({})
+    rt.reconciler.services.cache.tenants = {"team-a": [changed]}  # someone wrote the tenant since
+    assert asyncio.run(rt.current("team-a")) is changed and client.gets == 2
+    assert rt.reconciler.memory.is_last_written(written) and not rt.reconciler.memory.is_last_written(changed)
+    rt.reconciler.forget("uid-team-a")
+    assert not rt.reconciler.memory.is_last_written(written)
