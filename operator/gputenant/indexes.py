@@ -43,6 +43,8 @@ def queues(name: str, body: kopf.Body, **_) -> dict[str, dict]:
 
 @kopf.index(GROUP, VERSION, PLURAL, id=TENANTS_INDEX)
 def tenants(name: str, body: kopf.Body, **_) -> dict[str, dict]:
-    """Each GpuTenant under its name, managedFields kept (the status hand-over reads them): a look
-    again starts from it when it is the very version the last status write of this process made."""
-    return {name: copy.deepcopy(dict(body))}
+    """Each GpuTenant under its name: a look again starts from it when it is the very version the
+    last status write of this process made. Without managedFields, the larger part of a tenant: the
+    one-time hand-over of merge-patched status fields (`pipeline.release_merge_patched_status`)
+    waits for a pass that starts from kopf's own body, as the create, resume and resync passes do."""
+    return {name: _kept(body)}
