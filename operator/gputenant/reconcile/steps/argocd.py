@@ -33,9 +33,11 @@ async def ensure(run: Pass) -> bool:
     argocd = run.tenant.spec.argocd
     name = naming.argocd_secret_name(run.name)
     wanted = (argocd.namespace, name) if argocd.enabled else None
-    if not (run.never_reconciled or run.recheck):
+    recorded = run.status.argocd
+    moved = recorded is not None and (recorded.namespace, recorded.secret_name) != wanted
+    if not run.never_reconciled and (moved or not run.recheck):
         await remove_secrets(run, keep=wanted)
-        if run.status.argocd is not None and (run.status.argocd.namespace, run.status.argocd.secret_name) != wanted:
+        if moved:
             run.status.argocd = None
     if not argocd.enabled:
         run.set(CONDITION, True, reasons.NOT_REQUESTED, "spec.argocd.enabled is false; no cluster Secret")
@@ -94,7 +96,9 @@ async def remove_secrets(run: Pass, keep: tuple[str, str] | None) -> None:
     namespace the operator may not list Secrets in (other than the wanted one, whose refusal
     is the step's error) cannot hold one: it could not have been written there. Not asked before
     the tenant's first status (no earlier pass can have written one), nor by a look again at a
-    waiting tenant: a registration moves or ends with a spec change, whose own pass removes it."""
+    waiting tenant unless the registration the status records is not the wanted one: a
+    registration moves or ends with a spec change, whose own full pass removes it, and a look again
+    that runs before that pass must not record the new one over the old."""
     for namespace in sorted({run.host_namespace, *argocd_namespaces(run.body)}):
         try:
             secrets = await run.snapshot.items("v1", "Secret", namespace)
