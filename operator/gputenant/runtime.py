@@ -25,6 +25,7 @@ from gputenant.metrics import OperatorMetrics
 from gputenant.reconcile.events import API_VERSION
 from gputenant.reconcile.pipeline import Outcome, Reconciler
 from gputenant.reconcile.rechecks import Rechecks
+from gputenant.reconcile_slots import ReconcileSlots, Urgency
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +50,9 @@ class Runtime:
     pools: PoolsLoop | None = None
     """The GPU pools loop and its last report; None while it does not run."""
     loops: Supervisor = field(default_factory=Supervisor)
-    reconcile_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(default_reconcile_concurrency()))
-    """Pipeline runs in flight across all tenants (`gputenant run --reconcile-concurrency`)."""
+    reconcile_slots: ReconcileSlots = field(default_factory=lambda: ReconcileSlots(default_reconcile_concurrency()))
+    """Pipeline runs in flight across all tenants (`gputenant run --reconcile-concurrency`), looks again
+    first, drift checks last (`gputenant.reconcile_slots`)."""
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     prometheus_url: str | None = None
     """Where the DCGM series are read for allocation against use (`gputenant run --prometheus-url`)."""
@@ -68,6 +70,8 @@ class Runtime:
     """Looks again at tenants that wait (their control plane starting), outside kopf's retries."""
     waiting: dict[str, int] = field(default_factory=dict)
     """Full passes of each tenant asked for and not yet started (waiting for its lock or a slot)."""
+    full_pass_began: dict[str, float] = field(default_factory=dict)
+    """When (event loop time) the last full pass of each tenant began."""
 
     def __post_init__(self) -> None:
         self.rechecks = Rechecks(self.look_again, lock=self.lock)
@@ -87,18 +91,43 @@ class Runtime:
             self.diffbase.forget(uid)
             self.progress.forget(uid)
         self.rechecks.forget(name)
+        self.full_pass_began.pop(name, None)
         self.metrics.forget_tenant(name)
 
     async def reconcile(self, body: kopf.Body | dict) -> Outcome:
-        """One pipeline run for the tenant, once it holds the tenant's lock and a reconcile slot; a
-        tenant that waits is looked at again by `rechecks`."""
+        """One full pipeline run for the tenant (a new tenant, a spec change, an annotation, a restart);
+        a tenant that waits is looked at again by `rechecks`."""
+        outcome = await self._full_pass(body, Urgency.CHANGE)
+        assert outcome is not None  # only a drift check is ever left out
+        return outcome
+
+    async def drift_check(self, body: kopf.Body | dict) -> None:
+        """The drift timer's pass, unless a full pass of the tenant is already waiting to start or
+        started while this one waited for its slot: that pass reads everything after this moment,
+        which is all the timer's pass would do. While many tenants onboard at once, their passes
+        wait for slots longer than the first timer period, and drift checks wait behind them."""
+        name = body["metadata"]["name"]
+        if self.waiting.get(name):
+            log.debug("tenant %s: drift check left to the full pass waiting to start", name)
+            return
+        await self._full_pass(body, Urgency.DRIFT, unless_begun_since=asyncio.get_running_loop().time())
+
+    async def _full_pass(self, body: kopf.Body | dict, urgency: Urgency,
+                         unless_begun_since: float | None = None) -> Outcome | None:
+        """A pass once it holds a reconcile slot, then the tenant's lock. In that order, a pass waiting
+        for its slot holds no lock that a more urgent pass of the same tenant would wait behind. None
+        when `unless_begun_since` is given and a full pass of the tenant began after it."""
         name = body["metadata"]["name"]
         self.waiting[name] = self.waiting.get(name, 0) + 1
         started = False
         try:
-            async with self.lock(name), self.reconcile_slots:
+            async with self.reconcile_slots.slot(urgency), self.lock(name):
                 started = True
                 self._started(name)
+                if unless_begun_since is not None and self.full_pass_began.get(name, -1.0) > unless_begun_since:
+                    log.debug("tenant %s: drift check left out, a full pass began after it was asked", name)
+                    return None
+                self.full_pass_began[name] = asyncio.get_running_loop().time()
                 outcome = await self.reconciler.reconcile(dict(body))
                 self.rechecks.judged(name, outcome)
         finally:
@@ -106,16 +135,6 @@ class Runtime:
                 self._started(name)
         self.rechecks.follow(name, outcome.wait_after)
         return outcome
-
-    async def drift_check(self, body: kopf.Body | dict) -> None:
-        """The drift timer's pass, unless a full pass of the tenant is already waiting to start: it
-        reads everything after this moment, which is all the timer's pass would do. While many
-        tenants onboard at once, their passes wait for slots longer than the first timer period."""
-        name = body["metadata"]["name"]
-        if self.waiting.get(name):
-            log.debug("tenant %s: drift check left to the full pass waiting to start", name)
-            return
-        await self.reconcile(body)
 
     def _started(self, name: str) -> None:
         left = self.waiting.get(name, 0) - 1
@@ -135,7 +154,7 @@ class Runtime:
     async def look_again(self, name: str) -> Outcome | None:
         """`rechecks`' pass: the tenant as it is now (`current`, under its lock, so its status is the
         last pass's) reconciled as a look again; None when it is gone or being deleted."""
-        async with self.lock(name), self.reconcile_slots:
+        async with self.reconcile_slots.slot(Urgency.FINISH), self.lock(name):
             body = await self.current(name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return None
@@ -162,4 +181,4 @@ def build_runtime(config: OperatorConfig, kubeconfig: str | None, settings: Oper
         config=config, client=client, reconciler=Reconciler(client, config, releases, issuer, metrics=metrics),
         metrics=metrics,
         resync_seconds=settings.resync_seconds, deletion_retry_seconds=settings.deletion_retry_seconds,
-        reconcile_slots=asyncio.Semaphore(settings.reconcile_concurrency or default_reconcile_concurrency()))
+        reconcile_slots=ReconcileSlots(settings.reconcile_concurrency or default_reconcile_concurrency()))

@@ -1,7 +1,9 @@
 """How runtime.Runtime runs a tenant's passes. The drift timer's pass is left out while a full pass
-waits to start (it reads everything after the timer fired) and runs after a full pass already
-running (which may have read before the drift). A look again starts from the operator's tenant
-index only at the version its last status write made."""
+waits to start, or when one began while it waited for its slot (that pass read everything after the
+timer fired), and runs after a full pass already running (which may have read before the drift). A
+look again takes the next free slot before full passes and drift checks, and no drift check waiting
+for a slot holds the tenant's lock against it. A look again starts from the operator's tenant index
+only at the version its last status write made."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import yaml
 from gputenant.config.models import OperatorConfig
 from gputenant.reconcile.context import Outcome
 from gputenant.reconcile.pipeline import Reconciler
+from gputenant.reconcile_slots import ReconcileSlots
 from gputenant.runtime import Runtime
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -27,14 +30,19 @@ class HeldPasses:
         self.release = asyncio.Event()
 
     async def reconcile(self, body: dict, *, recheck: bool = False) -> Outcome:
-        self.passes.append(body["metadata"]["name"])
+        self.passes.append(("look again " if recheck else "") + body["metadata"]["name"])
         await self.release.wait()
         return Outcome()
 
 
 def runtime(passes: HeldPasses, slots: int = 8) -> Runtime:
-    return Runtime(config=CONFIG, client=None, reconciler=passes,  # type: ignore[arg-type]
-                   resync_seconds=60, deletion_retry_seconds=10, reconcile_slots=asyncio.Semaphore(slots))
+    rt = Runtime(config=CONFIG, client=None, reconciler=passes,  # type: ignore[arg-type]
+                 resync_seconds=60, deletion_retry_seconds=10, reconcile_slots=ReconcileSlots(slots))
+
+    async def current(name: str) -> dict:
+        return tenant(name)
+    rt.current = current  # type: ignore[method-assign]  # the tenant as the API would answer it
+    return rt
 
 
 def tenant(name: str) -> dict:
@@ -88,6 +96,56 @@ def test_a_full_pass_cancelled_while_waiting_no_longer_counts_as_waiting():
         assert rt.waiting == {}
         passes.release.set()
         await asyncio.gather(running, rt.drift_check(tenant("team-b")))
+        return passes.passes
+    assert asyncio.run(scenario()) == ["team-a", "team-b"]
+
+
+def test_a_look_again_takes_the_next_slot_before_full_passes_and_drift_checks_asked_earlier():
+    async def scenario() -> list[str]:
+        passes = HeldPasses()
+        rt = runtime(passes, slots=1)
+        running = asyncio.create_task(rt.reconcile(tenant("team-a")))
+        await settle()
+        queued = [asyncio.create_task(rt.drift_check(tenant("team-b"))),
+                  asyncio.create_task(rt.reconcile(tenant("team-c")))]
+        await settle()
+        look = asyncio.create_task(rt.look_again("team-d"))
+        await settle()
+        passes.release.set()
+        await asyncio.gather(running, *queued, look)
+        return passes.passes
+    assert asyncio.run(scenario()) == ["team-a", "look again team-d", "team-c", "team-b"]
+
+
+def test_a_drift_check_waiting_for_a_slot_does_not_hold_the_tenants_lock_against_its_look_again():
+    async def scenario() -> list[str]:
+        passes = HeldPasses()
+        rt = runtime(passes, slots=1)
+        running = asyncio.create_task(rt.reconcile(tenant("team-a")))
+        await settle()
+        check = asyncio.create_task(rt.drift_check(tenant("team-b")))
+        await settle()
+        assert not rt.lock("team-b").locked()
+        look = asyncio.create_task(rt.look_again("team-b"))
+        await settle()
+        passes.release.set()
+        await asyncio.gather(running, check, look)
+        return passes.passes
+    assert asyncio.run(scenario()) == ["team-a", "look again team-b", "team-b"]
+
+
+def test_a_drift_check_is_left_out_when_a_full_pass_began_while_it_waited_for_its_slot():
+    async def scenario() -> list[str]:
+        passes = HeldPasses()
+        rt = runtime(passes, slots=1)
+        running = asyncio.create_task(rt.reconcile(tenant("team-a")))
+        await settle()
+        check = asyncio.create_task(rt.drift_check(tenant("team-b")))
+        await settle()
+        change = asyncio.create_task(rt.reconcile(tenant("team-b")))  # a spec change, more urgent
+        await settle()
+        passes.release.set()
+        await asyncio.gather(running, check, change)
         return passes.passes
     assert asyncio.run(scenario()) == ["team-a", "team-b"]
 
