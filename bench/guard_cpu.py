@@ -27,7 +27,8 @@ sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "operator"), str(REPO_ROOT / "e2
 
 from bench.guard_probe import probe  # noqa: E402
 from bench.measure import cpu_seconds  # noqa: E402
-from bench.webhook_latency import CONFIG, GUARDED, USER, gpu_pod, percentile, setup  # noqa: E402
+from bench.report import percentile  # noqa: E402
+from bench.webhook_latency import CONFIG, GUARDED, USER, gpu_pod, setup  # noqa: E402
 from gputenant.guard.standalone import GuardThread  # noqa: E402
 from kubeplane import ControlPlane, wait_for  # noqa: E402
 from kubeplane.process import free_ports  # noqa: E402

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -70,6 +71,34 @@ def tally_requests(events: Iterable[dict], user: str) -> RequestTally:
             if selector:
                 tally.listed_selectors[selector[0]] += 1
     return tally
+
+
+def kubeconfig_waits(events: Iterable[dict], user: str, secret_suffix: str) -> list[float]:
+    """Seconds each tenant waited for its kubeconfig once its control plane served, sorted: per host
+    namespace, from the last status write of a pod there (the control-plane pod turning ready; the
+    LIGHTWEIGHT stand-in runs no other pod) before `user` first wrote the Secret named
+    ``*<secret_suffix>`` to that write."""
+    by_time = sorted(events, key=lambda event: event.get("requestReceivedTimestamp", ""))
+    pod_status: dict[str, float] = {}
+    waits: dict[str, float] = {}
+    for event in by_time:
+        ref = event.get("objectRef") or {}
+        namespace = ref.get("namespace")
+        if not namespace or namespace in waits or event.get("verb") not in WRITE_VERBS:
+            continue
+        at = audit_time(event["requestReceivedTimestamp"])
+        if ref.get("resource") == "pods" and ref.get("subresource") == "status":
+            pod_status[namespace] = at
+        elif (ref.get("resource") == "secrets" and not ref.get("subresource") and namespace in pod_status
+              and (ref.get("name") or "").endswith(secret_suffix)
+              and event.get("user", {}).get("username") == user):
+            waits[namespace] = at - pod_status[namespace]
+    return sorted(waits.values())
+
+
+def audit_time(stamp: str) -> float:
+    """An audit event's RFC 3339 timestamp (microseconds, ``Z``) as seconds since the epoch."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 # -- Helm invocations -----------------------------------------------------------------------------

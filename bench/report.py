@@ -17,6 +17,12 @@ def median(values: Iterable[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The value at `fraction` of the sorted values (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
 def ratio(numerator: float | None, denominator: float | None) -> float | None:
     if numerator is None or not denominator:
         return None

@@ -31,6 +31,7 @@ from bench.measure import (
     RequestTally,
     RssSampler,
     cpu_seconds,
+    kubeconfig_waits,
     rss_mib,
     tally_requests,
 )
@@ -44,6 +45,9 @@ from kubeplane.process import free_ports
 OPERATOR_USER = "bench-operator"
 BASELINE_USER = "bench-baseline"
 TENANT_PREFIX = "bench-"
+ADMIN_KUBECONFIG_SUFFIX = "-kubeconfig-admin"
+"""The owners' kubeconfig Secret is ``<tenant>-kubeconfig-admin`` (``gputenant.naming.kubeconfig_secret_name``;
+not imported: `--source` may measure another commit's operator)."""
 READY_POLL_SECONDS = 1.0
 
 
@@ -66,6 +70,9 @@ class OnboardingResult:
     """Tenants Ready at the end (operator runs)."""
     load_average: float | None = None
     """The machine's 1-minute load average when the run ended: what else weighed on it."""
+    kubeconfig_waits: list[float] = field(default_factory=list)
+    """Per tenant, seconds from its control-plane pod turning ready to the operator's first write of
+    its owners' kubeconfig Secret (operator runs; `measure.kubeconfig_waits`)."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -256,6 +263,8 @@ def onboard_with_operator(plane: ControlPlane, workdir: Path, source: Source, co
                     tally_requests(plane.audit_events(audit_start), OPERATOR_USER), shim.tally(helm_start), cpu,
                     apiserver_cpu(plane) - apiserver_start)
                 result.ready = sum(map(is_ready, tenant_bodies(plane)))
+                result.kubeconfig_waits = kubeconfig_waits(plane.audit_events(audit_start), OPERATOR_USER,
+                                                           ADMIN_KUBECONFIG_SUFFIX)
                 if seconds_to_ready is None:
                     result.notes.append(f"{result.ready}/{count} tenants Ready when the {timeout:.0f} s bound ended "
                                         f"the run; conditions of the others: {not_ready_reasons(plane)}")

@@ -107,6 +107,18 @@ class BenchTables:
             print("### Operator / baseline wall-time ratios (median of per-repeat ratios; < 1 = operator faster)\n")
             print(report.table(["N", "vs serial (vc Secrets)", "vs serial (Ready)", "best parallel",
                                 "vs parallel (vc Secrets)", "vs parallel (Ready)"], rows) + "\n")
+        self.print_kubeconfig_waits()
+
+    def print_kubeconfig_waits(self) -> None:
+        rows = [[str(result.tenants), str(repeat + 1), str(len(waits)), report.fmt(report.percentile(waits, 0.5)),
+                 report.fmt(report.percentile(waits, 0.95)), report.fmt(waits[-1])]
+                for repeat, result in self.onboarding
+                if result.variant == "operator" and (waits := result.kubeconfig_waits)]
+        if rows:
+            print("### A tenant's wait for its kubeconfig once its control plane serves (operator runs)\n")
+            print(report.table(["N", "repeat", "tenants", "p50 s", "p95 s", "max s"], rows))
+            print("\nPer tenant, from its control-plane pod's last status write to the operator's first write of "
+                  "the owners' kubeconfig Secret (audit log).\n")
 
     def print_steady(self) -> None:
         steady, quota = self.steady, self.quota

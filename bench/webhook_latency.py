@@ -52,6 +52,7 @@ sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "operator"), str(REPO_ROOT / "e2
 
 from bench.guard_probe import probe_at_priority  # noqa: E402
 from bench.measure import HelmShim, paced  # noqa: E402
+from bench.report import percentile  # noqa: E402
 from bench.tenants import generate_tenants, operator_config  # noqa: E402
 from bench.vcluster_shared import SharedVirtualCluster  # noqa: E402
 from gputenant import naming  # noqa: E402
@@ -106,11 +107,6 @@ def burst(core: kubernetes.client.CoreV1Api, namespace: str, rate: int, count: i
         return time.monotonic() - began
 
     return paced(rate, count, create)
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -1,6 +1,6 @@
 """`python -m bench --quick` runs end to end: every variant onboards its tenants, the instruments
-count something for each, the steady-state and quota-change windows are measured, and the tables
-print. No figure is asserted against a time: benchmarks report, tests check that they work.
+count something for each, each tenant's wait for its kubeconfig is read from the audit log, the
+steady-state and quota-change windows are measured, and the tables print. No figure is asserted against a time: benchmarks report, tests check that they work.
 
 The benchmark starts its own control planes, one after the other (a fresh one per run is part of
 its method), so this test does not use the session `plane`.
@@ -35,6 +35,8 @@ def test_quick_benchmark_runs_every_scenario_but_the_webhook(tmp_path: Path):
     operator = variants["operator"]
     assert operator["seconds_to_ready"] >= operator["seconds_to_secrets"]
     assert operator["cpu"]["own"] > 0 and operator["rss_peak_mib"] > 0
+    waits = operator["kubeconfig_waits"]
+    assert len(waits) == QUICK_TENANTS and all(wait >= 0 for wait in waits) and waits == sorted(waits)
 
     [steady] = results["steady"]
     assert steady["tenants_resynced"] == QUICK_TENANTS and steady["apiserver_cpu"] > 0
@@ -43,5 +45,6 @@ def test_quick_benchmark_runs_every_scenario_but_the_webhook(tmp_path: Path):
     assert {row["target"] for row in results["targets"]} >= {
         "writes on unchanged resync (N=6, most)", "Helm upgrades on unchanged resync (N=6, most)",
         "Helm upgrades on a quota change"}
-    for heading in ("## Onboarding", "## Steady state", "## Operator memory", "## Targets"):
+    for heading in ("## Onboarding", "## Steady state", "### A tenant's wait for its kubeconfig", "## Operator memory",
+                    "## Targets"):
         assert heading in answer.stdout

@@ -16,7 +16,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from bench import report  # noqa: E402
 from bench.__main__ import parse_args  # noqa: E402
-from bench.measure import HelmShim, cpu_seconds, rss_mib, tally_helm_log, tally_requests  # noqa: E402
+from bench.measure import HelmShim, cpu_seconds, kubeconfig_waits, rss_mib, tally_helm_log, tally_requests  # noqa: E402
 from bench.tenants import TRUST_ORDER, generate_tenants  # noqa: E402
 from gputenant.api.v1alpha1 import GpuTenant  # noqa: E402
 from gputenant.config.models import OperatorConfig  # noqa: E402
@@ -43,6 +43,35 @@ def test_request_tally_counts_one_user_by_verb_and_resource():
     assert tally.writes_by_resource() == {"create events": 1, "patch gputenants/status": 1}
     assert set(tally.listed_selectors) == {"gputenant.io/tenant=a", "gputenant.io/tenant=b"}
     assert tally.by_resource[("get", "/version")] == 1
+
+
+def timed(at: str, user: str, verb: str, resource: str, namespace: str, name: str = "", subresource: str = "") -> dict:
+    found = event(user, verb, resource, subresource=subresource, namespace=namespace)
+    found["objectRef"]["name"] = name
+    return {**found, "requestReceivedTimestamp": f"2026-11-26T10:00:{at}Z"}
+
+
+def test_kubeconfig_waits_run_from_the_last_pod_status_write_to_the_operators_first_kubeconfig_write():
+    events = [
+        timed("05.000000", "op", "patch", "secrets", "tenant-b", "b-kubeconfig-admin"),  # before any pod status
+        timed("01.000000", "kubelet", "patch", "pods", "tenant-a", "a-0", "status"),
+        timed("03.500000", "kubelet", "patch", "pods", "tenant-a", "a-0", "status"),
+        timed("04.000000", "op", "get", "secrets", "tenant-a", "a-kubeconfig-admin"),
+        timed("04.000000", "someone", "patch", "secrets", "tenant-a", "a-kubeconfig-admin"),
+        timed("04.250000", "op", "patch", "secrets", "tenant-a", "a-kubeconfig-view"),
+        timed("05.000000", "op", "patch", "secrets", "tenant-a", "a-kubeconfig-admin"),
+        timed("09.000000", "kubelet", "patch", "pods", "tenant-a", "a-0", "status"),
+        timed("10.000000", "op", "patch", "secrets", "tenant-a", "a-kubeconfig-admin"),  # a later rotation
+        timed("02.000000", "kubelet", "update", "pods", "tenant-c", "c-0", "status"),
+        timed("06.000000", "op", "patch", "secrets", "tenant-c", "c-kubeconfig-admin"),
+    ]
+    assert kubeconfig_waits(events, "op", "-kubeconfig-admin") == [1.5, 4.0]
+
+
+def test_percentile_is_the_nearest_rank():
+    assert report.percentile([3.0, 1.0, 2.0, 4.0, 5.0], 0.5) == 3.0
+    assert report.percentile([float(n) for n in range(1, 101)], 0.95) == 95.0
+    assert report.percentile([7.0], 0.99) == 7.0
 
 
 def test_helm_tally_counts_subcommands_and_overlap():
