@@ -161,6 +161,7 @@ async def cleanup(**_) -> None:
     if _runtime is None:
         return
     await _runtime.rechecks.close()
+    await _runtime.stop_passes()
     if _runtime.guard is not None:
         await asyncio.to_thread(_runtime.guard.stop)
     await _runtime.loops.stop()

@@ -5,8 +5,10 @@ a look again and a drift check of a tenant run on them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import kopf
@@ -72,6 +74,8 @@ class Runtime:
     """Full passes of each tenant asked for and not yet started (waiting for its lock or a slot)."""
     full_pass_began: dict[str, float] = field(default_factory=dict)
     """When (event loop time) the last full pass of each tenant began."""
+    passes: set[asyncio.Task] = field(default_factory=set)
+    """The tasks in a pass or waiting to start one, cancelled when the operator stops (`stop_passes`)."""
 
     def __post_init__(self) -> None:
         self.rechecks = Rechecks(self.look_again, lock=self.lock)
@@ -121,7 +125,7 @@ class Runtime:
         self.waiting[name] = self.waiting.get(name, 0) + 1
         started = False
         try:
-            async with self.reconcile_slots.slot(urgency), self.lock(name):
+            async with self._stoppable(), self.reconcile_slots.slot(urgency), self.lock(name):
                 started = True
                 self._started(name)
                 if unless_begun_since is not None and self.full_pass_began.get(name, -1.0) > unless_begun_since:
@@ -135,6 +139,27 @@ class Runtime:
                 self._started(name)
         self.rechecks.follow(name, outcome.wait_after)
         return outcome
+
+    async def stop_passes(self) -> None:
+        """Cancel every pass running or waiting to start, before the operator closes its client: a
+        pass whose requests the closing client aborts would write them into the tenant's status as
+        the API server failing. The next process runs each tenant's pipeline once (on.resume) and
+        finds it as the cancelled pass left it."""
+        tasks = list(self.passes)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    @contextlib.asynccontextmanager
+    async def _stoppable(self) -> AsyncIterator[None]:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("a tenant pass runs in a task")
+        self.passes.add(task)
+        try:
+            yield
+        finally:
+            self.passes.discard(task)
 
     def _started(self, name: str) -> None:
         left = self.waiting.get(name, 0) - 1
@@ -154,7 +179,7 @@ class Runtime:
     async def look_again(self, name: str) -> Outcome | None:
         """`rechecks`' pass: the tenant as it is now (`current`, under its lock, so its status is the
         last pass's) reconciled as a look again; None when it is gone or being deleted."""
-        async with self.reconcile_slots.slot(Urgency.FINISH), self.lock(name):
+        async with self._stoppable(), self.reconcile_slots.slot(Urgency.FINISH), self.lock(name):
             body = await self.current(name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return None

@@ -150,6 +150,24 @@ def test_a_drift_check_is_left_out_when_a_full_pass_began_while_it_waited_for_it
     assert asyncio.run(scenario()) == ["team-a", "team-b"]
 
 
+def test_stopping_cancels_the_passes_running_and_waiting_before_they_write_anything():
+    async def scenario() -> tuple[list[str], list[bool], dict, int]:
+        passes = HeldPasses()
+        rt = runtime(passes, slots=1)
+        judged: list[str] = []
+        rt.rechecks.judged = lambda name, outcome: judged.append(name)  # type: ignore[method-assign]
+        tasks = [asyncio.create_task(rt.reconcile(tenant("team-a"))),
+                 asyncio.create_task(rt.look_again("team-b")),
+                 asyncio.create_task(rt.drift_check(tenant("team-c")))]
+        await settle()
+        await rt.stop_passes()
+        passes.release.set()
+        await settle()
+        assert judged == []
+        return passes.passes, [task.cancelled() for task in tasks], rt.waiting, len(rt.passes)
+    assert asyncio.run(scenario()) == (["team-a"], [True, True, True], {}, 0)
+
+
 class Looked:
     """Stands in for the API client: the tenant body it answers a GET with, and how often it was asked."""
 
