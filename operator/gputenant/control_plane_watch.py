@@ -16,7 +16,7 @@ import logging
 import kopf
 
 from gputenant import naming
-from gputenant.handlers import runtime
+from gputenant.handlers import runtime_for
 from gputenant.reconcile.controlplane import POD_LABELS, pod_signature
 
 log = logging.getLogger(__name__)
@@ -29,8 +29,7 @@ async def control_plane_pod_changed(event: kopf.RawEvent, body: kopf.Body, memo:
     """Reconcile the pod's tenant when it starts or stops serving, or serves another revision; a pod
     first seen not ready changes nothing. The initial listing (event type None) only records:
     on.resume reconciles every tenant then."""
-    rt = runtime()
-    rt.reconciler.services.cache.hand_over(kwargs)
+    rt = runtime_for(kwargs)
     metadata = body.get("metadata") or {}
     tenant = naming.tenant_of_namespace(metadata.get("namespace") or "", rt.config)
     if tenant is None or (metadata.get("labels") or {}).get("release") != naming.release_name(tenant):

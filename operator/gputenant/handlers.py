@@ -12,8 +12,10 @@ import argparse
 import asyncio
 import logging
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import kopf
 
@@ -52,6 +54,14 @@ def runtime() -> Runtime:
     if _runtime is None:
         raise kopf.TemporaryError("the operator is still starting", delay=1)
     return _runtime
+
+
+def runtime_for(handler_kwargs: Mapping[str, Any]) -> Runtime:
+    """The runtime of a handler that may start a pass: the indexes kopf passed it are handed over
+    first, so the pass reads them (`reconcile.cache.WatchCache`)."""
+    rt = runtime()
+    rt.reconciler.services.cache.hand_over(handler_kwargs)
+    return rt
 
 
 def prepare(config: OperatorConfig, kubeconfig: str | None, settings: OperatorSettings, *,
@@ -211,9 +221,7 @@ def start_loops(rt: Runtime) -> None:
 
 
 async def _reconcile(body: kopf.Body, handler_kwargs: dict) -> None:
-    rt = runtime()
-    rt.reconciler.services.cache.hand_over(handler_kwargs)
-    outcome = await rt.reconcile(body)
+    outcome = await runtime_for(handler_kwargs).reconcile(body)
     if outcome.retry_after is not None:
         raise kopf.TemporaryError("not ready yet; see status.conditions", delay=outcome.retry_after)
 
@@ -237,9 +245,7 @@ async def resync(body: kopf.Body, **kwargs) -> None:
     """Drift check and kubeconfig rotation: the same pipeline; writes only what drifted. First a
     period after the tenant is seen: the create or resume handler has just run the whole pipeline,
     so a first run at once would list and check everything again while the tenant onboards."""
-    rt = runtime()
-    rt.reconciler.services.cache.hand_over(kwargs)
-    await rt.drift_check(body)
+    await runtime_for(kwargs).drift_check(body)
 
 
 @kopf.on.delete(*RESOURCE)

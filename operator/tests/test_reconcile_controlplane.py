@@ -330,16 +330,33 @@ def test_a_tenant_gone_before_its_look_again_is_forgotten():
 
 
 def test_a_pass_reads_the_indexes_once_kopf_handed_them_over_and_asks_the_api_without_them():
-    cache = WatchCache()
-    assert cache.pods_in("tenant-team-a") is None and cache.queue("team-a") == (False, None)
-    cache.hand_over({"memo": object()})
-    assert cache.pods is None and cache.queues is None
-    pods, queues = {"tenant-team-a": [pod()]}, {"team-a": [{"metadata": {"name": "team-a"}}]}
-    cache.hand_over({"host_pods": pods, "queues": queues})
-    assert cache.pods_in("tenant-team-a") == [pod()] and cache.pods_in("tenant-team-b") == []
-    assert cache.queue("team-a") == (True, {"metadata": {"name": "team-a"}}) and cache.queue("team-b") == (True, None)
-    cache.hand_over({"host_pods": {}, "queues": {}})
-    assert cache.pods is pods and cache.queues is queues
+    asked: list[str] = []
+
+    async def listed() -> list[dict]:
+        asked.append("LIST pods")
+        return [pod(), pod()]
+
+    async def read() -> dict | None:
+        asked.append("GET queue")
+        return {"metadata": {"name": "from-the-api"}}
+
+    async def scenario() -> None:
+        cache = WatchCache()
+        assert await cache.pods_in("tenant-team-a", listed) == [pod(), pod()]
+        assert await cache.queue("team-a", read) == {"metadata": {"name": "from-the-api"}}
+        assert asked == ["LIST pods", "GET queue"]
+        cache.hand_over({"memo": object()})
+        assert cache.pods is None and cache.queues is None
+        pods, queues = {"tenant-team-a": [pod()]}, {"team-a": [{"metadata": {"name": "team-a"}}]}
+        cache.hand_over({"host_pods": pods, "queues": queues})
+        assert await cache.pods_in("tenant-team-a", listed) == [pod()]
+        assert await cache.pods_in("tenant-team-b", listed) == []
+        assert await cache.queue("team-a", read) == {"metadata": {"name": "team-a"}}
+        assert await cache.queue("team-b", read) is None
+        assert asked == ["LIST pods", "GET queue"]  # nothing more asked of the API
+        cache.hand_over({"host_pods": {}, "queues": {}})
+        assert cache.pods is pods and cache.queues is queues
+    asyncio.run(scenario())
 
 
 def test_a_pass_with_the_pod_index_sends_no_listing():

@@ -10,7 +10,7 @@ in a process that runs no kopf (the in-process tests), a pass asks the API serve
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 HOST_PODS_INDEX = "host_pods"
@@ -38,20 +38,21 @@ class WatchCache:
         if self.tenants is None and TENANTS_INDEX in handler_kwargs:
             self.tenants = handler_kwargs[TENANTS_INDEX]
 
-    def pods_in(self, namespace: str) -> list[dict] | None:
-        """The namespace's pods; None: no index to read, list them."""
+    async def pods_in(self, namespace: str, listed: Callable[[], Awaitable[list[dict]]]) -> list[dict]:
+        """The namespace's pods from the index; without one, `listed()` (a LIST)."""
         if self.pods is None:
-            return None
+            return await listed()
         return list(self.pods.get(namespace, ()))
 
-    def queue(self, name: str) -> tuple[bool, dict | None]:
-        """(known, the Queue or None when there is none); known False: no index, GET it."""
+    async def queue(self, name: str, read: Callable[[], Awaitable[dict | None]]) -> dict | None:
+        """The Queue from the index (None: there is none); without one, `read()` (a GET)."""
         if self.queues is None:
-            return False, None
+            return await read()
         found = list(self.queues.get(name, ()))
-        return True, (found[0] if found else None)
+        return found[0] if found else None
 
     def tenant(self, name: str) -> dict | None:
-        """The GpuTenant as the watch last saw it; None: not in the index, or no index."""
+        """The GpuTenant as the watch last saw it; None: not in the index, or no index (the caller
+        reads it; whether the watch's copy is current enough is the caller's to judge)."""
         found = list((self.tenants or {}).get(name, ()))
         return found[0] if found else None

@@ -99,8 +99,8 @@ class Pass:
         self.outcome = Outcome()
         self._events_failed = False
         self._host_pods: list[dict] | None = None
-        self.host_pods_listed_at: float | None = None
-        """When the pass read the host namespace's pods (monotonic): the index, or its listing sent."""
+        self.host_pods_read_at: float | None = None
+        """When the pass read the host namespace's pods (monotonic): the index, or its LIST sent."""
 
     @property
     def never_reconciled(self) -> bool:
@@ -125,10 +125,9 @@ class Pass:
         listed): the vCluster step judges its control plane's among them, the tenant's view all of
         them."""
         if self._host_pods is None:
-            self.host_pods_listed_at = time.monotonic()
-            cached = self.services.cache.pods_in(self.host_namespace)
-            self._host_pods = cached if cached is not None else \
-                await self.client.list("v1", "Pod", namespace=self.host_namespace)
+            self.host_pods_read_at = time.monotonic()
+            self._host_pods = await self.services.cache.pods_in(
+                self.host_namespace, lambda: self.client.list("v1", "Pod", namespace=self.host_namespace))
         return self._host_pods
 
     def set(self, condition_type: str, ok: bool | None, reason: str, message: str) -> None:

@@ -4,6 +4,8 @@ over, and offboarding never deletes it."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from gputenant.api import conditions as reasons
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.ownership import owned_by
@@ -19,9 +21,8 @@ async def ensure(run: Pass) -> bool:
         metadata = queue["metadata"]
         # By name, not the tenant's labelled LIST: it tells "absent" from "someone else's" too. From
         # the operator's Queue index, else one GET.
-        known, live = run.services.cache.queue(metadata["name"])
-        if not known:
-            live = await run.client.get(queue["apiVersion"], queue["kind"], metadata["name"])
+        live = await run.services.cache.queue(
+            metadata["name"], partial(run.client.get, queue["apiVersion"], queue["kind"], metadata["name"]))
         run.snapshot.fetched(queue, live)
         if not owned_by(live, run.uid):
             name = metadata["name"]

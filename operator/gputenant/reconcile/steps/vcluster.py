@@ -122,7 +122,7 @@ async def read_control_plane(run: Pass, release: str) -> ControlPlaneState:
     compares a change with (`Rechecks.changed`)."""
     statefulset = await run.client.get("apps/v1", "StatefulSet", release, run.host_namespace)
     pods = control_plane_pods(await run.host_pods(), release)
-    run.outcome.control_plane_read_at = run.host_pods_listed_at
+    run.outcome.control_plane_read_at = run.host_pods_read_at
     run.outcome.control_plane_pods = seen_pods(pods)
     return judge(statefulset, pods)
 
