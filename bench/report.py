@@ -18,7 +18,7 @@ def median(values: Iterable[float]) -> float | None:
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
-    """The value at `fraction` of the sorted values (nearest rank)."""
+    """The sorted values' element at index `fraction` x (n - 1), rounded (half to even)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
 

@@ -1,6 +1,7 @@
 """`python -m bench --quick` runs end to end: every variant onboards its tenants, the instruments
 count something for each, each tenant's wait for its kubeconfig is read from the audit log, the
-steady-state and quota-change windows are measured, and the tables print. No figure is asserted against a time: benchmarks report, tests check that they work.
+steady-state and quota-change windows are measured, and the tables print. No figure is asserted
+against a time: benchmarks report, tests check that they work.
 
 The benchmark starts its own control planes, one after the other (a fresh one per run is part of
 its method), so this test does not use the session `plane`.

@@ -170,7 +170,6 @@ async def startup(settings: kopf.OperatorSettings, **_) -> None:
 async def cleanup(**_) -> None:
     if _runtime is None:
         return
-    await _runtime.rechecks.close()
     await _runtime.stop_passes()
     if _runtime.guard is not None:
         await asyncio.to_thread(_runtime.guard.stop)

@@ -6,7 +6,8 @@ its control plane serves (a look again) behind every install still to come: meas
 tenants, control planes that were ready after 47 s got their kubeconfigs after 82 s. So a waiting
 pass is let in by how close it brings a tenant to working, then in arrival order:
 
-- ``FINISH``: a look again at a tenant whose objects exist and whose control plane it waits for;
+- ``FINISH``: a look again at a tenant whose objects exist: waiting for its control plane, or
+  retrying a failed step after its backoff (`reconcile.rechecks`, at most ``MAX_LOOKS`` in a row);
 - ``CHANGE``: a full pass for a new tenant, a spec change, an annotation or a restart;
 - ``DRIFT``: the drift timer's pass, which only reads what the others write.
 """
@@ -55,7 +56,7 @@ class ReconcileSlots:
                    if not entry[2].done() and (urgency is None or entry[0] == urgency))
 
     async def _acquire(self, urgency: Urgency) -> None:
-        if self.busy < self.limit and not self.waiting():
+        if self.busy < self.limit:  # a free slot means nobody waits: a freed slot goes straight to a waiter
             self.busy += 1
             return
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()

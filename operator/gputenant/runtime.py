@@ -70,12 +70,14 @@ class Runtime:
     written to the tenant (`gputenant.kopf_state`)."""
     rechecks: Rechecks = field(init=False)
     """Looks again at tenants that wait (their control plane starting), outside kopf's retries."""
-    waiting: dict[str, int] = field(default_factory=dict)
+    full_passes_waiting: dict[str, int] = field(default_factory=dict)
     """Full passes of each tenant asked for and not yet started (waiting for its lock or a slot)."""
     full_pass_began: dict[str, float] = field(default_factory=dict)
     """When (event loop time) the last full pass of each tenant began."""
     passes: set[asyncio.Task] = field(default_factory=set)
     """The tasks in a pass or waiting to start one, cancelled when the operator stops (`stop_passes`)."""
+    stopping: bool = False
+    """Set by `stop_passes`: no pass starts any more."""
 
     def __post_init__(self) -> None:
         self.rechecks = Rechecks(self.look_again, lock=self.lock)
@@ -111,7 +113,7 @@ class Runtime:
         which is all the timer's pass would do. While many tenants onboard at once, their passes
         wait for slots longer than the first timer period, and drift checks wait behind them."""
         name = body["metadata"]["name"]
-        if self.waiting.get(name):
+        if self.full_passes_waiting.get(name):
             log.debug("tenant %s: drift check left to the full pass waiting to start", name)
             return
         await self._full_pass(body, Urgency.DRIFT, unless_begun_since=asyncio.get_running_loop().time())
@@ -119,10 +121,11 @@ class Runtime:
     async def _full_pass(self, body: kopf.Body | dict, urgency: Urgency,
                          unless_begun_since: float | None = None) -> Outcome | None:
         """A pass once it holds a reconcile slot, then the tenant's lock. In that order, a pass waiting
-        for its slot holds no lock that a more urgent pass of the same tenant would wait behind. None
-        when `unless_begun_since` is given and a full pass of the tenant began after it."""
+        for its slot holds no lock that a more urgent pass of the same tenant would wait behind; the
+        price is a slot held while a pass waits for its tenant's lock behind another pass of that
+        tenant. None when `unless_begun_since` is given and a full pass of the tenant began after it."""
         name = body["metadata"]["name"]
-        self.waiting[name] = self.waiting.get(name, 0) + 1
+        self.full_passes_waiting[name] = self.full_passes_waiting.get(name, 0) + 1
         started = False
         try:
             async with self._stoppable(), self.reconcile_slots.slot(urgency), self.lock(name):
@@ -141,10 +144,12 @@ class Runtime:
         return outcome
 
     async def stop_passes(self) -> None:
-        """Cancel every pass running or waiting to start, before the operator closes its client: a
-        pass whose requests the closing client aborts would write them into the tenant's status as
-        the API server failing. The next process runs each tenant's pipeline once (on.resume) and
-        finds it as the cancelled pass left it."""
+        """Start no pass from now on and cancel every pass running or waiting to start, before the
+        operator closes its client: a pass whose requests the closing client aborts would write them
+        into the tenant's status as the API server failing. The next process runs each tenant's
+        pipeline once (on.resume) and finds it as the cancelled pass left it."""
+        self.stopping = True
+        await self.rechecks.close()
         tasks = list(self.passes)
         for task in tasks:
             task.cancel()
@@ -155,6 +160,8 @@ class Runtime:
         task = asyncio.current_task()
         if task is None:
             raise RuntimeError("a tenant pass runs in a task")
+        if self.stopping:
+            raise asyncio.CancelledError("the operator is stopping")
         self.passes.add(task)
         try:
             yield
@@ -162,11 +169,11 @@ class Runtime:
             self.passes.discard(task)
 
     def _started(self, name: str) -> None:
-        left = self.waiting.get(name, 0) - 1
+        left = self.full_passes_waiting.get(name, 0) - 1
         if left > 0:
-            self.waiting[name] = left
+            self.full_passes_waiting[name] = left
         else:
-            self.waiting.pop(name, None)
+            self.full_passes_waiting.pop(name, None)
 
     async def current(self, name: str) -> dict | None:
         """The tenant as it is now: from the operator's index when that is the very version the last

@@ -68,8 +68,9 @@ def test_kubeconfig_waits_run_from_the_last_pod_status_write_to_the_operators_fi
     assert kubeconfig_waits(events, "op", "-kubeconfig-admin") == [1.5, 4.0]
 
 
-def test_percentile_is_the_nearest_rank():
+def test_percentile_is_the_element_at_the_rounded_index():
     assert report.percentile([3.0, 1.0, 2.0, 4.0, 5.0], 0.5) == 3.0
+    assert report.percentile([4.0, 3.0, 2.0, 1.0], 0.5) == 3.0  # index 1.5 rounds to 2
     assert report.percentile([float(n) for n in range(1, 101)], 0.95) == 95.0
     assert report.percentile([7.0], 0.99) == 7.0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gputenant.config.models import OperatorConfig
@@ -66,7 +67,7 @@ def test_a_drift_check_is_left_to_a_full_pass_waiting_for_a_slot():
         assert check.done()  # at once: team-b's pass has not started and will read after it
         passes.release.set()
         await asyncio.gather(running, waiting, check)
-        return passes.passes, rt.waiting
+        return passes.passes, rt.full_passes_waiting
     assert asyncio.run(scenario()) == (["team-a", "team-b"], {})
 
 
@@ -93,7 +94,7 @@ def test_a_full_pass_cancelled_while_waiting_no_longer_counts_as_waiting():
         await settle()
         waiting.cancel()
         await settle()
-        assert rt.waiting == {}
+        assert rt.full_passes_waiting == {}
         passes.release.set()
         await asyncio.gather(running, rt.drift_check(tenant("team-b")))
         return passes.passes
@@ -164,7 +165,12 @@ def test_stopping_cancels_the_passes_running_and_waiting_before_they_write_anyth
         passes.release.set()
         await settle()
         assert judged == []
-        return passes.passes, [task.cancelled() for task in tasks], rt.waiting, len(rt.passes)
+        for late in (rt.reconcile(tenant("team-d")), rt.look_again("team-e")):  # nothing starts any more
+            with pytest.raises(asyncio.CancelledError):
+                await late
+        rt.rechecks.follow("team-f", 0.0)  # a pass ending as the operator stops asks for no other
+        left = len(rt.passes) + len(rt.rechecks)
+        return passes.passes, [task.cancelled() for task in tasks], rt.full_passes_waiting, left
     assert asyncio.run(scenario()) == (["team-a"], [True, True, True], {}, 0)
 
 

@@ -33,7 +33,8 @@ class OperatorSettings(BaseSettings):
     helm_concurrency: int | None = Field(
         None, ge=1, description="helm processes at once, across all tenants (else twice the cores)")
     reconcile_concurrency: int | None = Field(
-        None, ge=1, description="tenant reconciles in flight at once, looks again first and drift checks last (else eight times the cores)")
+        None, ge=1,
+        description="tenant reconciles in flight at once, looks again first and drift checks last (else eight times the cores)")
     metrics_address: str | None = Field(
         None, description="serve Prometheus metrics at http://HOST:PORT/metrics (else not served)")
     prometheus_url: str | None = Field(

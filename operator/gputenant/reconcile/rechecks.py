@@ -36,6 +36,7 @@ class Rechecks:
         self._looks: dict[str, int] = {}
         self._judged_at: dict[str, float] = {}
         self._seen: dict[str, dict[str, PodSignature]] = {}
+        self._closed = False
 
     def follow(self, name: str, wait_after: float | None) -> None:
         """After a pass of tenant `name`: look again in `wait_after` seconds when it waits; when it
@@ -47,6 +48,8 @@ class Rechecks:
         self.schedule(name, wait_after)
 
     def schedule(self, name: str, delay: float) -> None:
+        if self._closed:
+            return  # the operator is stopping: a pass that ends now asks for no other
         looks = self._looks.get(name, 0)
         if looks >= self.max_looks:
             if looks == self.max_looks:
@@ -98,6 +101,8 @@ class Rechecks:
         await self.now(name)
 
     async def close(self) -> None:
+        """Cancel every look still pending; none is scheduled after this."""
+        self._closed = True
         tasks = list(self._pending.values())
         self._pending.clear()
         for task in tasks:
