@@ -28,6 +28,9 @@ def test_create_walks_the_control_plane_up_to_ready(op):
     starting = op.condition(name, reasons.VCLUSTER_READY)
     assert (starting["status"], starting["reason"]) in {("False", reasons.CONTROL_PLANE_ROLLING_OUT),
                                                         ("False", reasons.CONTROL_PLANE_STARTING)}, starting
+    # a StatefulSet status not yet written gets no pod event: the step looks again soon; a pod on its way
+    # to ready does, and the look again is only the safety net
+    assert first.wait_after == (2.0 if starting["reason"] == reasons.CONTROL_PLANE_ROLLING_OUT else 10.0), starting
     op.wait_for_pods(name)
     op.reconcile(name)
     op.assert_condition(name, reasons.VCLUSTER_READY, "False", reasons.CONTROL_PLANE_STARTING)

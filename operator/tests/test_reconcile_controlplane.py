@@ -93,6 +93,18 @@ def test_a_spec_the_controller_has_not_seen_yet_is_rolling_out():
     assert not state.ready and state.reason == reasons.CONTROL_PLANE_ROLLING_OUT and "3" in state.message
 
 
+def test_only_a_statefulset_status_behind_pods_that_need_nothing_more_is_lagging():
+    """Then the controller writes within moments and no pod event follows: the step looks again soon."""
+    assert judge(statefulset(generation=1, observed=0), [pod()]).lagging  # the pod came before the status write
+    assert judge(statefulset(generation=3, observed=2), [pod(revision=OLD)]).lagging
+    assert judge(statefulset(current=OLD, update=NEW), [pod(revision=NEW)]).lagging  # rollout done, status behind
+    assert not judge(statefulset(current=OLD, update=NEW, updated=0), [pod(revision=OLD)]).lagging
+    assert not judge(statefulset(current=OLD, update=NEW, ready=0), [pod(revision=NEW, ready=False)]).lagging
+    assert not judge(statefulset(current=OLD, update=NEW), [pod(revision=NEW), pod(revision=OLD, name="team-a-1")]).lagging
+    assert not judge(statefulset(ready=0), [pod(ready=False)]).lagging
+    assert not judge(statefulset(), [pod()]).lagging
+
+
 def test_scaled_to_zero_is_not_ready():
     assert not judge(statefulset(replicas=0, ready=0, updated=0), []).ready
 

@@ -30,6 +30,10 @@ class ControlPlaneState:
     """ControlPlaneUp when ready, else why not (a reason of api/conditions.py)."""
     message: str
     has_pods: bool = True
+    lagging: bool = False
+    """The StatefulSet's controller has yet to write what decides readiness (the generation it
+    observed, its current revision) while the pods need nothing more: it writes within moments, and
+    no pod event follows to call the tenant up (the operator does not watch StatefulSets)."""
 
 
 def pod_labels(release: str) -> dict[str, str]:
@@ -78,7 +82,7 @@ def judge(statefulset: dict | None, pods: list[dict]) -> ControlPlaneState:
     if status.get("observedGeneration") != generation or not revision:
         return ControlPlaneState(False, reasons.CONTROL_PLANE_ROLLING_OUT,
                                  f"StatefulSet {name} generation {generation} is not yet observed by its controller",
-                                 has_pods=bool(pods))
+                                 has_pods=bool(pods), lagging=True)
     if wanted < 1:
         return ControlPlaneState(False, reasons.CONTROL_PLANE_STARTING, f"StatefulSet {name} is scaled to zero",
                                  has_pods=bool(pods))
@@ -88,8 +92,10 @@ def judge(statefulset: dict | None, pods: list[dict]) -> ControlPlaneState:
                                  f"StatefulSet {name} at revision {revision}: {len(ready)}/{wanted} pod(s) ready")
     counts = f"{len(updated)}/{wanted} pod(s) at revision {revision}, {len(ready)} ready"
     if rolling and status.get("currentRevision") != revision:
+        pods_done = len(ready) >= wanted and len(updated) == len(live) == wanted
         return ControlPlaneState(False, reasons.CONTROL_PLANE_ROLLING_OUT,
-                                 f"StatefulSet {name} is rolling out: {counts}", has_pods=bool(pods))
+                                 f"StatefulSet {name} is rolling out: {counts}", has_pods=bool(pods),
+                                 lagging=pods_done)
     waiting = next((pod for pod in live if not pod_ready(pod)), None)
     detail = f"; pod {waiting['metadata']['name']}: {pod_detail(waiting)}" if waiting else ""
     return ControlPlaneState(False, reasons.CONTROL_PLANE_STARTING, f"StatefulSet {name}: {counts}{detail}",

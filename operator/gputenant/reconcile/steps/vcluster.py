@@ -25,7 +25,8 @@ CONDITION = reasons.VCLUSTER_READY
 KINDS: frozenset[str] = frozenset()
 WAIT_FOR_CONTROL_PLANE_SECONDS = 2.0
 """How soon to look again once the control-plane pod is ready but its Secret, node port or API is not
-there yet: nothing about the pod changes any more, so no pod event would call the tenant up."""
+there yet, or its StatefulSet's status lags it (`ControlPlaneState.lagging`): nothing about the pod
+changes any more, so no pod event would call the tenant up."""
 WAIT_FOR_LOAD_BALANCER_SECONDS = 5.0
 """How soon to look again while the Service waits for its load-balancer address: no watch calls the
 tenant up when it comes, and without an implementation it never does, so not too often."""
@@ -63,7 +64,7 @@ async def ensure(run: Pass) -> bool:
             run.retry_later(CONDITION)
         else:
             waiting(run, control_plane.reason, f"release {release} ({installed}) installed; {control_plane.message}",
-                    WAIT_FOR_POD_SECONDS)
+                    WAIT_FOR_CONTROL_PLANE_SECONDS if control_plane.lagging else WAIT_FOR_POD_SECONDS)
         return False
     await remove_unused_oidc_ca(run)
     secret_name = naming.vcluster_secret_name(run.name)
