@@ -8,6 +8,7 @@ only at the version its last status write made."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -101,54 +102,36 @@ def test_a_full_pass_cancelled_while_waiting_no_longer_counts_as_waiting():
     assert asyncio.run(scenario()) == ["team-a", "team-b"]
 
 
-def test_a_look_again_takes_the_next_slot_before_full_passes_and_drift_checks_asked_earlier():
+def passes_in_order(*asked: Callable[[Runtime], Awaitable[object]]) -> list[str]:
+    """The passes run when team-a's full pass holds the one reconcile slot and each of `asked` is
+    started in turn; a pass order that deadlocks fails after 5 s instead of hanging."""
     async def scenario() -> list[str]:
         passes = HeldPasses()
         rt = runtime(passes, slots=1)
-        running = asyncio.create_task(rt.reconcile(tenant("team-a")))
+        tasks = [asyncio.create_task(rt.reconcile(tenant("team-a")))]
         await settle()
-        queued = [asyncio.create_task(rt.drift_check(tenant("team-b"))),
-                  asyncio.create_task(rt.reconcile(tenant("team-c")))]
-        await settle()
-        look = asyncio.create_task(rt.look_again("team-d"))
-        await settle()
+        for ask in asked:
+            tasks.append(asyncio.create_task(ask(rt)))
+            await settle()
         passes.release.set()
-        await asyncio.gather(running, *queued, look)
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
         return passes.passes
-    assert asyncio.run(scenario()) == ["team-a", "look again team-d", "team-c", "team-b"]
+    return asyncio.run(scenario())
+
+
+def test_a_look_again_takes_the_next_slot_before_full_passes_and_drift_checks_asked_earlier():
+    assert passes_in_order(lambda rt: rt.drift_check(tenant("team-b")), lambda rt: rt.reconcile(tenant("team-c")),
+                           lambda rt: rt.look_again("team-d")) == ["team-a", "look again team-d", "team-c", "team-b"]
 
 
 def test_a_drift_check_waiting_for_a_slot_does_not_hold_the_tenants_lock_against_its_look_again():
-    async def scenario() -> list[str]:
-        passes = HeldPasses()
-        rt = runtime(passes, slots=1)
-        running = asyncio.create_task(rt.reconcile(tenant("team-a")))
-        await settle()
-        check = asyncio.create_task(rt.drift_check(tenant("team-b")))
-        await settle()
-        assert not rt.lock("team-b").locked()
-        look = asyncio.create_task(rt.look_again("team-b"))
-        await settle()
-        passes.release.set()
-        await asyncio.gather(running, check, look)
-        return passes.passes
-    assert asyncio.run(scenario()) == ["team-a", "look again team-b", "team-b"]
+    assert passes_in_order(lambda rt: rt.drift_check(tenant("team-b")),
+                           lambda rt: rt.look_again("team-b")) == ["team-a", "look again team-b", "team-b"]
 
 
 def test_a_drift_check_is_left_out_when_a_full_pass_began_while_it_waited_for_its_slot():
-    async def scenario() -> list[str]:
-        passes = HeldPasses()
-        rt = runtime(passes, slots=1)
-        running = asyncio.create_task(rt.reconcile(tenant("team-a")))
-        await settle()
-        check = asyncio.create_task(rt.drift_check(tenant("team-b")))
-        await settle()
-        change = asyncio.create_task(rt.reconcile(tenant("team-b")))  # a spec change, more urgent
-        await settle()
-        passes.release.set()
-        await asyncio.gather(running, check, change)
-        return passes.passes
-    assert asyncio.run(scenario()) == ["team-a", "team-b"]
+    assert passes_in_order(lambda rt: rt.drift_check(tenant("team-b")),
+                           lambda rt: rt.reconcile(tenant("team-b"))) == ["team-a", "team-b"]
 
 
 def test_stopping_cancels_the_passes_running_and_waiting_before_they_write_anything():
