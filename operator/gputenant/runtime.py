@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 import kopf
 
-from gputenant import KIND
 from gputenant.attestation.run import Attestor
 from gputenant.config.models import OperatorConfig
 from gputenant.config.settings import OperatorSettings
@@ -24,7 +23,6 @@ from gputenant.kube.lease import LeaseElector
 from gputenant.loops import Supervisor
 from gputenant.loops.pools import PoolsLoop
 from gputenant.metrics import OperatorMetrics
-from gputenant.reconcile.events import API_VERSION
 from gputenant.reconcile.pipeline import Outcome, Reconciler
 from gputenant.reconcile.rechecks import Rechecks
 from gputenant.reconcile_slots import ReconcileSlots, Urgency
@@ -175,19 +173,11 @@ class Runtime:
         else:
             self.full_passes_waiting.pop(name, None)
 
-    async def current(self, name: str) -> dict | None:
-        """The tenant as it is now: from the operator's index when that is the very version the last
-        status write of this process made (nothing changed it since), else read."""
-        cached = self.reconciler.services.cache.tenant(name)
-        if cached is not None and self.reconciler.memory.is_last_written(cached):
-            return cached
-        return await self.client.get(API_VERSION, KIND, name)
-
     async def look_again(self, name: str) -> Outcome | None:
-        """`rechecks`' pass: the tenant as it is now (`current`, under its lock, so its status is the
-        last pass's) reconciled as a look again; None when it is gone or being deleted."""
+        """`rechecks`' pass: the tenant as it is now (`Reconciler.current`, under its lock, so its status
+        is the last pass's) reconciled as a look again; None when it is gone or being deleted."""
         async with self._stoppable(), self.reconcile_slots.slot(Urgency.FINISH), self.lock(name):
-            body = await self.current(name)
+            body = await self.reconciler.current(name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return None
             outcome = await self.reconciler.reconcile(body, recheck=True)

@@ -31,6 +31,10 @@ class HeldPasses:
         self.passes: list[str] = []
         self.release = asyncio.Event()
 
+    async def current(self, name: str) -> dict:
+        """The tenant as the API would answer it (a look again starts from it)."""
+        return tenant(name)
+
     async def reconcile(self, body: dict, *, recheck: bool = False) -> Outcome:
         self.passes.append(("look again " if recheck else "") + body["metadata"]["name"])
         await self.release.wait()
@@ -38,13 +42,8 @@ class HeldPasses:
 
 
 def runtime(passes: HeldPasses, slots: int = 8) -> Runtime:
-    rt = Runtime(config=CONFIG, client=None, reconciler=passes,  # type: ignore[arg-type]
-                 resync_seconds=60, deletion_retry_seconds=10, reconcile_slots=ReconcileSlots(slots))
-
-    async def current(name: str) -> dict:
-        return tenant(name)
-    rt.current = current  # type: ignore[method-assign]  # the tenant as the API would answer it
-    return rt
+    return Runtime(config=CONFIG, client=None, reconciler=passes,  # type: ignore[arg-type]
+                   resync_seconds=60, deletion_retry_seconds=10, reconcile_slots=ReconcileSlots(slots))
 
 
 def tenant(name: str) -> dict:
@@ -169,18 +168,17 @@ class Looked:
 
 
 def test_a_look_again_starts_from_the_index_only_at_the_version_its_last_status_write_made():
+    """`Reconciler.current`, which a look again and `with_current_status` read the tenant with."""
     written = {"metadata": {"name": "team-a", "uid": "uid-team-a", "resourceVersion": "41"}, "status": {"x": 1}}
     changed = {"metadata": {"name": "team-a", "uid": "uid-team-a", "resourceVersion": "42"}, "status": {"x": 1}}
     client = Looked(changed)
-    rt = Runtime(config=CONFIG, client=client, reconciler=Reconciler(client, CONFIG, None, None),  # type: ignore[arg-type]
-                 resync_seconds=60, deletion_retry_seconds=10)
-    rt.reconciler.services.cache.hand_over({"tenants": {"team-a": [written]}})
-    assert asyncio.run(rt.current("team-a")) is changed and client.gets == 1  # no write of ours yet: read
-    rt.reconciler.memory.status_written("uid-team-a", "41")
-    assert asyncio.run(rt.current("team-a")) is written and client.gets == 1
-    rt.reconciler.services.cache.hand_over({})
-    rt.reconciler.services.cache.tenants = {"team-a": [changed]}  # someone wrote the tenant since
-    assert asyncio.run(rt.current("team-a")) is changed and client.gets == 2
-    assert rt.reconciler.memory.is_last_written(written) and not rt.reconciler.memory.is_last_written(changed)
-    rt.reconciler.forget("uid-team-a")
-    assert not rt.reconciler.memory.is_last_written(written)
+    reconciler = Reconciler(client, CONFIG, None, None)  # type: ignore[arg-type]
+    reconciler.services.cache.hand_over({"tenants": {"team-a": [written]}})
+    assert asyncio.run(reconciler.current("team-a")) is changed and client.gets == 1  # no write of ours yet: read
+    reconciler.memory.status_written("uid-team-a", "41")
+    assert asyncio.run(reconciler.current("team-a")) is written and client.gets == 1
+    reconciler.services.cache.tenants = {"team-a": [changed]}  # someone wrote the tenant since
+    assert asyncio.run(reconciler.current("team-a")) is changed and client.gets == 2
+    assert reconciler.memory.is_last_written(written) and not reconciler.memory.is_last_written(changed)
+    reconciler.forget("uid-team-a")
+    assert not reconciler.memory.is_last_written(written)

@@ -172,12 +172,18 @@ class Reconciler:
         status write made (`TenantMemory.is_last_written`)."""
         if self.memory.is_last_written(body):
             return body
-        cached = self.services.cache.tenant(body["metadata"]["name"])
-        live = cached if cached is not None and self.memory.is_last_written(cached) else \
-            await self.client.get(API_VERSION, KIND, body["metadata"]["name"])
+        live = await self.current(body["metadata"]["name"])
         if live is None or live["metadata"].get("uid") != body["metadata"].get("uid"):
             return body
         return {**body, "status": live.get("status") or {}}
+
+    async def current(self, name: str) -> dict | None:
+        """The tenant as it is now: from the operator's index when that is the very version the last
+        status write of this process made (nothing changed it since), else read; None when gone."""
+        cached = self.services.cache.tenant(name)
+        if cached is not None and self.memory.is_last_written(cached):
+            return cached
+        return await self.client.get(API_VERSION, KIND, name)
 
 
 def true_at_generation(run: Pass, condition_type: str) -> bool:
