@@ -36,7 +36,7 @@ from gputenant import naming
 from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane
 from kubeplane.operator_process import GPUTENANT
-from kubeplane.tools import ensure_tools, pinned_versions
+from kubeplane.tools import pinned_versions, require_tools
 
 TIMEOUT_SECONDS = 600
 OWNER_ROLE = "admin"
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of both variants (default 3: medians of 3)")
     parser.add_argument("--poll", type=float, default=0.5, help="seconds between probes of either variant")
     args = parser.parse_args(argv)
-    ensure_tools()
+    require_tools()
     workdir = Path(tempfile.mkdtemp(prefix="gputenant-kubeconfig-latency-"))
     timings: list[Timing] = []
     with operator_on_real_vclusters(workdir, resync_seconds=None) as (plane, config):

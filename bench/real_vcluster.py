@@ -30,7 +30,7 @@ from kubeplane.cgroups import hierarchies
 from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd
 from kubeplane.operator_process import RESYNC_SECONDS, OperatorProcess, real_vcluster_config
 from kubeplane.storage import LocalPathProvisioner
-from kubeplane.tools import REPO_ROOT, ensure_tools, pinned_versions
+from kubeplane.tools import REPO_ROOT, pinned_versions, require_tools
 from kubeplane.vcluster_images import vcluster_images
 
 READY_TIMEOUT_SECONDS = 900
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tenants", type=int, default=3, help="real vClusters to start (default 3)")
     parser.add_argument("--settle", type=float, default=30, help="seconds after Ready before memory is read")
     args = parser.parse_args(argv)
-    ensure_tools()
+    require_tools()
     workdir = Path(tempfile.mkdtemp(prefix="gputenant-real-vcluster-"))
     available_before = mem_available_mib()
     with operator_on_real_vclusters(workdir) as (plane, _):

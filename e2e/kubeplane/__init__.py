@@ -10,10 +10,10 @@ from .access import CommandError
 from .audit import WRITE_VERBS
 from .plane import ControlPlane
 from .process import PlaneError, wait_for
-from .tools import ensure_tools, tools_bin_dir
+from .tools import require_tools, tools_bin_dir
 from .virtual_apiserver import VirtualAPIServer
 
 __all__ = [
     "WRITE_VERBS", "CommandError", "ControlPlane", "PlaneError", "VirtualAPIServer",
-    "ensure_tools", "tools_bin_dir", "wait_for",
+    "require_tools", "tools_bin_dir", "wait_for",
 ]

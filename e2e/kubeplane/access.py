@@ -20,7 +20,7 @@ from .audit import WRITE_VERBS
 from .kubeconfig import file_stem, kubeconfig, write_kubeconfig
 from .pki import CertificateAuthority
 from .process import PlaneError, wait_for
-from .tools import ensure_tools
+from .tools import require_tools
 
 WEBHOOK_METRIC = re.compile(
     r'^apiserver_admission_webhook_admission_duration_seconds_(sum|count)\{[^}]*name="([^"]+)"[^}]*\} (\S+)$')
@@ -69,7 +69,7 @@ class PlaneAccess:
     @property
     def bin_dir(self) -> Path:
         if self._bin_dir is None:
-            self._bin_dir = ensure_tools()
+            self._bin_dir = require_tools()
         return self._bin_dir
 
     @property

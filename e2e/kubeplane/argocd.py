@@ -1,5 +1,5 @@
-"""Argo CD (github.com/argoproj/argo-cd/v3, the version tools/build.sh pins, built by
-`tools/build.sh --argocd`) as host processes against a plane, reading a Git repository that
+"""Argo CD (github.com/argoproj/argo-cd/v3, the version tools/versions.env pins, built by
+`make tools` with the other tools) as host processes against a plane, reading a Git repository that
 `git daemon` serves on loopback (kubeplane.git_server).
 
 What a GitOps loop needs runs, each with the flags its Deployment in Argo CD's install manifest
@@ -33,11 +33,11 @@ from .fixtures import ARGOCD_NAMESPACE, install_crds
 from .git_server import GitServer, accepts_connections
 from .plane import ControlPlane
 from .process import Process, free_ports, wait_until_serving
-from .tools import BUILD_SCRIPT, REPO_ROOT, pinned_versions, tools_bin_dir
+from .tools import REPO_ROOT, pinned_versions, require_tools, versions_file
 
 MODULE = "github.com/argoproj/argo-cd/v3"
 TOOLS_MODULE_DIR = REPO_ROOT / "tools" / "argocd"
-GO_TOOLCHAIN = "go1.27.3"
+GO_TOOLCHAIN = versions_file()["GO127_TOOLCHAIN"]
 """Argo CD v3.6 needs Go 1.27; the go command fetches this toolchain from the module proxy."""
 CRDS = ("application-crd.yaml", "applicationset-crd.yaml", "appproject-crd.yaml")
 PART_OF = {"app.kubernetes.io/part-of": "argocd"}
@@ -48,14 +48,9 @@ production; tests also ask for a refresh after each commit, as a Git webhook wou
 GROUP, VERSION = "argoproj.io", "v1alpha1"
 
 
-def ensure_argocd() -> Path:
-    """The Argo CD binary, built first (minutes, cold) when missing or at another version. Separate
-    from kubeplane.tools.ensure_tools so that only the GitOps tests pay for it."""
-    binary = tools_bin_dir() / "argocd"
-    stamp = binary.parent / ".argocd.version"
-    if not (binary.is_file() and stamp.is_file() and stamp.read_text().strip() == pinned_versions()["argocd"]):
-        subprocess.run(["bash", str(BUILD_SCRIPT), "--argocd"], check=True)
-    return binary
+def argocd_binary() -> Path:
+    """The Argo CD binary `make tools` built (ToolsMissing, naming the command, when it did not)."""
+    return require_tools() / "argocd"
 
 
 def module_dir() -> Path:
@@ -93,7 +88,7 @@ class ArgoCD:
         self._plane: ControlPlane | None = None
 
     def start(self, plane: ControlPlane) -> ArgoCD:
-        binary = ensure_argocd()
+        binary = argocd_binary()
         self._plane = plane
         crds = module_dir() / "manifests" / "crds"
         for name in CRDS:

@@ -23,7 +23,7 @@ from .gpu_nodes import GpuNode, SimulatedGpuReservations, create_nodes, pool_nod
 from .kai import KaiScheduler
 from .kwok import Kwok
 from .plane import ControlPlane
-from .tools import REPO_ROOT, ensure_tools
+from .tools import REPO_ROOT, require_tools
 
 EXCLUSIVE_POOL = "h100-exclusive"
 EXCLUSIVE_POOL_GPUS = 4
@@ -72,9 +72,7 @@ def gpu_scheduling(plane: ControlPlane, config: OperatorConfig) -> Iterator[KaiC
 
 @pytest.fixture(scope="session")
 def kai_cluster(request: pytest.FixtureRequest) -> Iterator[KaiCluster]:
-    # A cold tools build takes minutes: show its progress instead of capturing it.
-    with request.config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
-        ensure_tools()
+    require_tools()
     plane = ControlPlane().start()
     try:
         with gpu_scheduling(plane, scheduling_config()) as cluster:

@@ -25,7 +25,7 @@ import pytest
 from .fixtures import UPSTREAM_PODGROUP_CRD, install_crds
 from .kwok import Kwok
 from .plane import ControlPlane
-from .tools import ensure_tools
+from .tools import require_tools
 
 _PLANE = pytest.StashKey[ControlPlane]()
 _START_FAILURE = pytest.StashKey[BaseException]()
@@ -41,9 +41,7 @@ def session_plane(config: pytest.Config) -> ControlPlane:
     if _START_FAILURE in config.stash:
         raise config.stash[_START_FAILURE]
     if _PLANE not in config.stash:
-        # A cold tools build takes minutes: show its progress instead of capturing it.
-        with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
-            ensure_tools()
+        require_tools()
         directory = os.environ.get("KUBEPLANE_DIR")
         try:
             plane = ControlPlane.attach(directory) if directory else ControlPlane(audit=True).start()
@@ -73,8 +71,7 @@ def session_node_plane(config: pytest.Config) -> ControlPlane:
     if _NODE_START_FAILURE in config.stash:
         raise config.stash[_NODE_START_FAILURE]
     if _NODE_PLANE not in config.stash:
-        with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
-            ensure_tools()
+        require_tools()
         try:
             plane = ControlPlane(audit=True, node=True).start()
         except Exception as error:

@@ -1,15 +1,15 @@
-"""Where the pinned control-plane binaries live, and building them when they are missing."""
+"""Where the pinned control-plane binaries live. `make tools` (tools/build.sh) builds them before
+any test starts; the harness only checks they are there and says how to build them if not (a
+build inside a test session would be killed by the test timeout on a cold machine)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO_ROOT / "tools" / "build.sh"
-# binary -> the key of its pin in `build.sh --versions`
+VERSIONS_FILE = REPO_ROOT / "tools" / "versions.env"
+# binary -> the key of its pin in tools/versions.env (KEY_VERSION, lower case, _ as -)
 PINS = {"etcd": "etcd", "kube-apiserver": "kube", "kube-controller-manager": "kube",
         "kubectl": "kube", "helm": "helm", "kubelet": "kube", "kube-proxy": "kube",
         "kube-scheduler": "kube", "pause": "pause", "httpsget": "httpsget", "kwok": "kwok",
@@ -17,13 +17,18 @@ PINS = {"etcd": "etcd", "kube-apiserver": "kube", "kube-controller-manager": "ku
             "scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller")},
         "vcluster": "vcluster", "kine": "kine", "coredns": "coredns",
         "local-path-provisioner": "local-path-provisioner", "kube-router": "kube-router",
-        "metallb-controller": "metallb", "metallb-speaker": "metallb"}
+        "metallb-controller": "metallb", "metallb-speaker": "metallb", "argocd": "argocd"}
 
 # Files of the Debian packages build.sh installs for the node (containerd, runc,
-# containernetworking-plugins, iptables, conntrack, ipset, busybox-static).
+# containernetworking-plugins, iptables, conntrack, ipset, busybox-static, redis-server, git).
 NODE_PACKAGE_FILES = [Path(p) for p in ("/usr/bin/containerd", "/usr/bin/ctr", "/usr/sbin/runc",
                                         "/usr/lib/cni/bridge", "/usr/sbin/iptables",
-                                        "/usr/sbin/conntrack", "/usr/sbin/ipset", "/bin/busybox")]
+                                        "/usr/sbin/conntrack", "/usr/sbin/ipset", "/bin/busybox",
+                                        "/usr/bin/redis-server", "/usr/bin/git")]
+
+
+class ToolsMissing(RuntimeError):
+    """A pinned tool is missing or built at another version: `make tools` builds it."""
 
 
 def tools_bin_dir() -> Path:
@@ -33,35 +38,40 @@ def tools_bin_dir() -> Path:
     return Path(root).resolve() / "bin"
 
 
+def versions_file() -> dict[str, str]:
+    """tools/versions.env as it is written: KEY_NAME -> value."""
+    pairs = (line.split("=", 1) for line in VERSIONS_FILE.read_text().splitlines()
+             if line.strip() and not line.startswith("#"))
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
 def pinned_versions() -> dict[str, str]:
-    """The versions build.sh pins, by key (kube, etcd, helm, kwok, kai, pause, httpsget, vcluster,
-    kine, coredns, local-path-provisioner, kube-router, metallb, argocd; argocd is built only on
-    request, see kubeplane.argocd)."""
-    output = subprocess.run(["bash", str(BUILD_SCRIPT), "--versions"], check=True,
-                            capture_output=True, text=True).stdout
-    return dict(item.split("=", 1) for item in output.split())
+    """The versions tools/versions.env pins, by key (kube, etcd, helm, kwok, kai, pause, httpsget,
+    vcluster, kine, coredns, local-path-provisioner, kube-router, metallb, argocd)."""
+    return {key.removesuffix("_VERSION").lower().replace("_", "-"): value
+            for key, value in versions_file().items() if key.endswith("_VERSION")}
 
 
-def _up_to_date(bin_dir: Path) -> bool:
-    """Every binary is there and stamped with the version build.sh pins today, and the node's
-    Debian packages are installed."""
+def missing_tools(bin_dir: Path) -> list[str]:
+    """The binaries not there or stamped with another version than the pin, and the node's
+    Debian package files not installed."""
     pinned = pinned_versions()
+    missing = []
     for name, pin in PINS.items():
         stamp = bin_dir / f".{name}.version"
         if not (bin_dir / name).is_file() or not stamp.is_file() \
                 or stamp.read_text().strip() != pinned[pin]:
-            return False
-    return all(path.exists() for path in NODE_PACKAGE_FILES)
+            missing.append(f"{name} {pinned[pin]}")
+    return missing + [str(path) for path in NODE_PACKAGE_FILES if not path.exists()]
 
 
-def ensure_tools() -> Path:
-    """Return the binary directory, running tools/build.sh first if a binary is missing or built
-    at another version. The build's progress goes to stderr: a cold build takes minutes and a
-    silent test session would look hung."""
+def require_tools() -> Path:
+    """The binary directory, once every pinned tool is there; else ToolsMissing naming what is
+    missing and the command that builds it."""
     bin_dir = tools_bin_dir()
-    if _up_to_date(bin_dir):
-        return bin_dir
-    print(f"kubeplane: control-plane tools missing or outdated in {bin_dir}; running {BUILD_SCRIPT}",
-          file=sys.stderr, flush=True)
-    subprocess.run(["bash", str(BUILD_SCRIPT)], check=True, stdout=sys.stderr)
+    missing = missing_tools(bin_dir)
+    if missing:
+        raise ToolsMissing(f"pinned tools missing or outdated in {bin_dir}: {', '.join(missing)}. "
+                           f"Run `make tools` (tools/build.sh) first; `make test` and `make dev` run it "
+                           f"before they start.")
     return bin_dir

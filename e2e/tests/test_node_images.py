@@ -11,7 +11,7 @@ import tarfile
 
 from kubeplane.hami_core_double import DOUBLE_PATH, LIBRARY_IMAGE, build_double, library_image_files, reports
 from kubeplane.images import PAUSE_IMAGE, TEST_IMAGE, busybox_image_files, oci_archive, pause_files
-from kubeplane.tools import ensure_tools
+from kubeplane.tools import require_tools
 
 
 def members(archive: bytes) -> dict[str, bytes]:
@@ -27,7 +27,7 @@ def blob(files: dict[str, bytes], descriptor: dict) -> bytes:
 
 
 def test_the_test_image_is_a_reproducible_oci_layout_with_busybox_applets_and_httpsget():
-    files = busybox_image_files(ensure_tools())
+    files = busybox_image_files(require_tools())
     archive = oci_archive(TEST_IMAGE, files, cmd=["sh"])
 
     assert archive == oci_archive(TEST_IMAGE, files, cmd=["sh"])
@@ -50,7 +50,7 @@ def test_the_test_image_is_a_reproducible_oci_layout_with_busybox_applets_and_ht
 
 
 def test_the_pause_image_runs_the_projects_pause_program():
-    archive = oci_archive(PAUSE_IMAGE, pause_files(ensure_tools()), ["/pause"])
+    archive = oci_archive(PAUSE_IMAGE, pause_files(require_tools()), ["/pause"])
 
     layout = members(archive)
     [descriptor] = json.loads(layout["index.json"])["manifests"]
@@ -77,7 +77,7 @@ def test_the_hami_core_double_reports_once_in_every_process_it_is_preloaded_into
 
 
 def test_the_library_image_holds_what_the_guards_copy_script_runs_and_the_double():
-    bin_dir = ensure_tools()
+    bin_dir = require_tools()
     library = build_double(bin_dir.parent / "images")
     archive = oci_archive(LIBRARY_IMAGE, library_image_files(bin_dir, library), cmd=["sh"])
     layout = members(archive)

@@ -31,7 +31,7 @@ def test_runs_as_the_non_root_user_the_chart_declares():
 
 
 def test_helm_is_the_version_the_tests_pin():
-    pinned = re.search(r"^HELM_VERSION=(\S+)$", (REPO_ROOT / "tools" / "build.sh").read_text(), re.M).group(1)
+    pinned = re.search(r"^HELM_VERSION=(\S+)$", (REPO_ROOT / "tools" / "versions.env").read_text(), re.M).group(1)
     assert f"ARG HELM_VERSION={pinned}" in DOCKERFILE
 
 

@@ -43,7 +43,7 @@ def _grants(rules: list[dict]) -> set[tuple[str, str, str]]:
 REAL_VCLUSTER_CHART = REPO_ROOT.parent / "shared" / "third_party" / "vcluster-0.36.1" / "chart"
 EXAMPLE_TENANTS = sorted((REPO_ROOT / "examples" / "tenants").glob("*.yaml"))
 PLANE_KUBE_VERSION = "1.35.4"
-"""tools/build.sh's KUBE_VERSION: the chart's rules depend on the cluster's version (pods/resize
+"""tools/versions.env's KUBE_VERSION: the chart's rules depend on the cluster's version (pods/resize
 from 1.35 on)."""
 
 

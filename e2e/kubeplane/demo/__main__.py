@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--timeout", type=float, default=600, metavar="S",
                     help="give up (exit 1) if the tenants are not all Ready after S seconds (default: 600)")
     up.add_argument("--argocd", action="store_true",
-                    help="also run Argo CD (built on first use, minutes) with a local Git repository, and print "
+                    help="also run Argo CD (built by `make tools` with the other tools) with a local Git repository, and print "
                          "how to use it")
     return parser
 

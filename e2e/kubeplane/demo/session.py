@@ -168,7 +168,7 @@ class Session:
         directory = self.options.directory
         self.say(f"starting the local control plane in {directory} (etcd, kube-apiserver, "
                  "kube-controller-manager, kube-scheduler and a node: containerd and kubelet; tools built by "
-                 "tools/build.sh if missing)")
+                 "`make tools`)")
         directory.mkdir(parents=True, exist_ok=True)
         self._plane = ControlPlane(directory, node=True).start()
         # The operator and its helm calls inherit the plane's kubeconfig, pinned tools and helm homes.
@@ -223,8 +223,8 @@ class Session:
     def start_argocd(self) -> None:
         from kubeplane.argocd import ArgoCD
 
-        self.say("starting Argo CD (redis, repo server, application and ApplicationSet controllers; "
-                 "`tools/build.sh --argocd` builds it first if missing, minutes cold)")
+        self.say("starting Argo CD (redis, repo server, application and ApplicationSet controllers, "
+                 "built by `make tools`)")
         argocd = ArgoCD(self.options.directory / "argocd").start(self.plane)
         self.argocd = argocd
         print(argocd.how_to_use(), file=self.out, flush=True)
