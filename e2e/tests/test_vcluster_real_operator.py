@@ -40,7 +40,7 @@ from gputenant.api.v1alpha1 import Trust
 from gputenant.config.models import OperatorConfig
 from gputenant.quantities import parse_quantity
 from gputenant.reconcile.controlplane import pod_selector
-from gputenant.render.podsecurity import POD_SECURITY_LEVEL
+from gputenant.render.podsecurity import pod_security_level
 from gputenant.timefmt import parse_rfc3339
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import ARGOCD_NAMESPACE, REAL_VCLUSTER_CHART
@@ -203,7 +203,7 @@ def _host_side_of_the_control_plane(plane: ControlPlane, name: str, namespace: s
         assert pod.spec.node_name == plane.node.name
         assert {c.image for c in pod.spec.containers + pod.spec.init_containers} <= set(vcluster_images(plane.bin_dir))
         labels = core.read_namespace(namespace).metadata.labels
-        assert labels["pod-security.kubernetes.io/enforce"] == POD_SECURITY_LEVEL[Trust(trust)]
+        assert labels["pod-security.kubernetes.io/enforce"] == pod_security_level(Trust(trust))
         assert naming.LIMIT_RANGE_NAME in [lr.metadata.name for lr in core.list_namespaced_limit_range(namespace).items]
         assert all(c.resources.limits.get("memory") for c in pod.spec.containers)
 

@@ -1,14 +1,18 @@
-"""The trust -> sharing-mechanism matrix: the one table the policy and the CRD's CEL rule read.
+"""Trust as one profile: every fact that depends on a tenant's trust level, one row per level
+(``PROFILES``), read by the API's CEL rule, the policy, the renderer and the guard; no other module
+compares trust levels itself.
 
 Why (docs/trust-levels.md): time-slicing isolates nothing, HAMi caps memory and compute in user
 space (best effort, bypassable from inside the pod), MIG partitions the GPU in hardware, and a
 whole GPU shares nothing at all. A trust level may use its weakest allowed mechanism and every
 stronger one; the API server refuses a weaker one at admission (``TRUST_RULES``), the operator's
-configuration and policy refuse it too (``allowed_modes``).
+configuration and policy refuse it too (``allowed_modes``). The less a tenant is trusted, the
+stricter its Pod Security, its guard and its network (docs/threat-model.md, "The network").
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
 from gputenant.api.rules import Rule
@@ -40,17 +44,49 @@ BY_STRENGTH: tuple[SharingMode, ...] = (
 )
 """Weakest isolation first; Auto falls back along this order when its mechanism has no pool."""
 
-WEAKEST_ALLOWED: dict[Trust, tuple[SharingMode, str]] = {
-    Trust.TRUSTED: (SharingMode.TIME_SLICING, "no isolation"),
-    Trust.INTERNAL: (SharingMode.HAMI, "memory isolation"),
-    Trust.UNTRUSTED: (SharingMode.MIG, "hardware isolation"),
-}
-"""The matrix: each trust level's weakest allowed mechanism, and the isolation that needs (for messages)."""
+
+
+@dataclass(frozen=True)
+class TrustProfile:
+    """What one trust level gets. ``rank`` orders the levels by the isolation they need (0: the
+    least); moving a tenant to a lower rank weakens its isolation."""
+
+    trust: Trust
+    rank: int
+    weakest_allowed: SharingMode
+    isolation_needed: str
+    """What its weakest mechanism gives, for messages."""
+    pod_security: str
+    """The Pod Security Standard its host namespace and virtual cluster enforce."""
+    strict_guard: bool
+    """The tenant's own pod variables may not switch off or change the GPU isolation it was given."""
+    internet_egress: bool
+    """Its pods reach addresses outside the cluster by default (config tenantEgress may change it)."""
+
+
+PROFILES: dict[Trust, TrustProfile] = {profile.trust: profile for profile in (
+    TrustProfile(Trust.TRUSTED, rank=0, weakest_allowed=SharingMode.TIME_SLICING, isolation_needed="no isolation",
+                 pod_security="baseline", strict_guard=False, internet_egress=True),
+    TrustProfile(Trust.INTERNAL, rank=1, weakest_allowed=SharingMode.HAMI, isolation_needed="memory isolation",
+                 pod_security="baseline", strict_guard=True, internet_egress=True),
+    TrustProfile(Trust.UNTRUSTED, rank=2, weakest_allowed=SharingMode.MIG, isolation_needed="hardware isolation",
+                 pod_security="restricted", strict_guard=True, internet_egress=False),
+)}
+"""One row per trust level, least isolated first."""
+
+
+def profile(trust: Trust) -> TrustProfile:
+    return PROFILES[trust]
+
+
+def weakens_isolation(before: Trust, after: Trust) -> bool:
+    """Moving a tenant from `before` to `after` leaves it less isolated."""
+    return PROFILES[after].rank < PROFILES[before].rank
 
 
 def weakest_allowed(trust: Trust) -> SharingMode:
     """The weakest mechanism the trust level may use (the default of operator config trustModes)."""
-    return WEAKEST_ALLOWED[trust][0]
+    return PROFILES[trust].weakest_allowed
 
 
 def allowed_modes(trust: Trust) -> tuple[SharingMode, ...]:
@@ -76,7 +112,7 @@ def _trust_rule(trust: Trust) -> Rule:
     listed = ", ".join(f"'{mode.value}'" for mode in admitted)
     return Rule(
         f"self.trust != '{trust.value}' || self.sharing.mode in [{listed}]",
-        f"{trust.value} tenants need {WEAKEST_ALLOWED[trust][1]}: set sharing.mode to {names(admitted)}, "
+        f"{trust.value} tenants need {PROFILES[trust].isolation_needed}: set sharing.mode to {names(admitted)}, "
         f"not {names(refused)}",
         lambda spec: spec.trust != trust or spec.sharing.mode in admitted,
         field_path=".sharing.mode",

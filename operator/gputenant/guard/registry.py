@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from gputenant.api.v1alpha1 import Trust
+from gputenant.api.trust import Trust, profile
 from gputenant.config.models import GuardConfig
 from gputenant.config.pools import CpuPool
 from gputenant.guard.mutation import placement, tenant_queue
@@ -19,8 +19,8 @@ from gputenant.guard.pods import requests_gpus
 from gputenant.policy.decision import Decision
 
 ALL_TRUST = frozenset(Trust)
-STRICT = frozenset({Trust.INTERNAL, Trust.UNTRUSTED})
-"""Trust levels whose GPU isolation the tenant's own variables must not switch off."""
+STRICT = frozenset(trust for trust in Trust if profile(trust).strict_guard)
+"""Trust levels whose GPU isolation the tenant's own variables must not switch off (api/trust.py)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from gputenant import GROUP, naming
+from gputenant.api.trust import weakens_isolation
 from gputenant.api.v1alpha1 import GpuTenantSpec, Trust
 from gputenant.config.models import OperatorConfig
 from gputenant.guard import keys
@@ -24,8 +25,6 @@ from gputenant.kube import ApiError, KubeClient
 ALLOW_TRUST_CHANGE_ANNOTATION = f"{GROUP}/allow-trust-change"
 """Set by the platform team to the new trust (e.g. "Trusted") to weaken a tenant's trust while its pods run."""
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
-ISOLATION_ORDER = (Trust.TRUSTED, Trust.INTERNAL, Trust.UNTRUSTED)
-"""Weakest isolation first: moving left weakens it."""
 QUEUE_API = ("scheduling.run.ai/v2", "Queue")
 MAX_NAMED_PODS = 5
 
@@ -76,10 +75,6 @@ def parent_queue_problem(name: str, spec: GpuTenantSpec, tenant_names: Iterable[
         return None
     allowed = ", ".join(queue.name for queue in config.parent_queues) or "a department queue of the platform team"
     return f"[parent-queue] spec.gpu.parentQueue {parent} {why}; name {allowed}, or leave gpu.parentQueue unset"
-
-
-def weakens_isolation(before: Trust, after: Trust) -> bool:
-    return ISOLATION_ORDER.index(after) < ISOLATION_ORDER.index(before)
 
 
 def trust_change_problem(name: str, before: Trust, after: Trust, annotations: dict[str, str],

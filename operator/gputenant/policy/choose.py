@@ -10,7 +10,7 @@ from fractions import Fraction
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.api.gpus import MIG_PROFILES, mig_profile
-from gputenant.api.trust import SharingMode, Trust, allowed_modes, names, stronger_or_equal
+from gputenant.api.trust import SharingMode, Trust, allowed_modes, names, profile, stronger_or_equal
 from gputenant.api.v1alpha1 import GpuTenantSpec
 from gputenant.config.models import OperatorConfig
 from gputenant.config.pools import Pool
@@ -150,7 +150,7 @@ def _no_gpus(name: str, spec: GpuTenantSpec, parent: str) -> Decision:
         message="gpu.quota and gpu.limit are 0: the tenant's pods may not use GPUs; raise gpu.quota to grant some",
         quota={f"requests.{WHOLE_GPU}": "0"},
         queue=_queue(name, spec, parent, Fraction(0), Fraction(0)),
-        pod_rules=PodRules(gpu_resources=(), forbid_isolation_overrides=spec.trust is not Trust.TRUSTED),
+        pod_rules=PodRules(gpu_resources=(), forbid_isolation_overrides=profile(spec.trust).strict_guard),
     )
 
 

@@ -12,7 +12,8 @@ from fractions import Fraction
 
 from gputenant.api import conditions as reasons
 from gputenant.api.gpus import mig_layout, mig_profile
-from gputenant.api.trust import SharingMode, Trust
+from gputenant.api.trust import SharingMode
+from gputenant.api.trust import profile as trust_profile
 from gputenant.api.v1alpha1 import GpuTenantSpec, HamiSpec
 from gputenant.config.pools import MigStrategy, Pool
 from gputenant.policy.decision import PodRules
@@ -51,7 +52,7 @@ def _grant_exclusive(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_g
         pod_rules=PodRules(
             gpu_resources=(WHOLE_GPU,),
             max_per_pod={WHOLE_GPU: gpus_limit},
-            forbid_isolation_overrides=spec.trust is not Trust.TRUSTED,
+            forbid_isolation_overrides=trust_profile(spec.trust).strict_guard,
         ),
         summary=f"{gpus_quota} whole GPUs guaranteed, up to {gpus_limit}",
     )
@@ -71,7 +72,7 @@ def _grant_time_slicing(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limi
             max_per_pod={resource: limit_replicas},
             max_per_container={resource: 1} if slicing.fail_requests_greater_than_one else {},
             allow_fraction_annotations=True,
-            forbid_isolation_overrides=spec.trust is not Trust.TRUSTED,
+            forbid_isolation_overrides=trust_profile(spec.trust).strict_guard,
         ),
         summary=f"up to {limit_replicas} time-slice replicas of {resource} ({replicas} per GPU, no memory or fault isolation)",
     )
@@ -128,7 +129,7 @@ def _grant_hami(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: 
             allow_fraction_annotations=True,
             fraction_share=share,
             max_fraction=largest - largest % share,
-            forbid_isolation_overrides=spec.trust is not Trust.TRUSTED,
+            forbid_isolation_overrides=trust_profile(spec.trust).strict_guard,
         ),
         summary=(
             f"up to {shares} KAI GPU fractions of {show(share)} ({share_memory} MiB each), counted by the queue; "
@@ -166,7 +167,7 @@ def _grant_mig(spec: GpuTenantSpec, pool: Pool, quota_gpus: float, limit_gpus: f
         pod_rules=PodRules(
             gpu_resources=(resource,),
             max_per_pod={resource: instances_limit},
-            forbid_isolation_overrides=spec.trust is not Trust.TRUSTED,
+            forbid_isolation_overrides=trust_profile(spec.trust).strict_guard,
         ),
         summary=(
             f"{instances_quota} {unit} guaranteed, up to {instances_limit} ({per_gpu} per GPU, "

@@ -1,13 +1,12 @@
 """The Pod Security Standard per trust level: enforced on the host namespace by the API server
 and inside the virtual cluster by vCluster's syncer (docs/rendering.md explains the choice)."""
 
-from gputenant.api.v1alpha1 import Trust
+from gputenant.api.trust import Trust, profile
 
 POD_SECURITY_VERSION = "v1.35"
 """Pinned so a host-cluster upgrade cannot tighten the standard under running tenants."""
 
-POD_SECURITY_LEVEL = {
-    Trust.UNTRUSTED: "restricted",
-    Trust.INTERNAL: "baseline",
-    Trust.TRUSTED: "baseline",
-}
+
+def pod_security_level(trust: Trust) -> str:
+    """The level the trust profile names (api/trust.py)."""
+    return profile(trust).pod_security

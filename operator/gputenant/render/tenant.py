@@ -13,7 +13,7 @@ from gputenant.api.v1alpha1 import GpuTenant, MemberRole, Subject, SubjectKind, 
 from gputenant.config.models import ExposureType, OperatorConfig
 from gputenant.policy.decision import Decision
 from gputenant.render.errors import RenderError
-from gputenant.render.podsecurity import POD_SECURITY_LEVEL, POD_SECURITY_VERSION
+from gputenant.render.podsecurity import POD_SECURITY_VERSION, pod_security_level
 from gputenant.render.quantities import cpu_millicores, memory_megabytes
 from gputenant.render.templates import render_documents
 from gputenant.render.vcluster import oidc_ca_configmap, render_vcluster_values
@@ -93,7 +93,7 @@ def _labels(tenant: str, trust: Trust, component: str) -> dict[str, str]:
 
 
 def namespace_labels(tenant: str, trust: Trust) -> dict[str, str]:
-    level = POD_SECURITY_LEVEL[trust]
+    level = pod_security_level(trust)
     return {
         **_labels(tenant, trust, "namespace"),
         "pod-security.kubernetes.io/enforce": level,

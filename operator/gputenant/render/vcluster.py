@@ -16,7 +16,7 @@ from gputenant.api.v1alpha1 import GpuTenant, VClusterOIDC
 from gputenant.config.models import ExposureType, OperatorConfig, VClusterExposure
 from gputenant.policy.decision import Decision
 from gputenant.render.errors import RenderError
-from gputenant.render.podsecurity import POD_SECURITY_LEVEL
+from gputenant.render.podsecurity import pod_security_level
 from gputenant.render.quantities import quantity
 from gputenant.render.templates import render_documents
 from gputenant.render.tenant_view import VIEW_CONFIGMAP
@@ -185,7 +185,7 @@ def render_vcluster_values(tenant: GpuTenant, decision: Decision, config: Operat
         in_cluster_server=naming.vcluster_in_cluster_server(tenant.name, config),
         service=service_values(config.vcluster.exposure),
         sync_ingresses=vcluster.values.sync_ingresses,
-        pod_security_standard=POD_SECURITY_LEVEL[tenant.spec.trust],
+        pod_security_standard=pod_security_level(tenant.spec.trust),
         view_mappings={f"{naming.host_namespace(tenant.name, config)}/{VIEW_CONFIGMAP}":
                        f"{VIEW_VIRTUAL_NAMESPACE}/{VIEW_VIRTUAL_NAME}"},
         **_oidc_values(vcluster.oidc),
