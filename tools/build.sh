@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds every pinned tool the tests, the benches and `make dev` use, from Go modules, into a
 # git-ignored cache: the control plane (etcd, kube-apiserver, kube-controller-manager, kubectl,
-# helm), the node (kubelet, kube-proxy, kube-scheduler, kube-router, the project's pause and
-# httpsget, plus Debian's containerd/runc/CNI, redis and git installed with apt-get when missing),
-# kwok for the simulated GPU nodes, the KAI-Scheduler components, the real vCluster's syncer and its
+# helm), the node (kubelet, kube-proxy, kube-scheduler, kube-router, the project's pause and its
+# httpsget and spoofudp test programs, plus Debian's containerd/runc/CNI, redis and git installed
+# with apt-get when missing), kwok for the simulated GPU nodes, the KAI-Scheduler components, the real vCluster's syncer and its
 # parts, MetalLB and Argo CD. No test builds a tool (operator/tests/test_no_tool_builds_in_tests.py):
 # `make tools` runs this before pytest starts.
 #
@@ -50,6 +50,7 @@ group a "$KUBE_VERSION" kube "$(kube_ldflags)" "" \
   kube-proxy=k8s.io/kubernetes/cmd/kube-proxy kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
 group a "$PAUSE_VERSION" pause "" "" pause=.
 group a "$HTTPSGET_VERSION" httpsget "" "" httpsget=.
+group a "$SPOOFUDP_VERSION" spoofudp "" "" spoofudp=.
 # The real vCluster (e2e/kubeplane/vcluster_images.py makes its images): the syncer at the chart's
 # version (tools/vcluster: the proxy lists no vCluster versions and the checksum database does not
 # answer for loft-sh modules, so the wrapper's go.sum pins them), kine for its embedded SQLite

@@ -4,7 +4,8 @@ reachable here) and imported into the node's containerd at start.
 - the pause image, from the project's own static `pause` program (tools/pause), which containerd
   runs in every pod sandbox;
 - a test image: Debian's static busybox with one symlink per applet (sh, sleep, nc, ...), and the
-  project's `httpsget` (tools/httpsget), because that busybox's wget crashes on https URLs.
+  project's `httpsget` (tools/httpsget), because that busybox's wget crashes on https URLs, and
+  `spoofudp` (tools/spoofudp), which sends a datagram with a forged source address.
 
 Each tarball is reproducible (fixed mtimes and owners) and cached beside the tools, named after
 the digest of what went into it, so a changed binary gives a new file and an unchanged one is
@@ -127,7 +128,8 @@ def pause_files(bin_dir: Path) -> list[ImageFile]:
 def busybox_image_files(bin_dir: Path, busybox: Path = BUSYBOX) -> list[ImageFile]:
     applets = subprocess.run([str(busybox), "--list"], check=True, capture_output=True,
                              text=True).stdout.split()
-    return [ImageFile("bin/busybox", busybox), ImageFile("bin/httpsget", bin_dir / "httpsget")] + [
+    return [ImageFile("bin/busybox", busybox), ImageFile("bin/httpsget", bin_dir / "httpsget"),
+            ImageFile("bin/spoofudp", bin_dir / "spoofudp")] + [
         ImageFile(f"bin/{applet}", link="busybox") for applet in applets if applet != "busybox"]
 
 

@@ -12,7 +12,7 @@ VERSIONS_FILE = REPO_ROOT / "tools" / "versions.env"
 # binary -> the key of its pin in tools/versions.env (KEY_VERSION, lower case, _ as -)
 PINS = {"etcd": "etcd", "kube-apiserver": "kube", "kube-controller-manager": "kube",
         "kubectl": "kube", "helm": "helm", "kubelet": "kube", "kube-proxy": "kube",
-        "kube-scheduler": "kube", "pause": "pause", "httpsget": "httpsget", "kwok": "kwok",
+        "kube-scheduler": "kube", "pause": "pause", "httpsget": "httpsget", "spoofudp": "spoofudp", "kwok": "kwok",
         **{f"kai-{component}": "kai" for component in (
             "scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller")},
         "vcluster": "vcluster", "kine": "kine", "coredns": "coredns",
@@ -47,7 +47,7 @@ def versions_file() -> dict[str, str]:
 
 def pinned_versions() -> dict[str, str]:
     """The versions tools/versions.env pins, by key (kube, etcd, helm, kwok, kai, pause, httpsget,
-    vcluster, kine, coredns, local-path-provisioner, kube-router, metallb, argocd)."""
+    spoofudp, vcluster, kine, coredns, local-path-provisioner, kube-router, metallb, argocd)."""
     return {key.removesuffix("_VERSION").lower().replace("_", "-"): value
             for key, value in versions_file().items() if key.endswith("_VERSION")}
 

@@ -195,8 +195,8 @@ def operator(vcluster_node: ControlPlane, tmp_path_factory, request):
 @pytest.fixture(scope="module")
 def argocd(vcluster_node: ControlPlane, tmp_path_factory):
     """Argo CD (application controller, repo server, ApplicationSet controller, redis) and the Git
-    repository it reads, on the node plane, for one module: only the GitOps tests ask for it (its
-    first use builds Argo CD, minutes cold; see kubeplane.argocd)."""
+    repository it reads, on the node plane, for one module: only the GitOps tests ask for it (`make
+    tools` built Argo CD with the other tools; see kubeplane.argocd)."""
     running = ArgoCD(tmp_path_factory.mktemp("argocd")).start(vcluster_node)
     yield running
     running.stop()

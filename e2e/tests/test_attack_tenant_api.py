@@ -338,6 +338,8 @@ def test_no_egress_rule_of_a_tenant_namespace_selects_the_operators_namespace(pl
         plane.kubectl("apply", "--server-side", "--field-manager=attack-test", "-f", "-", input=yaml.safe_dump_all(policies))
         networking = kubernetes.client.NetworkingV1Api(core.api_client)
         isolation = networking.read_namespaced_network_policy(naming.ISOLATION_POLICY_NAME, namespace).to_dict()
+        vcluster_egress = networking.read_namespaced_network_policy(naming.VCLUSTER_EGRESS_POLICY_NAME,
+                                                                    namespace).to_dict()
         operator_labels = core.read_namespace(OPERATOR_NAMESPACE).metadata.labels
     finally:
         core.delete_namespace(namespace)
@@ -350,9 +352,12 @@ def test_no_egress_rule_of_a_tenant_namespace_selects_the_operators_namespace(pl
         assert not selects(selector, operator_labels), f"{peer} lets tenant pods reach {OPERATOR_NAMESPACE}"
     [ip_block] = [peer["ip_block"] for peer in peers if (peer.get("ip_block") or {}).get("cidr") == "0.0.0.0/0"]
     assert ip_block == {"cidr": "0.0.0.0/0", "_except": [str(n) for n in CONFIG.cluster_networks]}
-    api_server = [peer["ip_block"]["cidr"] for rule in isolation["spec"]["egress"] if rule.get("ports")
-                  for peer in rule["to"] if peer.get("ip_block")]
-    assert api_server == [str(n) for n in CONFIG.api_server_networks], "addresses the rest of the cluster opens by port only"
+    def api_server(policy: dict) -> list[str]:
+        return [peer["ip_block"]["cidr"] for rule in policy["spec"]["egress"] if rule.get("ports")
+                for peer in rule["to"] if peer.get("ip_block")]
+    assert api_server(isolation) == [], "tenant code does not reach the host API server"
+    assert api_server(vcluster_egress) == [str(n) for n in CONFIG.api_server_networks], \
+        "the vCluster pod reaches the addresses the rest of the cluster opens by port only"
 
 
 # -- class 8: host-side readers of a tenant namespace do not get its service-account tokens ---------

@@ -137,4 +137,6 @@ def test_only_the_ephemeral_containers_a_request_adds_are_blinded():
     new = pod(ephemeralContainers=[{"name": "first", "image": "cuda"}, {"name": "second", "image": "cuda"}])
     assert mutate_pod(new, "team", tenant(Trust.TRUSTED), operation="UPDATE", subresource="ephemeralcontainers",
                       old=old) == [{"op": "add", "path": "/spec/ephemeralContainers/1/env",
-                                    "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}]
+                                    "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]},
+                                   {"op": "add", "path": "/spec/ephemeralContainers/1/securityContext",
+                                    "value": {"capabilities": {"drop": ["NET_RAW"]}}}]

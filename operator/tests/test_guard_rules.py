@@ -91,7 +91,8 @@ def test_non_gpu_pods_are_not_steered_to_the_gpu_pool_and_see_no_gpu():
     """The vCluster control plane and CoreDNS share the namespace; they stay on ordinary nodes, and
     should one land on a GPU node, the NVIDIA runtime shows it no GPU."""
     patched = apply_patch(pod(), mutate_pod(pod(), "team-a", MIG))
-    assert patched == pod(container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]))
+    assert patched == pod(container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}],
+                                    securityContext={"capabilities": {"drop": ["NET_RAW"]}}))
     assert validate_pod(patched, "team-a", Trust.UNTRUSTED, MIG) == []
 
 
@@ -140,10 +141,12 @@ def test_violations(decision_, trust, manifest, expected):
 def test_gpu_pod_on_an_impossible_policy_is_rejected_with_the_policy_message():
     impossible = Decision(trust=Trust.UNTRUSTED, possible=False, reason="NoPoolForMode",
                           message="no MIG pool has A100-80GB GPUs")
-    violations = validate_pod(pod(container(gpus={"nvidia.com/gpu": "1"})), "team-a", Trust.UNTRUSTED, impossible)
+    gpu_pod = pod(container(gpus={"nvidia.com/gpu": "1"}, securityContext={"capabilities": {"drop": ["ALL"]}}))
+    violations = validate_pod(gpu_pod, "team-a", Trust.UNTRUSTED, impossible)
     assert violations == [Violation("gpu-not-granted", "the pod asks for GPUs but the tenant's GPU policy cannot "
                                     "be applied: no MIG pool has A100-80GB GPUs")]
-    assert validate_pod(pod(), "team-a", Trust.UNTRUSTED, impossible) == []
+    cpu_pod = pod(container(securityContext={"capabilities": {"drop": ["ALL"]}}))
+    assert validate_pod(cpu_pod, "team-a", Trust.UNTRUSTED, impossible) == []
 
 
 def test_node_name_is_not_checked_on_update_of_a_bound_pod():

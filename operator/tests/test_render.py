@@ -90,7 +90,7 @@ def upstream_schema() -> dict:
 def test_objects_come_in_apply_order_with_tenant_and_trust_labels():
     rendered = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG)
     kinds = [obj["kind"] for obj in rendered.objects]
-    assert kinds == ["Namespace", "ResourceQuota", "LimitRange", "NetworkPolicy", "NetworkPolicy",
+    assert kinds == ["Namespace", "ResourceQuota", "LimitRange", "NetworkPolicy", "NetworkPolicy", "NetworkPolicy",
                      "Role", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "ConfigMap", "Queue"]
     for obj in rendered.objects:
         labels = obj["metadata"]["labels"]
@@ -140,51 +140,6 @@ def test_impossible_decision_renders_only_namespace_rbac_and_a_zero_gpu_quota():
         "Namespace", "ResourceQuota", "Role", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "ConfigMap"]
     assert one(rendered.objects, "ResourceQuota")["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
     assert rendered.vcluster_values is None
-
-
-def test_network_policies_shut_out_other_namespaces_and_open_the_vcluster_api():
-    isolation, api = by_kind(render_tenant(tenant(), decision(SharingMode.MIG), CONFIG).objects, "NetworkPolicy")
-    assert isolation["spec"]["podSelector"] == {}
-    assert isolation["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}]
-    dns = [rule for rule in isolation["spec"]["egress"] if rule.get("ports")]
-    assert dns == [{"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]
-    egress_peers = [peer for rule in isolation["spec"]["egress"] for peer in rule["to"]]
-    assert {"namespaceSelector": {"matchExpressions": [
-        {"key": naming.TENANT_LABEL, "operator": "DoesNotExist"},
-        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gpu-ops"]}]}} in egress_peers
-    assert {"ipBlock": {"cidr": "0.0.0.0/0"}} in egress_peers
-    assert api["spec"]["podSelector"] == {"matchLabels": {"app": "vcluster", "release": "team-a"}}
-    assert api["spec"]["ingress"] == [{
-        "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gpu-ops"}}},
-                 {"podSelector": {}}],
-        "ports": [{"protocol": "TCP", "port": 8443}]}]
-
-
-def test_tenant_pods_cannot_reach_the_operator_namespace_by_namespace_or_by_cluster_ip():
-    config = CONFIG.model_copy(update={"cluster_networks": OperatorConfig.model_validate(
-        {"clusterNetworks": ["10.244.0.0/16", "10.96.0.0/12"]}).cluster_networks})
-    isolation, _ = by_kind(render_tenant(tenant(), decision(SharingMode.MIG), config).objects, "NetworkPolicy")
-    egress_peers = [peer for rule in isolation["spec"]["egress"] for peer in rule["to"]]
-    namespace_peers = [peer["namespaceSelector"] for peer in egress_peers if "namespaceSelector" in peer]
-    assert all(selector.get("matchLabels") == {"kubernetes.io/metadata.name": "kube-system"} or
-               {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gpu-ops"]}
-               in selector["matchExpressions"] for selector in namespace_peers)
-    assert {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16", "10.96.0.0/12"]}} in egress_peers
-
-
-def test_tenant_pods_reach_the_api_server_addresses_on_its_port_only():
-    """With the node network in clusterNetworks the syncer still reaches the host API server (and
-    nothing else of those addresses: not the kubelet)."""
-    config = CONFIG.model_copy(update=OperatorConfig.model_validate(
-        {"clusterNetworks": ["10.244.0.0/16", "192.168.0.0/24"], "apiServerNetworks": ["192.168.0.10/32"],
-         "apiServerPort": 6443}).model_dump(include={"cluster_networks", "api_server_networks", "api_server_port"}))
-    isolation, _ = by_kind(render_tenant(tenant(), decision(SharingMode.MIG), config).objects, "NetworkPolicy")
-    assert {"to": [{"ipBlock": {"cidr": "192.168.0.10/32"}}], "ports": [{"protocol": "TCP", "port": 6443}]} \
-        in isolation["spec"]["egress"]
-    assert [rule for rule in isolation["spec"]["egress"] if "ports" not in rule and rule["to"][0].get("ipBlock")] == [
-        {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16", "192.168.0.0/24"]}}]}]
 
 
 # -- RBAC --------------------------------------------------------------------------------------

@@ -125,7 +125,7 @@ def test_node_port_server_waits_for_the_node_port_and_ignores_ingress():
 
 
 def _api_policy(config: OperatorConfig, **spec) -> dict:
-    _, api = by_kind(render_tenant(tenant(**spec), decision(SharingMode.MIG), config).objects, "NetworkPolicy")
+    _, _, api = by_kind(render_tenant(tenant(**spec), decision(SharingMode.MIG), config).objects, "NetworkPolicy")
     return api
 
 
@@ -150,7 +150,7 @@ def test_argocd_namespace_is_admitted_only_when_the_tenant_registers_there():
 
 def test_tenant_egress_is_unchanged_by_exposure():
     def egress(config: OperatorConfig) -> list:
-        isolation, _ = by_kind(render_tenant(tenant(), decision(SharingMode.MIG), config).objects, "NetworkPolicy")
+        isolation, _, _ = by_kind(render_tenant(tenant(), decision(SharingMode.MIG), config).objects, "NetworkPolicy")
         return isolation["spec"]["egress"]
     assert egress(NODE_PORT) == egress(NODE_PORT.model_copy(update={"vcluster": CONFIG.vcluster}))
 

@@ -20,6 +20,7 @@ from gputenant.api.trust import allowed_modes, names, weakest_allowed
 from gputenant.api.types import DnsLabel
 from gputenant.api.v1alpha1 import SharingMode, Trust
 from gputenant.config.base import ConfigModel
+from gputenant.config.network import PlatformEndpoint, TierEgress, egress_problems, tier_egress
 from gputenant.config.pools import CpuPool, Pool
 from gputenant.timefmt import DURATION_PATTERN
 
@@ -256,6 +257,14 @@ class OperatorConfig(ConfigModel):
         default=6443, ge=1, le=65535,
         description="The port of apiServerNetworks the syncers reach (that of Service default/kubernetes' endpoints).",
     )
+    tenant_egress: dict[Trust, TierEgress] = Field(
+        default_factory=dict,
+        description=(
+            "Per trust level, what tenant pods may reach besides their own namespace and the host's DNS (port 53): "
+            "internet (addresses outside clusterNetworks) and platformEndpoints (a namespace or address block with "
+            "its ports each). Unset: nothing of the cluster, and the internet for Trusted and Internal only."
+        ),
+    )
     trust_modes: dict[Trust, SharingMode] = Field(
         default_factory=lambda: {trust: weakest_allowed(trust) for trust in Trust},
         description="Mechanism for tenants whose sharing mode is Auto; a trust left out gets its weakest allowed mechanism.",
@@ -332,6 +341,17 @@ class OperatorConfig(ConfigModel):
                 raise ValueError(f"parentQueues: {queue.name!r} is declared more than once; declare each parent queue once")
             seen.add(queue.name)
         return self
+
+    @model_validator(mode="after")
+    def _egress_opens_no_tenant_or_operator(self) -> OperatorConfig:
+        problems = egress_problems(self.tenant_egress, self.operator_namespace, self.namespace_prefix)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def egress(self, trust: Trust) -> tuple[bool, list[PlatformEndpoint]]:
+        """(internet egress, platform endpoints) of the trust level's pods."""
+        return tier_egress(self.tenant_egress, trust)
 
     @model_validator(mode="after")
     def _tenant_namespace_role_has_a_subject(self) -> OperatorConfig:

@@ -1,5 +1,5 @@
 """What the guard fills in on a tenant pod: queue, scheduler, placement, KAI's ConfigMap prefix, a blind
-GPU view.
+GPU view, no ``NET_RAW`` (``capabilities``).
 
 Placement is the guard's alone: a GPU pod goes to its tenant's pool, every other pod (the vCluster
 control plane, CoreDNS, CPU-only work) to the configured CPU pool. vCluster cannot tell them apart:
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from gputenant import naming
 from gputenant.config.pools import CpuPool
 from gputenant.guard import hami_caps
+from gputenant.guard.capabilities import drop_patch
 from gputenant.guard.gangs import POD_GROUP_ANNOTATION, GangError, asks_for_gang, gang_name, gang_size
 from gputenant.guard.kai_sharing import CONFIGMAP_ANNOTATION, FRACTION_CONTAINER, guard_prefix
 from gputenant.guard.pods import asks_for_fraction, container_gpu_amounts, requests_gpus
@@ -73,11 +74,12 @@ def mutate_pod(pod: dict, tenant_name: str, decision: Decision, *, operation: st
     gets the queue label (KAI charges a pod without it to a default queue). Pods without GPUs (the
     vCluster control plane, CoreDNS) go to the CPU pool and get a blind GPU view, and so does
     every ephemeral container added later (it has no GPU resources). A fraction pod gets the guard's
-    KAI ConfigMap prefix, and in HAMi mode HAMi-core's caps (``hami_caps``, added last: it inserts an init
+    KAI ConfigMap prefix, every container drops ``NET_RAW`` (and so does every ephemeral container added
+    later), and in HAMi mode HAMi-core's caps (``hami_caps``, added last: it inserts an init
     container ahead of the tenant's). On UPDATE only labels may change, so only the queue label is filled.
     """
     if subresource == "ephemeralcontainers":
-        return list(_blind_new_ephemeral_containers(pod, old))
+        return [*_blind_new_ephemeral_containers(pod, old), *drop_patch(pod, old)]
     gpu_pod = is_pool_pod(pod, decision)
     patch: list[dict] = []
     if gpu_pod or on_pool_scheduler(pod, decision):
@@ -91,6 +93,7 @@ def mutate_pod(pod: dict, tenant_name: str, decision: Decision, *, operation: st
     if asks_for_fraction(pod) and allows_fractions(decision):
         patch.extend(_kai_prefix(pod))
     patch.extend(_blind_gpu_view(pod, fraction=asks_for_fraction(pod)))
+    patch.extend(drop_patch(pod))
     patch.extend(hami_caps.mutation(pod, decision))
     return patch
 

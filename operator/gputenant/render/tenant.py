@@ -60,6 +60,7 @@ def render_tenant(tenant: GpuTenant, decision: Decision, config: OperatorConfig)
             "limit_range": naming.LIMIT_RANGE_NAME,
             "isolation_policy": naming.ISOLATION_POLICY_NAME,
             "vcluster_api_policy": naming.VCLUSTER_API_POLICY_NAME,
+            "vcluster_egress_policy": naming.VCLUSTER_EGRESS_POLICY_NAME,
         },
     }
     objects = render_documents("namespace.yaml", **context,
@@ -67,9 +68,10 @@ def render_tenant(tenant: GpuTenant, decision: Decision, config: OperatorConfig)
     objects += render_documents("resourcequota.yaml", **context, quota_hard=quota_hard(tenant, decision, config))
     if decision.possible:
         objects += render_documents("limitrange.yaml", **context, limit_range=tenant.spec.quotas.limit_range)
+        internet, endpoints = config.egress(spec.trust)
         objects += render_documents(
-            "networkpolicy.yaml", **context, tenant_label=naming.TENANT_LABEL,
-            operator_namespace=config.operator_namespace,
+            "networkpolicy.yaml", **context, operator_namespace=config.operator_namespace,
+            internet=internet, platform_endpoints=[endpoint.rule() for endpoint in endpoints],
             cluster_networks=[str(network) for network in config.cluster_networks],
             api_server_networks=[str(network) for network in config.api_server_networks],
             api_server_port=config.api_server_port,

@@ -19,7 +19,7 @@ from gputenant.policy.decision import Decision
 
 # Each module registers its rules on import; registration order is the order they run and report in.
 # isort: off
-from gputenant.guard.rules import identity, gpu, placement, isolation, hami, fields  # noqa: E402, F401
+from gputenant.guard.rules import identity, gpu, placement, isolation, hami, network, fields  # noqa: E402, F401
 # isort: on
 
 __all__ = ["RULES", "STRICT", "Violation", "pool_keys_of", "policy_summary", "rejection_message", "rule_table",
