@@ -17,6 +17,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from gputenant import naming
+from gputenant.guard.capabilities import drops_spoofing
 from gputenant.guard.configuration import CONFIGURATION_NAME
 from kubeplane import wait_for
 
@@ -80,6 +81,7 @@ def test_the_operator_registers_its_webhook_configurations(operator, guarded_ten
     urls = {hook["name"]: hook["clientConfig"]["url"] for hook in mutating["webhooks"] + validating["webhooks"]}
     assert urls == {"pods.mutate.gputenant.io": f"https://127.0.0.1:{port}/mutate-pod",
                     "pods.validate.gputenant.io": f"https://127.0.0.1:{port}/validate-pod",
+                    "services.validate.gputenant.io": f"https://127.0.0.1:{port}/validate-service",
                     "gputenants.validate.gputenant.io": f"https://127.0.0.1:{port}/validate-tenant"}
     assert all(hook["clientConfig"]["caBundle"] for hook in mutating["webhooks"] + validating["webhooks"])
     assert [hook["failurePolicy"] for hook in mutating["webhooks"]] == ["Fail"]
@@ -87,7 +89,8 @@ def test_the_operator_registers_its_webhook_configurations(operator, guarded_ten
 
 def test_the_vcluster_control_plane_pod_is_admitted_under_the_guard(plane, guarded_tenant):
     """The statefulset controller's pod came after the configurations and is stored as the chart
-    wrote it: it asks for no GPU, so the guard neither steers nor refuses it."""
+    wrote it but for NET_RAW, which the guard drops from every container: it asks for no GPU, so the
+    guard neither steers nor refuses it."""
     (mutating, _), _ = guarded_tenant
     selector = ",".join(f"{k}={v}" for k, v in naming.vcluster_pod_labels(TENANT).items())
     with plane.api_client() as client:
@@ -98,6 +101,7 @@ def test_the_vcluster_control_plane_pod_is_admitted_under_the_guard(plane, guard
     assert pod["metadata"]["creationTimestamp"] >= mutating["metadata"]["creationTimestamp"]
     assert QUEUE not in pod["metadata"]["labels"]
     assert pod["spec"]["schedulerName"] == "default-scheduler"
+    assert all(drops_spoofing(container) for container in pod["spec"]["containers"]), "no raw sockets"
 
 
 def test_a_tenant_gpu_pod_is_put_on_its_queue_scheduler_and_pool(plane, guarded_tenant):

@@ -1,11 +1,15 @@
 """The network boundaries of a tenant, attacked from a tenant pod on the REAL node, where kube-router's
 network-policy controller enforces every NetworkPolicy (e2e/kubeplane/kube_router.py).
 
-Two tenants with REAL vClusters (v0.36.1, installed by the operator): the attacker creates its pods
-in its own virtual cluster with the admin kubeconfig the operator issued, as a tenant would, and
-probes from inside them with busybox `nc` (a TCP connect) and `httpsget`. Each test first shows
-that the target answers a client that may reach it (so a refused probe means the policy, not a
-dead target), then that the attacker's pod gets nothing.
+Three tenants with REAL vClusters (v0.36.1, installed by the operator), one per trust level: each
+creates its pods in its own virtual cluster with the admin kubeconfig the operator issued, as a
+tenant would, and probes from inside them with busybox `nc` (a TCP connect), `httpsget` and
+`spoofudp` (a datagram with a forged source address). Each test first shows that the target
+answers a client that may reach it (so a refused probe means the policy, not a dead target), then
+that the tenant's pod gets nothing. The shared namespaces a platform runs (monitoring, the GPU
+operator's exporter, the scheduler, the load balancer's controller, kube-system ports other than
+DNS) are played by listeners on their usual ports; the one opening examples/config.yaml grants
+(tenantEgress: Internal teams reach the model registry) is reached by that trust level only.
 
 The operator runs on the host here (its guard on loopback, out of every pod's reach): its pod is
 played by a STAND-IN, a busybox pod with the chart's selector labels listening on the chart's
@@ -41,9 +45,10 @@ from kubeplane.virtual_cluster import HOST_NAME_ANNOTATION, VIRTUAL_NAMESPACE
 pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(),
                                 reason=f"{REAL_VCLUSTER_CHART} is missing")
 
-ATTACKER, VICTIM = "np-attacker", "np-victim"
+ATTACKER, VICTIM, CUSTOMER = "np-attacker", "np-victim", "np-customer"
+TRUST = {ATTACKER: "Trusted", VICTIM: "Internal", CUSTOMER: "Untrusted"}
 READY_TIMEOUT_SECONDS = 480
-"""Two real virtual control planes on a 2-core machine shared with other work."""
+"""Three real virtual control planes on a 2-core machine shared with other work."""
 POD_TIMEOUT_SECONDS = 180
 WEB_PORT = 8080
 VCLUSTER_API_PORT = 8443
@@ -68,8 +73,9 @@ class HostPod:
     ip: str
 
 
-def container(script: str) -> dict:
-    return {"name": "main", "image": TEST_IMAGE, "command": ["sh", "-c", script], "securityContext": dict(RESTRICTED),
+def container(script: str, security_context: dict | None = None) -> dict:
+    return {"name": "main", "image": TEST_IMAGE, "command": ["sh", "-c", script],
+            "securityContext": dict(RESTRICTED) if security_context is None else security_context,
             "resources": {"limits": {"cpu": "100m", "memory": "32Mi"}, "requests": {"cpu": "10m", "memory": "16Mi"}}}
 
 
@@ -116,10 +122,10 @@ class Tenant:
     def namespace(self) -> str:
         return f"tenant-{self.name}"
 
-    def run(self, name: str, script: str) -> HostPod:
+    def run(self, name: str, script: str, security_context: dict | None = None) -> HostPod:
         """A pod created in the virtual cluster, as the tenant would; returns its host pod."""
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": VIRTUAL_NAMESPACE},
-               "spec": {"terminationGracePeriodSeconds": 0, "containers": [container(script)]}}
+               "spec": {"terminationGracePeriodSeconds": 0, "containers": [container(script, security_context)]}}
         self.plane.kubectl("apply", "-f", "-", kubeconfig_path=self.kubeconfig, input=yaml.safe_dump(pod))
         host = running_host_pod(self.plane, self.namespace, name, virtual_name=name)
         wait_enforced(self.plane, host, egress=True)
@@ -144,14 +150,15 @@ class Tenant:
 
 @pytest.fixture(scope="module")
 def tenants(vcluster_node: ControlPlane, real_tenants, tmp_path_factory) -> dict[str, Tenant]:
-    """Two Ready tenants. Ready needs each vCluster's syncer to reach the host API server, through
-    the tenant's NetworkPolicy (its apiServerNetworks rule) with the enforcer running."""
-    for name in (ATTACKER, VICTIM):
-        real_tenants.apply(real_tenants.manifest(name, "Trusted", f"{name}-owner", kubeconfig={"roles": ["admin"]},
+    """Three Ready tenants, one per trust level. Ready needs each vCluster's syncer to reach the host
+    API server, through its own pod's NetworkPolicy (the apiServerNetworks rule) with the enforcer
+    running."""
+    for name, trust in TRUST.items():
+        real_tenants.apply(real_tenants.manifest(name, trust, f"{name}-owner", kubeconfig={"roles": ["admin"]},
                                                  preventDeletion=False))
     directory = tmp_path_factory.mktemp("network-policy")
     found = {}
-    for name in (ATTACKER, VICTIM):
+    for name in TRUST:
         real_tenants.wait_ready(name, timeout=READY_TIMEOUT_SECONDS)
         secret = json.loads(vcluster_node.kubectl("get", "secret", naming.kubeconfig_secret_name(name, "admin"),
                                                   "-n", f"tenant-{name}", "-o", "json").stdout)
@@ -193,12 +200,13 @@ def test_a_tenant_pod_cannot_reach_another_tenants_virtual_cluster_api(plane, te
         assert not connects(plane, attacker, plane.node.node_ip, https["nodePort"]), "by the exposure's node port"
 
 
-def test_a_tenant_pod_cannot_reach_the_nodes_kubelet_but_reaches_the_api_server(plane, attacker):
-    """The node's address is in clusterNetworks; only the API server's port of it is open to
-    tenants (apiServerNetworks), for vCluster's syncer. `kubectl exec` itself went through that
-    kubelet port, from the host."""
-    assert connects(plane, attacker, plane.node.node_ip, API_FORWARD_PORT)
+def test_a_tenant_pod_reaches_neither_the_nodes_kubelet_nor_the_host_api_server(plane, attacker, scraper):
+    """The node's address is in clusterNetworks; only the API server's port of it is open, and only
+    to the vCluster's own pod (apiServerNetworks), for its syncer: the tenants' Ready shows the
+    syncer got through. `kubectl exec` itself went through that kubelet port, from the host."""
+    assert connects(plane, scraper, plane.node.node_ip, API_FORWARD_PORT), "a platform pod reaches the API server"
 
+    assert not connects(plane, attacker, plane.node.node_ip, API_FORWARD_PORT)
     assert not connects(plane, attacker, plane.node.node_ip, KUBELET_PORT)
 
 
@@ -248,3 +256,96 @@ def test_a_tenant_pod_cannot_reach_the_operators_pod_on_any_port(plane, attacker
 
     for name, port in OPERATOR_PORTS.items():
         assert not connects(plane, attacker, operator_stand_in.ip, port), name
+
+
+# -- shared namespaces, per trust level ------------------------------------------------------------
+
+SHARED_LISTENERS = {
+    "monitoring": ("prometheus", 9090, {"app": "prometheus"}),
+    "gpu-operator": ("dcgm-exporter", 9400, {"app": "nvidia-dcgm-exporter"}),
+    "kai-scheduler": ("kai-scheduler", 8080, {"app": "scheduler"}),
+    "metallb-system": ("metallb-controller", 7472, {"app": "metallb", "component": "controller"}),
+    "kube-system": ("metrics-server", 4443, {"k8s-app": "metrics-server"}),
+    "ml-platform": ("model-registry", 5000, {"app": "model-registry"}),
+}
+"""A pod in each kind of shared namespace, listening on its usual port. ml-platform's registry is the
+opening examples/config.yaml grants to Internal tenants (tenantEgress)."""
+OPENINGS = {"Internal": {"ml-platform"}}
+
+
+@pytest.fixture(scope="module")
+def shared_listeners(plane: ControlPlane, scraper: HostPod) -> Iterator[dict[str, tuple[HostPod, int]]]:
+    found = {}
+    for namespace, (name, port, labels) in SHARED_LISTENERS.items():
+        plane.kubectl("create", "namespace", namespace, check=False)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels},
+               "spec": {"terminationGracePeriodSeconds": 0, "containers": [container(f"httpd -f -p {port} -h /tmp")]}}
+        plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(pod))
+    for namespace, (name, port, _) in SHARED_LISTENERS.items():
+        listener = running_host_pod(plane, namespace, name)
+        assert connects(plane, scraper, listener.ip, port), f"{namespace}/{name} answers a platform pod"
+        found[namespace] = (listener, port)
+    yield found
+    for namespace, (name, _, _) in SHARED_LISTENERS.items():
+        plane.kubectl("delete", "pod", "-n", namespace, name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def probers(tenants, attacker) -> dict[str, HostPod]:
+    """A pod of each trust level's tenant."""
+    return {"Trusted": attacker, "Internal": tenants[VICTIM].run("prober", "sleep 3600"),
+            "Untrusted": tenants[CUSTOMER].run("prober", "sleep 3600")}
+
+
+@pytest.mark.parametrize("trust", ["Trusted", "Internal", "Untrusted"])
+def test_a_tenant_pod_reaches_no_shared_namespace_but_the_openings_of_its_trust_level(plane, probers,
+                                                                                      shared_listeners, trust):
+    reached = {namespace for namespace, (listener, port) in shared_listeners.items()
+               if connects(plane, probers[trust], listener.ip, port)}
+    assert reached == OPENINGS.get(trust, set())
+
+
+# -- forged source addresses ---------------------------------------------------------------------
+
+UDP_PORT = 9999
+ROOT = {"runAsUser": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False}
+"""A root container without any capability named: what Pod Security baseline (Trusted and Internal)
+admits, and where a container runtime would grant NET_RAW."""
+
+
+def received(plane: ControlPlane, pod: HostPod) -> str:
+    return plane.kubectl("logs", "-n", pod.namespace, pod.name, check=False).stdout
+
+
+def test_a_tenant_pod_cannot_forge_a_neighbours_source_address(plane, tenants, attacker, scraper):
+    """The victim's NetworkPolicy admits its own pods' addresses; a datagram forged with one of them
+    walks through it. A platform pod that keeps NET_RAW shows it arrives; the tenant's root pod,
+    whose NET_RAW the guard dropped, cannot send it."""
+    victim = tenants[VICTIM]
+    sink = victim.run("udp-sink", f"spoofudp listen {UDP_PORT}")
+    neighbour = victim.run("udp-neighbour", "sleep 3600")
+    forger = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "forger", "namespace": MONITORING_NAMESPACE},
+              "spec": {"terminationGracePeriodSeconds": 0, "containers": [container("sleep 3600", dict(ROOT))]}}
+    plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(forger))
+    platform = running_host_pod(plane, MONITORING_NAMESPACE, "forger")
+    try:
+        plane.kubectl("exec", "-n", platform.namespace, platform.name, "--", "spoofudp", "send", neighbour.ip,
+                      sink.ip, str(UDP_PORT), "forged-by-platform")
+        wait_for(lambda: "forged-by-platform" in received(plane, sink), timeout=30, interval=0.5,
+                 what="the platform pod's forged datagram at the victim's sink")
+        assert f"from {neighbour.ip}: forged-by-platform" in received(plane, sink)
+
+        tenant_root = tenants[ATTACKER].run("forger", "sleep 3600", dict(ROOT))
+        spec = json.loads(plane.kubectl("get", "pod", "-n", tenant_root.namespace, tenant_root.name,
+                                        "-o", "json").stdout)["spec"]
+        assert "NET_RAW" in spec["containers"][0]["securityContext"]["capabilities"]["drop"]
+        sent = plane.kubectl("exec", "-n", tenant_root.namespace, tenant_root.name, "--", "spoofudp", "send",
+                             neighbour.ip, sink.ip, str(UDP_PORT), "forged-by-tenant", check=False)
+        assert sent.returncode == 1 and "operation not permitted" in sent.stderr, sent
+        plane.kubectl("exec", "-n", platform.namespace, platform.name, "--", "spoofudp", "send", neighbour.ip,
+                      sink.ip, str(UDP_PORT), "second-by-platform")
+        wait_for(lambda: "second-by-platform" in received(plane, sink), timeout=30, interval=0.5,
+                 what="a second platform datagram, sent after the tenant's try")
+        assert "forged-by-tenant" not in received(plane, sink)
+    finally:
+        plane.kubectl("delete", "pod", "-n", MONITORING_NAMESPACE, "forger", "--wait=false", check=False)

@@ -71,9 +71,10 @@ def test_webhook_configurations_spare_system_and_operator_namespaces():
     assert mutate["namespaceSelector"]["matchExpressions"][1] == {
         "key": "kubernetes.io/metadata.name", "operator": "NotIn",
         "values": ["gpu-ops", "kube-node-lease", "kube-public", "kube-system"]}
-    pods, tenants = validating["webhooks"]
-    assert (pods["failurePolicy"], tenants["failurePolicy"]) == ("Fail", "Ignore")
+    pods, services, tenants = validating["webhooks"]
+    assert (pods["failurePolicy"], services["failurePolicy"], tenants["failurePolicy"]) == ("Fail", "Fail", "Ignore")
     assert [r["resources"] for r in pods["rules"]] == [["pods"], ["pods/ephemeralcontainers"]]
+    assert services["namespaceSelector"] == mutate["namespaceSelector"]
     assert "namespaceSelector" not in tenants
 
 

@@ -1,8 +1,11 @@
-// Command spoofudp sends one UDP datagram whose IPv4 source address is SOURCE, not the sender's:
-// it writes the IP header itself on a raw socket, which needs CAP_NET_RAW. The tests run it in a
-// tenant pod to show the admission guard took that capability away (the send fails with
-// "operation not permitted") and, in a platform pod that keeps it, that such a datagram would
-// reach its target through a NetworkPolicy that admits SOURCE. Exits 1 when the send fails.
+// Command spoofudp sends one UDP datagram whose IPv4 source address is SOURCE, not the sender's
+// (`spoofudp send SOURCE DESTINATION PORT PAYLOAD`): it writes the IP header itself on a raw
+// socket, which needs CAP_NET_RAW; and it receives datagrams (`spoofudp listen PORT`), printing
+// each with the source address it came from (the test image's busybox has no UDP server). The
+// tests run the sender in a tenant pod to show the admission guard took that capability away (the
+// send fails with "operation not permitted") and, in a platform pod that keeps it, that such a
+// datagram reaches its target through a NetworkPolicy that admits SOURCE. Exits 1 when a send or
+// the listening socket fails.
 package main
 
 import (
@@ -14,22 +17,56 @@ import (
 	"syscall"
 )
 
+const usage = "usage: spoofudp send SOURCE DESTINATION PORT PAYLOAD | spoofudp listen PORT"
+
 func main() {
-	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: spoofudp SOURCE DESTINATION PORT PAYLOAD")
-		os.Exit(2)
+	switch {
+	case len(os.Args) == 6 && os.Args[1] == "send":
+		source, destination := net.ParseIP(os.Args[2]).To4(), net.ParseIP(os.Args[3]).To4()
+		port := parsePort(os.Args[4])
+		if source == nil || destination == nil {
+			fail(2, "SOURCE and DESTINATION are IPv4 addresses")
+		}
+		if err := send(source, destination, port, []byte(os.Args[5])); err != nil {
+			fail(1, err.Error())
+		}
+		fmt.Printf("sent %d bytes from %s to %s:%d\n", len(os.Args[5]), source, destination, port)
+	case len(os.Args) == 3 && os.Args[1] == "listen":
+		if err := listen(parsePort(os.Args[2])); err != nil {
+			fail(1, err.Error())
+		}
+	default:
+		fail(2, usage)
 	}
-	source, destination := net.ParseIP(os.Args[1]).To4(), net.ParseIP(os.Args[2]).To4()
-	port, err := strconv.Atoi(os.Args[3])
-	if source == nil || destination == nil || err != nil || port < 1 || port > 65535 {
-		fmt.Fprintln(os.Stderr, "spoofudp: SOURCE and DESTINATION are IPv4 addresses, PORT 1-65535")
-		os.Exit(2)
+}
+
+func parsePort(text string) uint16 {
+	port, err := strconv.Atoi(text)
+	if err != nil || port < 1 || port > 65535 {
+		fail(2, "PORT is 1-65535")
 	}
-	if err := send(source, destination, uint16(port), []byte(os.Args[4])); err != nil {
-		fmt.Fprintln(os.Stderr, "spoofudp:", err)
-		os.Exit(1)
+	return uint16(port)
+}
+
+func fail(code int, message string) {
+	fmt.Fprintln(os.Stderr, "spoofudp:", message)
+	os.Exit(code)
+}
+
+// listen prints "from SOURCE: PAYLOAD" for every datagram that reaches PORT, until killed.
+func listen(port uint16) error {
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{Port: int(port)})
+	if err != nil {
+		return err
 	}
-	fmt.Printf("sent %d bytes from %s to %s:%d\n", len(os.Args[4]), source, destination, port)
+	buffer := make([]byte, 2048)
+	for {
+		n, from, err := conn.ReadFromUDP(buffer)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("from %s: %s\n", from.IP, buffer[:n])
+	}
 }
 
 func send(source, destination net.IP, port uint16, payload []byte) error {

@@ -1,7 +1,7 @@
 """The Mutating/ValidatingWebhookConfiguration of the guard, built and kept in sync by the operator.
 
 kopf's own managed configurations cannot select namespaces, so the guard applies its own: pods are
-sent only from namespaces labelled ``gputenant.io/tenant`` (never kube-system or the operator's
+and Services are sent only from namespaces labelled ``gputenant.io/tenant`` (never kube-system or the operator's
 namespace), and the webhook fails closed for them.
 
 Failing closed, they would block every tenant pod once the operator is gone; so when the operator
@@ -23,6 +23,7 @@ from gputenant.kube import ApiError, KubeClient, holds
 CONFIGURATION_NAME = "gputenant-guard"
 MUTATE_POD = "mutate-pod"
 VALIDATE_POD = "validate-pod"
+VALIDATE_SERVICE = "validate-service"
 VALIDATE_TENANT = "validate-tenant"
 """Handler ids; each is the URL path of its webhook."""
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
@@ -83,6 +84,8 @@ def webhook_configurations(config: OperatorConfig, client_config: dict,
             "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}
     ephemeral = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/ephemeralcontainers"],
                  "operations": ["UPDATE"], "scope": "Namespaced"}
+    services = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["services", "services/status"],
+                "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}
     tenants = {"apiGroups": [GROUP], "apiVersions": [VERSION], "resources": [PLURAL],
                "operations": ["CREATE", "UPDATE"], "scope": "Cluster"}
     labels = {naming.MANAGED_BY_LABEL: naming.MANAGED_BY, naming.COMPONENT_LABEL: "admission-guard"}
@@ -101,6 +104,8 @@ def webhook_configurations(config: OperatorConfig, client_config: dict,
          "metadata": {**metadata},
          "webhooks": [
              _webhook("pods.validate", client_config, VALIDATE_POD, [pods, ephemeral], "Fail", selector),
+             # A tenant Service claiming an address would take traffic that is not its own: fail closed.
+             _webhook("services.validate", client_config, VALIDATE_SERVICE, [services], "Fail", selector),
              # Capacity checks are advice on top of the operator's own status: a stopped operator
              # must not freeze every tenant change, so these fail open.
              _webhook("gputenants.validate", client_config, VALIDATE_TENANT, [tenants], "Ignore"),

@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import kopf
 
@@ -40,7 +40,7 @@ class PodReviews:
     """Answers the ``mutate-pod`` and ``validate-pod`` webhooks with ``Guard.pod_patch`` and
     ``Guard.pod_refusal``, reading the tenants from kopf's index."""
 
-    webhooks = (MUTATE_POD, VALIDATE_POD)
+    webhooks: tuple[str, ...] = (MUTATE_POD, VALIDATE_POD)
 
     def __init__(self, guard: Guard, observe: DecisionObserver | None = None):
         self.guard = guard
@@ -50,22 +50,22 @@ class PodReviews:
         """The AdmissionReview response to a pod review sent to `webhook`."""
         payload = request.get("request")
         if not isinstance(payload, dict):
-            return _response(request, {}, allowed=False, code=BAD_REQUEST, message="the AdmissionReview has no request")
+            return response(request, {}, allowed=False, code=BAD_REQUEST, message="the AdmissionReview has no request")
         problem = _malformed(payload)
         if problem:
-            return _response(request, payload, allowed=False, code=BAD_REQUEST, message=problem)
+            return response(request, payload, allowed=False, code=BAD_REQUEST, message=problem)
         try:
             if webhook == MUTATE_POD:
-                return _response(request, payload, allowed=True, patch=self._patch(payload, tenants))
+                return response(request, payload, allowed=True, patch=self._patch(payload, tenants))
             message = self._refusal(payload, tenants)
         except kopf.AdmissionError as error:
-            return _response(request, payload, allowed=False, code=error.code or GUARD_ERROR, message=str(error))
+            return response(request, payload, allowed=False, code=error.code or GUARD_ERROR, message=str(error))
         except Exception as error:  # a bug must refuse the pod, not let it through
             log.exception("the admission guard failed on a pod review; the pod is refused")
-            return _response(request, payload, allowed=False, code=GUARD_ERROR, message=str(error) or repr(error))
+            return response(request, payload, allowed=False, code=GUARD_ERROR, message=str(error) or repr(error))
         if message is None:
-            return _response(request, payload, allowed=True)
-        return _response(request, payload, allowed=False, code=DENIED, message=message)
+            return response(request, payload, allowed=True)
+        return response(request, payload, allowed=False, code=DENIED, message=message)
 
     def _patch(self, payload: dict, tenants: kopf.Index) -> list[dict]:
         return self.guard.pod_patch(payload["object"], tenants, operation=payload["operation"],
@@ -91,7 +91,7 @@ def _malformed(payload: dict) -> str | None:
     return None
 
 
-def _response(request: dict, payload: dict, *, allowed: bool, patch: list[dict] | None = None,
+def response(request: dict, payload: dict, *, allowed: bool, patch: list[dict] | None = None,
               code: int | None = None, message: str | None = None) -> dict:
     answer: dict[str, Any] = {"uid": payload.get("uid", ""), "allowed": allowed}
     if patch:
@@ -106,18 +106,29 @@ def _response(request: dict, payload: dict, *, allowed: bool, patch: list[dict] 
 WebhookFn = Callable[..., Awaitable[Any]]
 
 
-def route(fn: WebhookFn, reviews: PodReviews) -> WebhookFn:
-    """kopf's webhook function `fn` with the pod webhooks answered by `reviews`. The tenants are
-    read from the index kopf gives its own handlers (the ``indices`` bound into `fn`)."""
+class Reviews(Protocol):
+    """Answers some webhooks straight from the tenants index."""
+
+    webhooks: tuple[str, ...]
+
+    def answer(self, request: dict, webhook: str, tenants: kopf.Index) -> dict: ...
+
+
+def route(fn: WebhookFn, *reviewers: Reviews) -> WebhookFn:
+    """kopf's webhook function `fn` with the webhooks of `reviewers` (pods, Services) answered by
+    them. The tenants are read from the index kopf gives its own handlers (the ``indices`` bound
+    into `fn`)."""
     indices = getattr(fn, "keywords", {}).get("indices")
     if indices is None or TENANTS_INDEX not in indices:
         raise RuntimeError("kopf's webhook function carries no tenants index; the pinned kopf version "
                            "binds `indices` into it (kopf._core.reactor.running)")
     tenants = indices[TENANTS_INDEX]
 
+    by_webhook = {webhook: reviewer for reviewer in reviewers for webhook in reviewer.webhooks}
+
     async def serve(request: dict, *, webhook: str | None = None, **kwargs: Any) -> Any:
-        if webhook in reviews.webhooks:
-            return reviews.answer(request, webhook, tenants)
+        if webhook in by_webhook:
+            return by_webhook[webhook].answer(request, webhook, tenants)
         return await fn(request, webhook=webhook, **kwargs)
 
     return serve

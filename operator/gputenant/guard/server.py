@@ -1,7 +1,7 @@
 """The guard's HTTPS endpoint: kopf's WebhookServer, plus what kopf does not do for us: generated
 certificates renewed before expiry, webhook configurations with a namespace selector kept in sync
 with the server's URL and CA bundle, callers authenticated by client certificate, pod reviews
-answered without kopf's handler machinery (``pod_reviews``), and no memory kept per reviewed
+and Service reviews answered without kopf's handler machinery (``pod_reviews``, ``service_reviews``), and no memory kept per reviewed
 object."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from gputenant.guard.certs import CertificatePaths, ensure_certificates
 from gputenant.guard.configuration import sync_webhook_configurations
 from gputenant.guard.flags import CERT_WITHOUT_KEY
 from gputenant.guard.pod_reviews import PodReviews, route
+from gputenant.guard.service_reviews import ServiceReviews
 from gputenant.kube import KubeClient
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class GuardServer:
         self.renewal_check_seconds = renewal_check_seconds
         self.file_check_interval = file_check_interval
         self.pod_reviews: PodReviews | None = None
+        self.service_reviews: ServiceReviews | None = None
 
     async def _renew_forever(self) -> None:
         while True:
@@ -76,9 +78,9 @@ class GuardServer:
                 log.info("renewed the admission guard's serving certificate in %s", self.cert_dir)
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
-        if self.pod_reviews is None:
-            raise RuntimeError("the guard's server has no pod reviews to serve the pod webhooks with")
-        served = route(without_object_memory(fn), self.pod_reviews)
+        if self.pod_reviews is None or self.service_reviews is None:
+            raise RuntimeError("the guard's server has no pod or Service reviews to serve their webhooks with")
+        served = route(without_object_memory(fn), self.pod_reviews, self.service_reviews)
         if self.generated:
             ensure_certificates(self.cert_dir, self.hostnames)
         if not self.port:

@@ -23,6 +23,7 @@ from gputenant.config.models import OperatorConfig
 from gputenant.guard.parent import CHECK_SECONDS, watch_parent
 from gputenant.guard.pod_reviews import DecisionObserver, PodReviews
 from gputenant.guard.server import GuardServer, server_from_args
+from gputenant.guard.service_reviews import ServiceReviews
 from gputenant.guard.webhook import Guard, register
 from gputenant.kube import KubeClient
 from gputenant.kube.client import USER_AGENT
@@ -56,6 +57,7 @@ class GuardThread:
             self.client, config, host="127.0.0.1", port=port, cert_dir=cert_dir,
             file_check_interval=file_check_interval, client_ca_file=client_ca_file)
         self.server.pod_reviews = PodReviews(self.guard, observe)
+        self.server.service_reviews = ServiceReviews(self.guard)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
