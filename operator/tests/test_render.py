@@ -91,7 +91,8 @@ def test_objects_come_in_apply_order_with_tenant_and_trust_labels():
     rendered = render_tenant(tenant(), decision(SharingMode.MIG), CONFIG)
     kinds = [obj["kind"] for obj in rendered.objects]
     assert kinds == ["Namespace", "ResourceQuota", "LimitRange", "NetworkPolicy", "NetworkPolicy", "NetworkPolicy",
-                     "Role", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "ConfigMap", "Queue"]
+                     "Role", "Role", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "ConfigMap",
+                     "Queue"]
     for obj in rendered.objects:
         labels = obj["metadata"]["labels"]
         assert labels[naming.TENANT_LABEL] == "team-a", obj["kind"]
@@ -137,7 +138,8 @@ def test_limit_range_takes_the_spec_defaults():
 def test_impossible_decision_renders_only_namespace_rbac_and_a_zero_gpu_quota():
     rendered = render_tenant(tenant(), impossible(Trust.UNTRUSTED), CONFIG)
     assert [obj["kind"] for obj in rendered.objects] == [
-        "Namespace", "ResourceQuota", "Role", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "ConfigMap"]
+        "Namespace", "ResourceQuota", "Role", "Role", "Role", "Role", "Role", "RoleBinding", "RoleBinding",
+        "RoleBinding", "ConfigMap"]
     assert one(rendered.objects, "ResourceQuota")["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
     assert rendered.vcluster_values is None
 
@@ -148,12 +150,18 @@ def _secret_rules(role: dict) -> list[dict]:
     return [rule for rule in role["rules"] if "secrets" in rule["resources"]]
 
 
-def test_only_admin_reads_exactly_the_issued_kubeconfig_secrets():
-    objects = render_tenant(tenant(kubeconfig={"roles": ["view"]}), decision(SharingMode.MIG), CONFIG).objects
+def test_only_the_owners_read_exactly_the_issued_kubeconfig_secrets():
+    spec = {"kubeconfig": {"roles": ["view"]}, "members": [{"kind": "User", "name": "bob", "role": "admin"}]}
+    objects = render_tenant(tenant(**spec), decision(SharingMode.MIG), CONFIG).objects
     roles = {role["metadata"]["name"]: role for role in by_kind(objects, "Role")}
     assert _secret_rules(roles["gputenant-view"]) == _secret_rules(roles["gputenant-edit"]) == []
-    assert _secret_rules(roles["gputenant-admin"]) == [{
+    assert _secret_rules(roles["gputenant-admin"]) == [], "admin members do not read kubeconfigs"
+    assert _secret_rules(roles["gputenant-kubeconfigs"]) == [{
         "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["team-a-kubeconfig-view"], "verbs": ["get"]}]
+    bindings = {b["metadata"]["name"]: b for b in by_kind(objects, "RoleBinding")}
+    readers = [b for b in bindings.values() if b["roleRef"]["name"] == "gputenant-kubeconfigs"]
+    assert readers == [bindings["gputenant-kubeconfigs-owners"]]
+    assert readers[0]["subjects"] == [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]
     for role in roles.values():
         for rule in role["rules"]:
             assert "*" not in rule["verbs"] and "*" not in rule["resources"]
@@ -180,9 +188,10 @@ def test_owners_bind_to_admin_and_members_to_their_role():
                         {"kind": "User", "name": "bob"}]}
     bindings = {b["metadata"]["name"]: b for b in
                 by_kind(render_tenant(tenant(**spec), decision(SharingMode.MIG), CONFIG).objects, "RoleBinding")}
-    assert set(bindings) == {"gputenant-owners", "gputenant-wake-owners", "gputenant-members-edit",
-                             "gputenant-members-view"}
+    assert set(bindings) == {"gputenant-owners", "gputenant-wake-owners", "gputenant-kubeconfigs-owners",
+                             "gputenant-members-edit", "gputenant-members-view"}
     assert bindings["gputenant-wake-owners"]["subjects"] == bindings["gputenant-owners"]["subjects"]
+    assert bindings["gputenant-kubeconfigs-owners"]["subjects"] == bindings["gputenant-owners"]["subjects"]
     assert bindings["gputenant-owners"]["roleRef"]["name"] == "gputenant-admin"
     assert bindings["gputenant-owners"]["subjects"] == [
         {"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"},

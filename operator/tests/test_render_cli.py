@@ -80,7 +80,7 @@ def test_impossible_tenant_renders_without_values(tmp_path, capsys):
     documents = list(yaml.safe_load_all(out))
     assert documents[0]["possible"] is False
     assert [doc["kind"] for doc in documents[1:]] == ["Namespace", "ResourceQuota", "Role", "Role", "Role", "Role",
-                                                     "RoleBinding", "RoleBinding", "ConfigMap"]
+                                                     "Role", "RoleBinding", "RoleBinding", "RoleBinding", "ConfigMap"]
 
 
 def test_explain_prints_a_table(tmp_path, capsys):

@@ -173,13 +173,15 @@ def wake_request(tenant: str, trust: Trust, namespace: str) -> dict:
 
 
 def rbac(tenant: GpuTenant) -> tuple[list[dict], list[dict]]:
-    """Roles view < edit (+ delete pods) < admin (+ read the kubeconfig Secrets); owners are bound
-    to admin, each member to the Role of its role. Bindings without subjects are left out."""
+    """Roles view < edit (+ delete pods) < admin; owners are bound to admin, each member to the
+    Role of its role. Only the owners read the kubeconfig Secrets and write the wake request (Roles
+    of their own, bound to no member): a kubeconfig is the tenant's cluster-admin, so handing one
+    out stays the owners' decision. Bindings without subjects are left out."""
     secret_rule = kubeconfig_secret_rule(tenant)
     rules = {
         MemberRole.VIEW: list(_VIEW_RULES),
         MemberRole.EDIT: [*_VIEW_RULES, _DELETE_PODS_RULE],
-        MemberRole.ADMIN: [*_VIEW_RULES, _DELETE_PODS_RULE, *([secret_rule] if secret_rule else [])],
+        MemberRole.ADMIN: [*_VIEW_RULES, _DELETE_PODS_RULE],
     }
     roles = [{"name": naming.role_name(role.value), "rules": rules[role]} for role in
              (MemberRole.VIEW, MemberRole.EDIT, MemberRole.ADMIN)]
@@ -188,6 +190,10 @@ def rbac(tenant: GpuTenant) -> tuple[list[dict], list[dict]]:
     roles.append({"name": naming.WAKE_ROLE_NAME, "rules": [WAKE_RULE]})
     bindings.append({"name": naming.WAKE_BINDING_NAME, "role": naming.WAKE_ROLE_NAME,
                      "subjects": [_subject(owner) for owner in tenant.spec.owners]})
+    if secret_rule:
+        roles.append({"name": naming.KUBECONFIGS_ROLE_NAME, "rules": [secret_rule]})
+        bindings.append({"name": naming.KUBECONFIGS_BINDING_NAME, "role": naming.KUBECONFIGS_ROLE_NAME,
+                         "subjects": [_subject(owner) for owner in tenant.spec.owners]})
     for role in (MemberRole.VIEW, MemberRole.EDIT, MemberRole.ADMIN):
         members = [_subject(member) for member in tenant.spec.members if member.role == role]
         if members:
