@@ -60,6 +60,30 @@ class InClusterOperator:
             raise AssertionError(f"{error}\n{self.describe()}") from None
         return self
 
+    def upgrade(self, values_dir: Path, values: dict, timeout: float = 240) -> None:
+        """`helm upgrade` with the install's values and `values` on top, then wait until the new
+        pods have replaced every old one."""
+        self.values = {**self.values, **values}
+        values_file = values_dir / "operator-upgrade-values.yaml"
+        merged = {"crd": {"install": False}, **self.values}
+        merged["config"] = {"clusterNetworks": cluster_networks(self.plane), **merged.get("config", {})}
+        values_file.write_text(yaml.safe_dump(merged))
+        self.plane.helm("upgrade", RELEASE, str(CHART), "--namespace", self.namespace, "--values", str(values_file))
+        try:
+            wait_for(self.rolled_out, timeout=timeout, interval=1, what=f"deployment {RELEASE} rolled out")
+        except TimeoutError as error:
+            raise AssertionError(f"{error}\n{self.describe()}") from None
+
+    def rolled_out(self) -> bool:
+        """The latest template runs in every replica and no old pod is left."""
+        with self.plane.api_client() as client:
+            deployment = kubernetes.client.AppsV1Api(client).read_namespaced_deployment(RELEASE, self.namespace)
+        status, wanted = deployment.status, deployment.spec.replicas
+        generation = deployment.metadata.generation if deployment.metadata else None
+        return status is not None and (status.observed_generation or 0) >= (generation or 0) \
+            and status.replicas == status.updated_replicas == status.available_replicas == wanted \
+            and len(self.pods()) == wanted
+
     def available(self) -> bool:
         with self.plane.api_client() as client:
             deployment = kubernetes.client.AppsV1Api(client).read_namespaced_deployment(RELEASE, self.namespace)

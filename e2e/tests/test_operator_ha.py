@@ -219,3 +219,29 @@ def test_admission_and_reconciliation_survive_losing_the_leading_replica(replica
     assert last and set(last) == {"admitted"}, failures
     assert all(at < LEASE_SECONDS for at, _ in failures), failures
     assert reconciled_after < LEASE_SECONDS + 30
+
+
+def test_an_upgrade_and_a_drained_replica_refuse_no_tenant_pod(replicas, tenant, vcluster_node, tmp_path):
+    """The chart's defaults (two replicas, a PodDisruptionBudget, a surge-first rollout and a
+    preStop pause that lets the Service stop sending reviews to a replica before it stops): a
+    `helm upgrade` that replaces both replicas, then a graceful deletion of one (what a node drain
+    does), while tenant pods are created at a steady rate: every one is admitted."""
+    plane = vcluster_node
+    wait_for(replicas.rolled_out, timeout=120, interval=1, what="both replicas rolled out")
+    with CreationStream(plane) as stream:
+        time.sleep(3)
+        started = time.monotonic()
+        replicas.upgrade(tmp_path, {"podAnnotations": {"gputenant.io/rollout-test": str(time.time())}})
+        upgraded_after = time.monotonic() - started
+        [drained, _] = replicas.pods()
+        with plane.api_client() as client:
+            kubernetes.client.CoreV1Api(client).delete_namespaced_pod(drained.metadata.name, NAMESPACE)
+        wait_for(lambda: drained.metadata.name not in {p.metadata.name for p in replicas.pods()} and replicas.available(),
+                 timeout=120, interval=1, what="the drained replica replaced")
+        time.sleep(3)
+    during = [outcome for at, outcome in stream.outcomes if at >= started]
+    failures = Counter(outcome for outcome in during if outcome != "admitted")
+    print(f"\nrollout: {len(during)} creations at {CREATIONS_PER_SECOND}/s during an upgrade of both replicas "
+          f"({upgraded_after:.0f} s) and a drained replica; {sum(failures.values())} refused or failed {dict(failures)}")
+    assert len(during) >= CREATIONS_PER_SECOND * 10
+    assert not failures

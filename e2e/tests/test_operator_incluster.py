@@ -40,7 +40,7 @@ with kubernetes.client.ApiClient() as client:
 
 @pytest.fixture(scope="module")
 def incluster(vcluster_node, tmp_path_factory):
-    operator = InClusterOperator(vcluster_node, NAMESPACE)
+    operator = InClusterOperator(vcluster_node, NAMESPACE, values={"replicas": 1})
     try:
         yield operator.install(tmp_path_factory.mktemp("incluster"))
     finally:

@@ -85,9 +85,10 @@ def test_deployment_runs_gputenant_run_once_hardened_with_a_probe_on_its_livenes
     deployment = find(render(), "Deployment", FULLNAME)
     spec = deployment["spec"]
     # Leader election makes a surge safe: the new pod stands by until the old one lets go.
-    assert spec["replicas"] == 1 and spec["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    assert spec["replicas"] == 2 and spec["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     pod = spec["template"]["spec"]
     [container] = pod["containers"]
+    assert container["lifecycle"]["preStop"] == {"sleep": {"seconds": 5}}, "a replacing rollout drains the guard"
     command = container["command"]
     assert command[:4] == ["gputenant", "run", "--config", "/etc/gputenant/config.yaml"]
     assert command[command.index("--leader-elect-lease") + 1] == FULLNAME
@@ -107,8 +108,8 @@ def test_deployment_runs_gputenant_run_once_hardened_with_a_probe_on_its_livenes
     assert pod["serviceAccountName"] == FULLNAME
 
 
-def test_several_replicas_share_a_chart_generated_guard_certificate_and_a_disruption_budget():
-    objects = render("--set", "replicas=2")
+def test_two_replicas_by_default_share_a_chart_generated_guard_certificate_and_a_disruption_budget():
+    objects = render()
     deployment = find(objects, "Deployment", FULLNAME)
     assert deployment["spec"]["replicas"] == 2
     secret = find(objects, "Secret", f"{FULLNAME}-guard-tls")
@@ -121,7 +122,7 @@ def test_several_replicas_share_a_chart_generated_guard_certificate_and_a_disrup
     assert pod["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": "webhook"}
     budget = find(objects, "PodDisruptionBudget", FULLNAME)
     assert budget["spec"]["minAvailable"] == 1
-    single = render()
+    single = render("--set", "replicas=1")
     assert not [o for o in single if o["kind"] in ("PodDisruptionBudget", "Secret")]
 
 
@@ -153,7 +154,7 @@ def test_webhook_service_certificates_and_rbac_follow_the_guard_design():
     assert {"apiGroups": ["admissionregistration.k8s.io"],
             "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
             "verbs": ["get", "patch"], "resourceNames": ["gputenant-guard"]} in rules
-    generated = render("--set", "webhook.enabled=true")
+    generated = render("--set", "webhook.enabled=true", "--set", "replicas=1")
     command = find(generated, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[command.index("--webhook-cert-dir") + 1].startswith("/tmp/")
     guard_service = ("Service", f"{FULLNAME}-guard")
@@ -170,7 +171,7 @@ def test_gputenant_run_accepts_the_webhook_flags():
     from gputenant.guard.server import server_from_args
 
     def guard_server(*values: str):
-        container = find(render("--set", "webhook.enabled=true", *values), "Deployment",
+        container = find(render("--set", "webhook.enabled=true", "--set", "replicas=1", *values), "Deployment",
                          FULLNAME)["spec"]["template"]["spec"]["containers"][0]
         args = build_parser().parse_args(container["command"][1:])
         assert args.command == "run" and args.webhook_host == f"{FULLNAME}-guard.{NAMESPACE}.svc"
