@@ -26,7 +26,7 @@ from .access import PlaneAccess
 from .apiserver import ADMIN_USER, SERVICE_CIDR, APIServerFiles, http_ok, https_status
 from .kubeconfig import kubeconfig, write_kubeconfig
 from .node import Node
-from .pki import CertificateAuthority
+from .pki import CertificateAuthority, KeyPair
 from .process import PlaneError, Process, free_ports, pid_alive, wait_until_serving
 from .scheduler import Scheduler
 from .tools import REPO_ROOT
@@ -37,6 +37,8 @@ CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 # With a node: kube-proxy needs EndpointSlices for ordinary Services.
 NODE_CONTROLLERS = ["endpointslice-controller"]
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
+WEBHOOK_CLIENT_USER = "kube-apiserver-webhook-client"
+"""The API server's client certificate to webhooks, which is its front-proxy certificate too."""
 
 # Controllers whose behaviour the operator relies on. No node lifecycle controller: the kwok GPU
 # nodes (gpu_nodes.create_nodes) and the real node lift the kubelet's not-ready taint themselves.
@@ -258,11 +260,17 @@ class ControlPlane(PlaneAccess):
         not the one that signs users: a user's certificate must not pass for the API server's)."""
         return self._pki_dir / "webhook-client-ca.crt"
 
+    @property
+    def webhook_client_pair(self) -> KeyPair:
+        """The client certificate and key the API server presents to webhooks (and as its front proxy)."""
+        return KeyPair((self._pki_dir / "webhook-client.crt").read_bytes(),
+                       (self._pki_dir / "webhook-client.key").read_bytes())
+
     def _webhook_admission_config(self) -> Path:
         """--admission-control-config-file: every webhook ("*") gets the API server's client certificate."""
         client_ca = CertificateAuthority.create("kubeplane-webhook-client-ca")
         self.webhook_client_ca_path.write_bytes(client_ca.pair.cert_pem)
-        pair = client_ca.client_pair("kube-apiserver-webhook-client")
+        pair = client_ca.client_pair(WEBHOOK_CLIENT_USER)
         (self._pki_dir / "webhook-client.crt").write_bytes(pair.cert_pem)
         (self._pki_dir / "webhook-client.key").write_bytes(pair.key_pem)
         webhook_kubeconfig = self._pki_dir / "webhook-client.kubeconfig"
@@ -278,7 +286,16 @@ class ControlPlane(PlaneAccess):
         return path
 
     def _start_apiserver(self) -> None:
-        extra = [f"--admission-control-config-file={self._webhook_admission_config()}"]
+        # The webhook client certificate is also the API server's front-proxy certificate, as a
+        # platform sets it up for the chart's default webhook.clientCA (FrontProxy): the API server
+        # publishes its CA in kube-system/extension-apiserver-authentication, where the guard reads it.
+        extra = [f"--admission-control-config-file={self._webhook_admission_config()}",
+                 f"--requestheader-client-ca-file={self.webhook_client_ca_path}",
+                 f"--requestheader-allowed-names={WEBHOOK_CLIENT_USER}",
+                 "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+                 "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                 f"--proxy-client-cert-file={self._pki_dir / 'webhook-client.crt'}",
+                 f"--proxy-client-key-file={self._pki_dir / 'webhook-client.key'}"]
         if self.audit:
             policy = self._pki_dir / "audit-policy.yaml"
             policy.write_text(audit.POLICY)

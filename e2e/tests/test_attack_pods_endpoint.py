@@ -1,8 +1,10 @@
 """Class 6 of issue 12: the guard's endpoint itself. Tenant pods can reach the operator's network
 (the NetworkPolicy is the other fence), and the guard's answers name tenants' pods and quotas, so
 with ``--webhook-client-ca`` it answers only callers presenting a client certificate from that CA:
-the API server's, given through its admission configuration's kubeconfig. The e2e plane's API
-server has no such configuration yet, so the certificate is presented here by the test itself.
+the API server's, given through its admission configuration's kubeconfig (the plane's API server
+presents one, which is its front-proxy certificate too). Most tests present a certificate
+themselves; the last one takes the CA the way the chart does by default
+(``--webhook-client-ca-from-cluster``) and is called with the plane's own.
 """
 
 from __future__ import annotations
@@ -125,6 +127,34 @@ def test_the_guard_process_gputenant_run_starts_answers_only_the_api_server(plan
         with pytest.raises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)):
             ask(ca_file, port)
         answer = ask(ca_file, port, apiserver_client_ca.client_pair("kube-apiserver-webhook-client", []), tmp_path)
+        assert answer["response"]["allowed"] is True
+    finally:
+        guard.stop()
+        remove_guard_configurations(plane)
+
+
+def test_the_guard_takes_the_front_proxy_ca_the_api_server_publishes(plane, tmp_path):
+    """The chart's default (webhook.clientCA FrontProxy): the CA is read from
+    kube-system/extension-apiserver-authentication, and only the API server's certificate passes."""
+    install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
+    parser = argparse.ArgumentParser()
+    add_webhook_arguments(parser)
+    [port] = free_ports(1)
+    args = parser.parse_args(["--webhook-host", "127.0.0.1", "--webhook-port", str(port), "--webhook-cert-dir",
+                              str(tmp_path / "serving"), "--webhook-client-ca-from-cluster"])
+    guard = GuardProcess(plane.kubeconfig_path, CONFIG, args).start()
+    try:
+        def registered() -> bool:
+            configuration = plane.cluster_object("admissionregistration.k8s.io", "v1",
+                                                 "validatingwebhookconfigurations", "gputenant-guard")
+            return bool(configuration) and f":{port}/" in configuration["webhooks"][0]["clientConfig"]["url"]
+        wait_for(registered, timeout=60, what="the guard process to read its client CA, listen and register")
+        ca_file = CertificatePaths.in_directory(tmp_path / "serving").ca_bundle
+        with pytest.raises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)):
+            ask(ca_file, port)
+        with pytest.raises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)):
+            ask(ca_file, port, plane.ca.client_pair("tenant-dev", []), tmp_path)
+        answer = ask(ca_file, port, plane.webhook_client_pair, tmp_path)
         assert answer["response"]["allowed"] is True
     finally:
         guard.stop()

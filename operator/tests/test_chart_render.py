@@ -187,8 +187,36 @@ def test_gputenant_run_accepts_the_webhook_flags():
     assert generated.client_ca_file is None, "the chart cannot know the API server's client CA"
 
 
+def test_by_default_the_guard_answers_only_the_api_servers_front_proxy_certificate():
+    objects = render()
+    command = find(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--webhook-client-ca-from-cluster" in command and "--webhook-client-ca" not in command
+    binding = find(objects, "RoleBinding", f"{FULLNAME}-guard-client-ca")
+    assert binding["metadata"]["namespace"] == "kube-system"
+    assert binding["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]
+    from gputenant.cli import build_parser
+    assert build_parser().parse_args(command[1:]).webhook_client_ca_from_cluster
+
+
+def test_without_a_client_ca_the_chart_says_so_only_when_asked():
+    objects = render("--set", "webhook.clientCA=None")
+    command = find(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert not [flag for flag in command if flag.startswith("--webhook-client-ca")]
+    assert not [o for o in objects if o["metadata"]["name"] == f"{FULLNAME}-guard-client-ca"]
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    (["--set", "webhook.clientCAConfigMap=ca"], "set webhook.clientCA to ConfigMap"),
+    (["--set", "webhook.clientCA=ConfigMap"], "set webhook.clientCAConfigMap"),
+])
+def test_a_client_ca_configmap_and_its_source_go_together(values, message):
+    refused = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *values, check=False)
+    assert refused.returncode != 0 and message in refused.stderr
+
+
 def test_given_the_api_servers_client_ca_the_guard_answers_only_its_certificates():
-    objects = render("--set", "webhook.clientCAConfigMap=apiserver-webhook-client-ca")
+    objects = render("--set", "webhook.clientCA=ConfigMap", "--set", "webhook.clientCAConfigMap=apiserver-webhook-client-ca")
     pod = find(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]
     command = pod["containers"][0]["command"]
     mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "webhook-client-ca")

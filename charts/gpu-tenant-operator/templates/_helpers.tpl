@@ -90,9 +90,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - --webhook-cert-dir
 - /tmp/webhook-certs
 {{- end }}
-{{- if .Values.webhook.clientCAConfigMap }}
+{{- if eq (include "gto.clientCA" .) "ConfigMap" }}
 - --webhook-client-ca
 - /etc/gputenant/webhook-client-ca/ca.crt
+{{- else if eq (include "gto.clientCA" .) "FrontProxy" }}
+- --webhook-client-ca-from-cluster
 {{- end }}
 {{- end }}
 {{- if .Values.metrics.enabled }}
@@ -129,4 +131,17 @@ IPv4 addresses); empty where Helm cannot read the cluster (`helm template`). */}
 apiServerNetworks: {{ toJson $networks }}
 apiServerPort: {{ (index $slice.ports 0).port }}
 {{- end -}}
+{{- end -}}
+
+{{/* Where the guard's client CA comes from (values webhook.clientCA): FrontProxy, ConfigMap or None.
+A clientCAConfigMap with the default FrontProxy is an old values file: say what to set, not guess. */}}
+{{- define "gto.clientCA" -}}
+{{- $source := .Values.webhook.clientCA -}}
+{{- if and (eq $source "ConfigMap") (not .Values.webhook.clientCAConfigMap) -}}
+{{- fail "webhook.clientCA is ConfigMap: set webhook.clientCAConfigMap to the ConfigMap holding ca.crt" -}}
+{{- end -}}
+{{- if and (ne $source "ConfigMap") .Values.webhook.clientCAConfigMap -}}
+{{- fail (printf "webhook.clientCAConfigMap is set but webhook.clientCA is %s: set webhook.clientCA to ConfigMap to use it, or unset clientCAConfigMap" $source) -}}
+{{- end -}}
+{{- $source -}}
 {{- end -}}

@@ -19,13 +19,21 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--webhook-ca", type=Path, help="CA bundle for the webhook configurations; default --webhook-cert.")
     group.add_argument("--webhook-client-ca", type=Path, help="CA of the client certificate the API server presents "
                        "(its admission configuration's kubeconfig); set: callers without one get no answer.")
+    group.add_argument("--webhook-client-ca-from-cluster", action="store_true",
+                       help="Take the client CA from the cluster: requestheader-client-ca-file of ConfigMap "
+                       "kube-system/extension-apiserver-authentication (the CA of the API server's front-proxy "
+                       "certificate, which its admission configuration presents to webhooks); the guard does not "
+                       "start without it.")
     group.add_argument("--webhook-cert-dir", type=Path, help="Where generated certificates live (default: a temp dir).")
 
 
 CERT_WITHOUT_KEY = "--webhook-cert and --webhook-key go together: pass both, or neither to generate them"
+CLIENT_CA_TWICE = "--webhook-client-ca and --webhook-client-ca-from-cluster name the client CA twice: pass one"
 
 
 def check_webhook_arguments(args: argparse.Namespace) -> None:
     """Refuse flag combinations the guard cannot serve, before anything starts."""
     if (args.webhook_cert is None) != (args.webhook_key is None):
         raise ValueError(CERT_WITHOUT_KEY)
+    if args.webhook_client_ca and args.webhook_client_ca_from_cluster:
+        raise ValueError(CLIENT_CA_TWICE)

@@ -40,7 +40,9 @@ class GuardServer:
 
     With ``client_ca_file`` only callers with a client certificate signed by it get an answer
     (the API server presents one through its admission configuration's kubeconfig): the answers
-    name tenants' pods and quotas, and tenant pods can reach the operator's network.
+    name tenants' pods and quotas, and tenant pods can reach the operator's network. With
+    ``client_ca_from_cluster`` that CA is read at start from ``CLUSTER_CLIENT_CA``, where the API
+    server publishes the CA of its front-proxy certificate (the chart's default).
 
     ``pod_reviews`` (set by ``standalone.GuardThread``, which holds the guard's decisions) answers
     the pod webhooks; a server without it refuses to start rather than leave pods to kopf."""
@@ -49,7 +51,7 @@ class GuardServer:
                  listen: str | None = None, hostnames: list[str] | None = None,
                  cert_dir: Path | None = None, cert_file: Path | None = None, key_file: Path | None = None,
                  ca_file: Path | None = None, client_ca_file: Path | None = None, renewal_check_seconds: float = RENEWAL_CHECK_SECONDS,
-                 file_check_interval: float = 60.0):
+                 file_check_interval: float = 60.0, client_ca_from_cluster: bool = False):
         if (cert_file is None) != (key_file is None):
             raise ValueError(CERT_WITHOUT_KEY)
         self.client = client
@@ -66,6 +68,7 @@ class GuardServer:
         else:
             self.cert_file, self.key_file, self.ca_file = cert_file, key_file, ca_file or cert_file
         self.client_ca_file = client_ca_file
+        self.client_ca_from_cluster = client_ca_from_cluster
         self.renewal_check_seconds = renewal_check_seconds
         self.file_check_interval = file_check_interval
         self.pod_reviews: PodReviews | None = None
@@ -83,6 +86,8 @@ class GuardServer:
         served = route(without_object_memory(fn), self.pod_reviews, self.service_reviews)
         if self.generated:
             ensure_certificates(self.cert_dir, self.hostnames)
+        if self.client_ca_from_cluster and self.client_ca_file is None:
+            self.client_ca_file = await cluster_client_ca(self.client)
         if not self.port:
             self.port = _free_port(self.listen)
         server = kopf.WebhookServer(addr=self.listen, port=self.port, host=self.host, certfile=str(self.cert_file),
@@ -117,6 +122,29 @@ def without_object_memory(fn):
     return functools.partial(fn, memories=_NoObjectMemory())
 
 
+CLUSTER_CLIENT_CA = ("kube-system", "extension-apiserver-authentication", "requestheader-client-ca-file")
+"""Where the API server publishes the CA of its front-proxy (requestheader) client certificate."""
+
+
+async def cluster_client_ca(client: KubeClient) -> Path:
+    """The front-proxy CA the API server publishes, in a file of its own; RuntimeError naming the fix
+    when it publishes none (the guard then does not start, and its webhooks refuse: fail closed)."""
+    namespace, name, key = CLUSTER_CLIENT_CA
+    config_map = await client.get("v1", "ConfigMap", name, namespace)
+    pem = ((config_map or {}).get("data") or {}).get(key)
+    if not pem:
+        raise RuntimeError(
+            f"the API server publishes no {key} in ConfigMap {namespace}/{name}, so the admission guard cannot "
+            "tell the API server from other callers; start kube-apiserver with --requestheader-client-ca-file and "
+            "--proxy-client-cert-file and present that certificate to webhooks (docs/install.md, \"The guard's "
+            "callers\"), or set the chart's webhook.clientCA to ConfigMap or None")
+    path = Path(tempfile.mkdtemp(prefix="gputenant-guard-client-ca-")) / "ca.crt"
+    path.write_text(pem)
+    log.info("the admission guard answers only callers with a client certificate from %s/%s %s",
+             namespace, name, key)
+    return path
+
+
 def _free_port(address: str) -> int:
     """A port chosen once, so restarts on renewed certificates keep the webhook URL."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -130,4 +158,5 @@ def server_from_args(args: argparse.Namespace, client: KubeClient, config: Opera
         return None
     return GuardServer(client, config, host=args.webhook_host, port=args.webhook_port, listen=args.webhook_listen,
                        cert_dir=args.webhook_cert_dir, cert_file=args.webhook_cert, key_file=args.webhook_key,
-                       ca_file=args.webhook_ca, client_ca_file=args.webhook_client_ca)
+                       ca_file=args.webhook_ca, client_ca_file=args.webhook_client_ca,
+                       client_ca_from_cluster=args.webhook_client_ca_from_cluster)
