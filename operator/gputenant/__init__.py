@@ -5,7 +5,7 @@ The data flows through one package per step:
 (the objects to apply) -> ``reconcile`` (apply them, Helm, kubeconfigs) -> status.
 """
 
-GROUP = "gputenant.io"
-VERSION = "v1alpha1"
-KIND = "GpuTenant"
-PLURAL = "gputenants"
+from gputenant.api.group import API_VERSION, GROUP, KIND, PLURAL
+from gputenant.api.group import STORAGE_VERSION as VERSION
+
+__all__ = ["API_VERSION", "GROUP", "KIND", "PLURAL", "VERSION"]

@@ -190,6 +190,6 @@ class _Dumper(yaml.SafeDumper):
 
 def render_crd_yaml() -> str:
     """``crds/tenant.yaml``: the CRD with a header saying where it comes from."""
-    header = "# Generated from operator/gputenant/api/v1alpha1.py by `gputenant crd`; do not edit.\n"
+    header = "# Generated from operator/gputenant/api/v1alpha1/models.py by `gputenant crd`; do not edit.\n"
     body = yaml.dump(json.loads(json.dumps(build_crd())), Dumper=_Dumper, sort_keys=False, width=1_000_000)
     return header + body

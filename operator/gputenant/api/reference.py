@@ -91,7 +91,7 @@ def render_reference_markdown() -> str:
         "",
         f"Cluster-scoped; short name `{SHORT_NAMES[0]}`. `kubectl get {SHORT_NAMES[0]}` shows {columns}; "
         f"`-o wide` adds {wide}. The CRD (`crds/tenant.yaml`) and this page are generated from the pydantic models in "
-        "`operator/gputenant/api/v1alpha1.py`, so the API server, the operator and `gputenant render` accept the same "
+        "`operator/gputenant/api/v1alpha1/models.py`, so the API server, the operator and `gputenant render` accept the same "
         "tenants. Fields without a default are unset when omitted.",
         "",
         "## metadata",

@@ -16,7 +16,7 @@ from fractions import Fraction
 
 from gputenant import naming
 from gputenant.api.gpus import mig_profile
-from gputenant.api.v1alpha1 import HamiSpec
+from gputenant.api.hub import HamiSpec
 from gputenant.config.pools import MigStrategy, Pool, PoolMode
 from gputenant.guard import hami_caps, kai_sharing
 from gputenant.guard.keys import FRACTION_ANNOTATIONS

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from gputenant import GROUP, KIND, VERSION
+from gputenant import API_VERSION, KIND
 from gputenant.api import conditions as reasons
 from gputenant.api.status import ATTESTATION
 from gputenant.attestation.promise import canary_pod, fingerprint, promise_of
@@ -27,7 +27,6 @@ from gputenant.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
 
-TENANT_API = f"{GROUP}/{VERSION}"
 SIMULATED_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 """kwok's mark: such a node runs no container, so a canary bound there can never report."""
 CONDITION_OF = {Outcome.VERIFIED: ("True", reasons.ATTESTED), Outcome.FAILED: ("False", reasons.ATTESTATION_FAILED),
@@ -195,7 +194,7 @@ async def publish_tenant_conditions(client: KubeClient, attestor: Attestor) -> l
     manager; `conditions` is a list-map keyed by type, so the pipeline's conditions are untouched and
     no lock with the pipeline is needed. Returns the tenants written."""
     try:
-        tenants = await client.list(TENANT_API, KIND)
+        tenants = await client.list(API_VERSION, KIND)
     except ApiError as error:
         if error.not_found:
             return []
@@ -214,7 +213,7 @@ async def publish_tenant_conditions(client: KubeClient, attestor: Attestor) -> l
         updated = cond.set_condition(conditions, reasons.ISOLATION_VERIFIED, *wanted,
                                      tenant["metadata"].get("generation"), rfc3339(attestor.clock()))
         try:
-            await client.apply_status(TENANT_API, KIND, name, {"conditions": cond.as_status(
+            await client.apply_status(API_VERSION, KIND, name, {"conditions": cond.as_status(
                 cond.owned(updated, ATTESTATION))}, ATTESTATION)
         except ApiError as error:
             if not error.not_found:

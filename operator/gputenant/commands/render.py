@@ -108,7 +108,7 @@ def load_and_render(sources: Sequence[str], config_file: str | None) -> tuple[li
     the file and field."""
     import pydantic
 
-    from gputenant.api.v1alpha1 import GpuTenant
+    from gputenant.api.hub import GpuTenant
     from gputenant.policy.choose import decide
     from gputenant.render import RenderError, render_tenant
 

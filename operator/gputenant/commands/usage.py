@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gputenant import GROUP, KIND, VERSION
+    from gputenant import API_VERSION, KIND
     from gputenant.commands.cluster import with_cluster
     from gputenant.commands.render import load_config
     from gputenant.usage import PrometheusError, UsageQueries, format_usage_table, read_usage, tenant_namespaces
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     async def list_tenants(client) -> list[dict]:
-        return await client.list(f"{GROUP}/{VERSION}", KIND)
+        return await client.list(API_VERSION, KIND)
 
     namespaces = tenant_namespaces(with_cluster(args.kubeconfig, config.field_manager, list_tenants), config)
     if args.since:

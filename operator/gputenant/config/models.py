@@ -16,9 +16,9 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BeforeValidator, Field, model_validator
 
+from gputenant.api.hub import SharingMode, Trust
 from gputenant.api.trust import allowed_modes, names, weakest_allowed
 from gputenant.api.types import DnsLabel
-from gputenant.api.v1alpha1 import SharingMode, Trust
 from gputenant.config.base import ConfigModel
 from gputenant.config.network import PlatformEndpoint, TierEgress, egress_problems, tier_egress
 from gputenant.config.pools import CpuPool, Pool

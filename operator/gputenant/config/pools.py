@@ -8,8 +8,8 @@ from enum import Enum
 from pydantic import Field, model_validator
 
 from gputenant.api.gpus import MIG_PROFILES, mig_layout
+from gputenant.api.hub import SharingMode, Trust
 from gputenant.api.trust import allowed_modes, names
-from gputenant.api.v1alpha1 import SharingMode, Trust
 from gputenant.config.base import ConfigModel
 
 

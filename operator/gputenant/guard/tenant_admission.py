@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from gputenant import GROUP, naming
+from gputenant.api.hub import GpuTenantSpec, Trust
 from gputenant.api.trust import weakens_isolation
-from gputenant.api.v1alpha1 import GpuTenantSpec, Trust
 from gputenant.config.models import OperatorConfig
 from gputenant.guard import keys
 from gputenant.kube import ApiError, KubeClient

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from gputenant import naming
-from gputenant.api.v1alpha1 import GpuTenantSpec
+from gputenant.api.hub import GpuTenantSpec
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.tenant_admission import parent_queue_problem
 from gputenant.policy.choose import decide

@@ -23,7 +23,7 @@ import kopf
 from pydantic import ValidationError
 
 from gputenant import GROUP, PLURAL, VERSION, naming
-from gputenant.api.v1alpha1 import GpuTenantSpec
+from gputenant.api.hub import GpuTenantSpec
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.configuration import VALIDATE_TENANT
 from gputenant.guard.mutation import mutate_pod

@@ -17,7 +17,7 @@ from typing import TypeVar
 import yaml
 
 from gputenant import naming
-from gputenant.api.v1alpha1 import KubeconfigRole
+from gputenant.api.hub import KubeconfigRole
 from gputenant.kube import ApiError, KubeClient
 from gputenant.timefmt import parse_rfc3339, rfc3339
 

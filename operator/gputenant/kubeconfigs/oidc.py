@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable
 
 from gputenant import naming
-from gputenant.api.v1alpha1 import KubeconfigRole, Subject, SubjectKind, VClusterOIDC
+from gputenant.api.hub import KubeconfigRole, Subject, SubjectKind, VClusterOIDC
 from gputenant.kube import KubeClient
 from gputenant.kubeconfigs.issue import ROLE_CLUSTER_ROLES
 

@@ -10,8 +10,8 @@ from fractions import Fraction
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.api.gpus import MIG_PROFILES, mig_profile
+from gputenant.api.hub import GpuTenantSpec
 from gputenant.api.trust import SharingMode, Trust, allowed_modes, names, profile, stronger_or_equal
-from gputenant.api.v1alpha1 import GpuTenantSpec
 from gputenant.config.models import OperatorConfig
 from gputenant.config.pools import Pool
 from gputenant.policy.decision import Decision, PodRules, QueueGrant

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from gputenant.api.v1alpha1 import SharingMode, Trust
+from gputenant.api.hub import SharingMode, Trust
 from gputenant.config.pools import Pool
 
 

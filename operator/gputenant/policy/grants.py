@@ -12,9 +12,9 @@ from fractions import Fraction
 
 from gputenant.api import conditions as reasons
 from gputenant.api.gpus import mig_layout, mig_profile
+from gputenant.api.hub import GpuTenantSpec, HamiSpec
 from gputenant.api.trust import SharingMode
 from gputenant.api.trust import profile as trust_profile
-from gputenant.api.v1alpha1 import GpuTenantSpec, HamiSpec
 from gputenant.config.pools import MigStrategy, Pool
 from gputenant.policy.decision import PodRules
 

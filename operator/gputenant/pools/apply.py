@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from gputenant import GROUP, KIND, VERSION, naming
+from gputenant import API_VERSION, KIND, naming
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.pods import requests_gpus
 from gputenant.kube import ApiError, KubeClient, holds
@@ -138,7 +138,7 @@ async def collect_pool_reports(client: KubeClient, config: OperatorConfig,
     GPUs KAI's reservations hold that no live tenant share explains (``pools.leaks``), judged at `now`."""
     nodes = await client.list("v1", "Node")
     try:
-        tenants = await client.list(f"{GROUP}/{VERSION}", KIND)
+        tenants = await client.list(API_VERSION, KIND)
     except ApiError as error:
         if not error.not_found:
             raise

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from gputenant import GROUP, KIND, VERSION
+from gputenant import API_VERSION, KIND
 from gputenant.config.models import OperatorConfig
 from gputenant.kube import KubeClient
 from gputenant.metrics import OperatorMetrics
@@ -23,7 +23,7 @@ async def observe_gpus(client: KubeClient, config: OperatorConfig, metrics: Oper
                        queries: UsageQueries) -> list[UnheldMemory]:
     """Read, publish and apply; returns what the sentinel reported (for the pool report). Raises
     ApiError or PrometheusError; what was published before stays."""
-    tenants = await client.list(f"{GROUP}/{VERSION}", KIND)
+    tenants = await client.list(API_VERSION, KIND)
     usage = await asyncio.to_thread(read_usage, prometheus_url, tenant_namespaces(tenants, config), queries)
     share_hours = await asyncio.to_thread(read_share_hours, prometheus_url, queries.window, queries.step_seconds)
     for tenant_usage in usage:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gputenant import naming
-from gputenant.api.v1alpha1 import GpuTenant
+from gputenant.api.hub import GpuTenant
 from gputenant.config.models import OperatorConfig
 from gputenant.kube import Applier, KubeClient, LiveSnapshot
 from gputenant.policy.decision import Decision

@@ -5,13 +5,12 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from gputenant import GROUP, KIND, VERSION
+from gputenant import API_VERSION, KIND
 from gputenant.kube import ApiError, KubeClient
 from gputenant.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
 
-API_VERSION = f"{GROUP}/{VERSION}"
 
 
 async def post_event(client: KubeClient, tenant: dict, event_type: str, reason: str, message: str,

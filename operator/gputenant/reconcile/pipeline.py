@@ -23,8 +23,8 @@ from pydantic import ValidationError
 from gputenant import KIND
 from gputenant.api import conditions as reasons
 from gputenant.api.fieldpath import validation_problems
+from gputenant.api.hub import GpuTenant, GpuTenantSpec, GrantedStatus, QueueGrantStatus, SharingStatus
 from gputenant.api.status import PIPELINE
-from gputenant.api.v1alpha1 import GpuTenant, GpuTenantSpec, GrantedStatus, QueueGrantStatus, SharingStatus
 from gputenant.config.models import OperatorConfig
 from gputenant.kube import ApiError, KubeClient
 from gputenant.kubeconfigs import token_lifetime

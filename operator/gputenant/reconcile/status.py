@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gputenant.api.hub import Condition, GpuTenantStatus
 from gputenant.api.status import PIPELINE, USAGE
-from gputenant.api.v1alpha1 import Condition, GpuTenantStatus
 from gputenant.reconcile import conditions as cond
 
 log = logging.getLogger(__name__)

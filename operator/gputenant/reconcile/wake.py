@@ -15,8 +15,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from gputenant import naming
+from gputenant.api.hub import GpuTenant, SleepSpec
 from gputenant.api.status import UsageStatus, WakeStatus
-from gputenant.api.v1alpha1 import GpuTenant, SleepSpec
 from gputenant.kube import ApiError
 from gputenant.reconcile.context import Pass
 from gputenant.timefmt import parse_duration, parse_rfc3339, rfc3339

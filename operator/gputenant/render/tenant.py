@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gputenant import naming
-from gputenant.api.v1alpha1 import GpuTenant, MemberRole, Subject, SubjectKind, Trust
+from gputenant.api.hub import GpuTenant, MemberRole, Subject, SubjectKind, Trust
 from gputenant.config.models import ExposureType, OperatorConfig
 from gputenant.policy.decision import Decision
 from gputenant.render.errors import RenderError

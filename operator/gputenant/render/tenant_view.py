@@ -21,7 +21,7 @@ import yaml
 
 from gputenant import naming
 from gputenant.api import conditions as reasons
-from gputenant.api.v1alpha1 import GpuTenant
+from gputenant.api.hub import GpuTenant
 from gputenant.policy.decision import Decision
 from gputenant.quantities import parse_quantity
 from gputenant.timefmt import parse_duration, parse_rfc3339, rfc3339

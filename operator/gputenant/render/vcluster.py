@@ -12,7 +12,7 @@ import hashlib
 from urllib.parse import urlparse
 
 from gputenant import naming
-from gputenant.api.v1alpha1 import GpuTenant, VClusterOIDC
+from gputenant.api.hub import GpuTenant, VClusterOIDC
 from gputenant.config.models import ExposureType, OperatorConfig, VClusterExposure
 from gputenant.policy.decision import Decision
 from gputenant.render.errors import RenderError

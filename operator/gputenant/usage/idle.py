@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gputenant.api import conditions as reasons
+from gputenant.api.hub import SleepSpec
 from gputenant.api.status import UsageStatus
-from gputenant.api.v1alpha1 import SleepSpec
 from gputenant.timefmt import parse_duration, parse_rfc3339, rfc3339
 
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"

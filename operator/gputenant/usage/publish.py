@@ -12,10 +12,10 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from gputenant import GROUP, KIND, VERSION
+from gputenant import API_VERSION, KIND
 from gputenant.api import conditions as reasons
+from gputenant.api.hub import SleepSpec
 from gputenant.api.status import USAGE, UsageStatus
-from gputenant.api.v1alpha1 import SleepSpec
 from gputenant.config.models import Accounting
 from gputenant.kube import ApiError, KubeClient
 from gputenant.timefmt import rfc3339
@@ -25,7 +25,6 @@ from gputenant.usage.summary import usage_status, worth_writing
 
 log = logging.getLogger(__name__)
 
-API_VERSION = f"{GROUP}/{VERSION}"
 POD_GROUP_API = "scheduling.run.ai/v2alpha2"
 
 

@@ -11,7 +11,7 @@ or the kubelet's later writes.
 
 from __future__ import annotations
 
-from gputenant.api.v1alpha1 import Trust
+from gputenant.api.hub import Trust
 from gputenant.config.models import GuardConfig, OperatorConfig
 from gputenant.config.pools import CpuPool
 from gputenant.guard.registry import ALL_TRUST, RULES, STRICT, Review, Violation

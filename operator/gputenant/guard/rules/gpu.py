@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-from gputenant.api.v1alpha1 import SharingMode
+from gputenant.api.hub import SharingMode
 from gputenant.guard import keys
 from gputenant.guard.pods import container_gpu_amounts, containers, number, pod_gpu_amounts, resource_names
 from gputenant.guard.registry import Review, rule

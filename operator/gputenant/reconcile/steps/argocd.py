@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from gputenant import naming
 from gputenant.api import conditions as reasons
-from gputenant.api.v1alpha1 import ArgoCDSpec, ArgoCDStatus
+from gputenant.api.hub import ArgoCDSpec, ArgoCDStatus
 from gputenant.argocd import bearer_token_of, cluster_secret
 from gputenant.kube import ApiError
 from gputenant.kube.applier import object_key

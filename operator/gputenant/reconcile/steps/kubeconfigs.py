@@ -9,7 +9,7 @@ import yaml
 
 from gputenant import naming
 from gputenant.api import conditions as reasons
-from gputenant.api.v1alpha1 import KubeconfigStatus
+from gputenant.api.hub import KubeconfigStatus
 from gputenant.kube.applier import object_key
 from gputenant.kubeconfigs import (
     MISSING,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gputenant import naming
 from gputenant.api import conditions as reasons
-from gputenant.api.v1alpha1 import VClusterStatus
+from gputenant.api.hub import VClusterStatus
 from gputenant.config.models import ExposureType, VClusterExposure
 from gputenant.helm import HelmError, helm_needed, release_revisions, values_hash
 from gputenant.kube import ApiError

@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
+from gputenant.api.group import GROUP, KIND, V1ALPHA1
 from gputenant.api.rules import (
     DNS_LABEL,
     Rule,
@@ -370,8 +371,8 @@ class GpuTenant(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
-    api_version: str = Field(default="gputenant.io/v1alpha1", alias="apiVersion")
-    kind: str = "GpuTenant"
+    api_version: str = Field(default=f"{GROUP}/{V1ALPHA1}", alias="apiVersion")
+    kind: str = KIND
     metadata: ObjectMeta
     spec: GpuTenantSpec
     status: GpuTenantStatus | None = None

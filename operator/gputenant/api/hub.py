@@ -1,0 +1,73 @@
+"""The internal GpuTenant model: what every layer outside ``api/`` reads and writes, whatever version
+a client sent (the conversion hub, as kubebuilder and Capsule name it).
+
+Today the one served version, v1alpha1, is the hub's shape, so the hub re-exports its models; a new
+version adds a package beside ``api/v1alpha1/`` with conversions to and from these, and no module
+outside ``api/`` changes. Group, kind and versions: ``api/group.py``.
+"""
+
+from gputenant.api.v1alpha1 import (
+    MAX_GPUS,
+    MAX_TENANT_NAME_LENGTH,
+    MAX_TOKEN_LIFETIME,
+    MIN_TOKEN_LIFETIME,
+    TENANT_NAME_RULE,
+    ApiModel,
+    ArgoCDSpec,
+    ArgoCDStatus,
+    Condition,
+    ConditionStatus,
+    DeletionPolicy,
+    DnsLabel,
+    DnsSubdomain,
+    Duration,
+    GpuSpec,
+    GpuTenant,
+    GpuTenantSpec,
+    GpuTenantStatus,
+    GrantedStatus,
+    HamiSpec,
+    HttpsUrl,
+    IdleSleepSpec,
+    KubeconfigRole,
+    KubeconfigSpec,
+    KubeconfigStatus,
+    LimitRangeSpec,
+    Member,
+    MemberRole,
+    MigProfileName,
+    MigSpec,
+    ObjectMeta,
+    Quantity,
+    QueueGrantStatus,
+    QuotaSpec,
+    ResourceAmounts,
+    SharingMode,
+    SharingSpec,
+    SharingStatus,
+    SigningAlgorithm,
+    SleepSpec,
+    Subject,
+    SubjectKind,
+    TimeSlicingSpec,
+    Trust,
+    UsageGpuStatus,
+    UsageStatus,
+    VClusterOIDC,
+    VClusterOverrides,
+    VClusterResources,
+    VClusterSpec,
+    VClusterStatus,
+)
+
+__all__ = [
+    "MAX_GPUS", "MAX_TENANT_NAME_LENGTH", "MAX_TOKEN_LIFETIME", "MIN_TOKEN_LIFETIME", "TENANT_NAME_RULE", "ApiModel",
+    "ArgoCDSpec", "ArgoCDStatus", "Condition", "ConditionStatus", "DeletionPolicy", "DnsLabel",
+    "DnsSubdomain", "Duration", "GpuSpec", "GpuTenant", "GpuTenantSpec", "GpuTenantStatus",
+    "GrantedStatus", "HamiSpec", "HttpsUrl", "IdleSleepSpec", "KubeconfigRole", "KubeconfigSpec",
+    "KubeconfigStatus", "LimitRangeSpec", "Member", "MemberRole", "MigProfileName", "MigSpec",
+    "ObjectMeta", "Quantity", "QueueGrantStatus", "QuotaSpec", "ResourceAmounts", "SharingMode",
+    "SharingSpec", "SleepSpec", "SharingStatus", "Subject", "SubjectKind", "SigningAlgorithm",
+    "TimeSlicingSpec", "Trust", "UsageGpuStatus", "UsageStatus", "VClusterOIDC", "VClusterOverrides",
+    "VClusterResources", "VClusterSpec", "VClusterStatus",
+]
