@@ -83,7 +83,8 @@ def test_an_update_that_adds_the_claim_is_refused(attack, manifest, field):
 
 def test_plain_services_and_ordinary_annotations_are_admitted():
     for manifest in (service(), service(type="ClusterIP", clusterIP="10.96.0.50"),
-                     service(annotations={"vcluster.loft.sh/object-name": "web", "example.com/team": "a"}),
+                     service(annotations={"vcluster.loft.sh/object-name": "web", "example.com/team": "a",
+                                          "service.kubernetes.io/topology-mode": "Auto"}),
                      service(type="ExternalName", externalName="db.example.com", selector=None)):
         assert answer(review(manifest))["allowed"] is True, manifest
 

@@ -27,8 +27,7 @@ ADDRESS_FIELDS = ("externalIPs", "loadBalancerIP", "loadBalancerClass")
 """Spec fields that claim an address, or pick the implementation that reads the address annotations."""
 ADDRESS_ANNOTATION_DOMAINS = (
     "metallb.universe.tf", "metallb.io", "kube-vip.io", "lbipam.cilium.io", "io.cilium",
-    "projectcalico.org", "service.beta.kubernetes.io", "service.kubernetes.io",
-    "loadbalancer.openstack.org", "networking.gke.io", "cloud.google.com", "oci.oraclecloud.com",
+    "projectcalico.org", "service.beta.kubernetes.io", "loadbalancer.openstack.org", "networking.gke.io", "cloud.google.com", "oci.oraclecloud.com",
     "purelb.io", "openelb.kubesphere.io", "eip.openelb.kubesphere.io",
 )
 """Annotation domains (and their subdomains) of load-balancer implementations and cloud providers:
