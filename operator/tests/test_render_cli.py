@@ -76,7 +76,7 @@ def test_impossible_tenant_renders_without_values(tmp_path, capsys):
     tenant_file = tmp_path / "tenant.yaml"
     tenant_file.write_text(UNTRUSTED_TENANT)
     code, out, _ = run_cli(capsys, "render", "-f", str(tenant_file))  # default config: no pools
-    assert code == 0
+    assert code == 3, "a tenant the configuration cannot satisfy fails a pre-merge check"
     documents = list(yaml.safe_load_all(out))
     assert documents[0]["possible"] is False
     assert [doc["kind"] for doc in documents[1:]] == ["Namespace", "ResourceQuota", "Role", "Role", "Role", "Role",
@@ -112,6 +112,20 @@ def test_explain_shows_no_caps_for_mechanisms_without_them(tmp_path, capsys):
     tenant_file.write_text(UNTRUSTED_TENANT)
     code, out, _ = run_cli(capsys, "explain", "-f", str(tenant_file), "--config", str(EXAMPLE_CONFIG))
     assert code == 0 and "HAMi-core caps" not in out
+
+
+@pytest.mark.parametrize("command", ["render", "explain"])
+def test_a_tenant_the_configuration_cannot_satisfy_exits_3_after_saying_why(tmp_path, capsys, command):
+    """A pre-merge check: the pool has fewer GPUs than the tenant's limit (QuotaAbovePoolCapacity)."""
+    impossible = tmp_path / "impossible.yaml"
+    impossible.write_text(UNTRUSTED_TENANT.replace("limit: 3", "limit: 500").replace("quota: 2", "quota: 500"))
+    possible = tmp_path / "possible.yaml"
+    possible.write_text(UNTRUSTED_TENANT.replace("name: ext-a", "name: ext-b"))
+    code, out, _ = run_cli(capsys, command, "-f", str(possible), "-f", str(impossible), "--config", str(EXAMPLE_CONFIG))
+    assert code == 3
+    assert "QuotaAbovePoolCapacity" in out and "ext-b" in out, "every tenant is still printed"
+    code, _, _ = run_cli(capsys, command, "-f", str(possible), "--config", str(EXAMPLE_CONFIG))
+    assert code == 0
 
 
 @pytest.mark.parametrize("command", ["render", "explain"])

@@ -7,6 +7,14 @@ exits with its code, so no user sees a traceback for a missing cluster or a bad 
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_NOT_SATISFIABLE = 3
+"""`render` and `explain`: every file is valid but a tenant's decision is not possible (its reason is
+printed), so a GitOps pipeline that runs them before merge refuses the change."""
+
+
+def decided_exit_code(results) -> int:
+    """0 when every tenant's decision is possible, else EXIT_NOT_SATISFIABLE."""
+    return 0 if all(result.decision.possible for result in results) else EXIT_NOT_SATISFIABLE
 
 
 class CommandError(Exception):

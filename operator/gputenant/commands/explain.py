@@ -1,11 +1,13 @@
 """`gputenant explain -f tenant.yaml [-f DIR] [-f -] [--config config.yaml]`: one table row per tenant saying what
-the policy grants and why, then each decision's message and warnings."""
+the policy grants and why, then each decision's message and warnings; exit 3 when a tenant cannot be
+satisfied (``commands.EXIT_NOT_SATISFIABLE``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from gputenant.commands import decided_exit_code
 from gputenant.commands.render import add_filename_argument, load_and_render
 from gputenant.tables import align_columns
 
@@ -67,4 +69,4 @@ def run(args: argparse.Namespace) -> int:
         output += "".join(f"  warning: {warning}\n" for warning in result.decision.warnings)
         output += caps_lines(result.decision)
     sys.stdout.write(output)
-    return 0
+    return decided_exit_code(results)

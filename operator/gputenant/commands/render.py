@@ -5,7 +5,8 @@ would create, offline. `-f` takes files, directories (their .yaml, .yml and .jso
 Output is multi-document YAML, per tenant in the file: first a ``kind: Decision`` document (the
 policy's choice and why), then every host object in apply order, then a ``kind: VClusterValues``
 document holding the chart reference and the ``values`` the operator installs it with (absent when
-the decision is not possible). Bad input exits with code 2 and names the field.
+the decision is not possible). Bad input exits with code 2 and names the field; a tenant whose
+decision is not possible exits 3 after printing everything (``EXIT_NOT_SATISFIABLE``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gputenant.commands import EXIT_BAD_INPUT, CommandError
+from gputenant.commands import EXIT_BAD_INPUT, CommandError, decided_exit_code
 
 HELP = "print the decision, host objects and vCluster values for GpuTenant files (no cluster needed)"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -199,4 +200,4 @@ def render_stream(results: list[RenderedInput], config) -> str:
 def run(args: argparse.Namespace) -> int:
     results, config = load_and_render(args.filename, args.config)
     sys.stdout.write(render_stream(results, config))
-    return 0
+    return decided_exit_code(results)
