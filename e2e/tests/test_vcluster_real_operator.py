@@ -18,8 +18,8 @@ LimitRange and a ResourceQuota that counts its limits; its data claim is bound t
 real local-path-provisioner, and offboarding removes that volume and the directory behind it. The
 pod's start time and memory are printed (figures, not assertions).
 
-The plane has no NetworkPolicy enforcer, so the rendered policies are checked by the unit tests
-(operator/tests/test_render_exposure.py), not here.
+The rendered NetworkPolicies are enforced on this node by kube-router; what they let through and
+refuse is attacked in e2e/tests/test_network_policy.py, not here.
 """
 
 from __future__ import annotations
