@@ -66,7 +66,7 @@ def test_one_replica_holds_the_lease_and_another_takes_it_when_released_or_aband
 
 @pytest.fixture(scope="module")
 def replicas(vcluster_node, tmp_path_factory):
-    operator = InClusterOperator(vcluster_node, NAMESPACE, values={"replicas": 2})
+    operator = InClusterOperator(vcluster_node, NAMESPACE)  # the chart's defaults: two replicas
     try:
         yield operator.install(tmp_path_factory.mktemp("ha"))
     finally:
