@@ -14,9 +14,11 @@ import logging
 import socket
 import ssl
 import tempfile
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp.web
 import kopf
 
 from gputenant.config.models import OperatorConfig
@@ -30,6 +32,24 @@ from gputenant.kube import KubeClient
 log = logging.getLogger(__name__)
 
 RENEWAL_CHECK_SECONDS = 3600.0
+DRAIN_SECONDS = 3.0
+"""How long a stopping guard keeps answering, each answer closing its connection: the API server
+keeps reusing a connection it opened to this replica before the Service dropped it, and closing
+one it is about to reuse resets the review it sends (a refused pod, the webhooks failing closed)."""
+
+
+class DrainingWebhookServer(kopf.WebhookServer):
+    """kopf's server, whose answers say `Connection: close` once ``draining`` is set, so each client
+    drops its connection to this replica after the answer instead of the server closing it under a
+    request in flight."""
+
+    draining: threading.Event
+
+    async def _serve(self, fn: kopf.WebhookFn, request: aiohttp.web.Request) -> aiohttp.web.Response:  # type: ignore[override]
+        response = await kopf.WebhookServer._serve(fn, request)
+        if self.draining.is_set():
+            response.force_close()
+        return response
 
 
 class GuardServer:
@@ -72,6 +92,7 @@ class GuardServer:
         self.renewal_check_seconds = renewal_check_seconds
         self.file_check_interval = file_check_interval
         self.pod_reviews: PodReviews | None = None
+        self.draining = threading.Event()
         self.service_reviews: ServiceReviews | None = None
 
     async def _renew_forever(self) -> None:
@@ -90,11 +111,12 @@ class GuardServer:
             self.client_ca_file = await cluster_client_ca(self.client)
         if not self.port:
             self.port = _free_port(self.listen)
-        server = kopf.WebhookServer(addr=self.listen, port=self.port, host=self.host, certfile=str(self.cert_file),
+        server = DrainingWebhookServer(addr=self.listen, port=self.port, host=self.host, certfile=str(self.cert_file),
                                     pkeyfile=str(self.key_file), cafile=str(self.ca_file),
                                     file_check_interval=self.file_check_interval,
                                     verify_mode=ssl.CERT_REQUIRED if self.client_ca_file else None,
                                     verify_cafile=str(self.client_ca_file) if self.client_ca_file else None)
+        server.draining = self.draining
         renewer = asyncio.create_task(self._renew_forever()) if self.generated else None
         try:
             async for client_config in server(served):

@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import kopf
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.parent import CHECK_SECONDS, watch_parent
 from gputenant.guard.pod_reviews import DecisionObserver, PodReviews
-from gputenant.guard.server import GuardServer, server_from_args
+from gputenant.guard.server import DRAIN_SECONDS, GuardServer, server_from_args
 from gputenant.guard.service_reviews import ServiceReviews
 from gputenant.guard.webhook import Guard, register
 from gputenant.kube import KubeClient
@@ -197,6 +198,10 @@ def _serve_in_child(kubeconfig: str | None, config_json: str, server_args: argpa
                 channel.cancel_join_thread()  # nobody reads them any more: exit without flushing
         thread.stop(timeout=10)
         return
+    # Stopped by the operator (a rollout, a drain): keep answering a while, closing each connection
+    # after its answer, before the server goes (server.DRAIN_SECONDS).
+    thread.server.draining.set()
+    time.sleep(DRAIN_SECONDS)
     thread.stop()
     if sender is not None:
         sender.stop()
