@@ -84,6 +84,13 @@ def ask(ca_file: Path, port: int, pair=None, directory: Path | None = None) -> d
         connection.close()
 
 
+def registered_at(plane, port: int) -> bool:
+    """The guard's configurations name a server on `port`: it listens and has registered itself."""
+    configuration = plane.cluster_object("admissionregistration.k8s.io", "v1",
+                                         "validatingwebhookconfigurations", "gputenant-guard")
+    return bool(configuration) and f":{port}/" in configuration["webhooks"][0]["clientConfig"]["url"]
+
+
 def test_a_caller_without_a_client_certificate_gets_no_answer(closed_guard):
     guard, _, _ = closed_guard
     with pytest.raises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)):
@@ -118,11 +125,7 @@ def test_the_guard_process_gputenant_run_starts_answers_only_the_api_server(plan
                               str(tmp_path / "serving"), "--webhook-client-ca", str(tmp_path / "client-ca.crt")])
     guard = GuardProcess(plane.kubeconfig_path, CONFIG, args).start()
     try:
-        def registered() -> bool:
-            configuration = plane.cluster_object("admissionregistration.k8s.io", "v1",
-                                                 "validatingwebhookconfigurations", "gputenant-guard")
-            return bool(configuration) and f":{port}/" in configuration["webhooks"][0]["clientConfig"]["url"]
-        wait_for(registered, timeout=60, what="the guard process to listen and register itself")
+        wait_for(lambda: registered_at(plane, port), timeout=60, what="the guard process to listen and register itself")
         ca_file = CertificatePaths.in_directory(tmp_path / "serving").ca_bundle
         with pytest.raises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)):
             ask(ca_file, port)
@@ -144,11 +147,8 @@ def test_the_guard_takes_the_front_proxy_ca_the_api_server_publishes(plane, tmp_
                               str(tmp_path / "serving"), "--webhook-client-ca-from-cluster"])
     guard = GuardProcess(plane.kubeconfig_path, CONFIG, args).start()
     try:
-        def registered() -> bool:
-            configuration = plane.cluster_object("admissionregistration.k8s.io", "v1",
-                                                 "validatingwebhookconfigurations", "gputenant-guard")
-            return bool(configuration) and f":{port}/" in configuration["webhooks"][0]["clientConfig"]["url"]
-        wait_for(registered, timeout=60, what="the guard process to read its client CA, listen and register")
+        wait_for(lambda: registered_at(plane, port), timeout=60,
+                 what="the guard process to read its client CA, listen and register")
         ca_file = CertificatePaths.in_directory(tmp_path / "serving").ca_bundle
         with pytest.raises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)):
             ask(ca_file, port)

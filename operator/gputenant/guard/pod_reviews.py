@@ -51,7 +51,7 @@ class PodReviews:
         payload = request.get("request")
         if not isinstance(payload, dict):
             return response(request, {}, allowed=False, code=BAD_REQUEST, message="the AdmissionReview has no request")
-        problem = _malformed(payload)
+        problem = malformed(payload, POD_RESOURCE, "pods")
         if problem:
             return response(request, payload, allowed=False, code=BAD_REQUEST, message=problem)
         try:
@@ -80,10 +80,11 @@ class PodReviews:
         return message
 
 
-def _malformed(payload: dict) -> str | None:
-    """Why a review cannot be judged, or None: the guard reviews pod CREATE and UPDATE only."""
-    if payload.get("resource") != POD_RESOURCE:
-        return f"this webhook reviews pods only, not {payload.get('resource')}"
+def malformed(payload: dict, resource: dict, what: str) -> str | None:
+    """Why a review cannot be judged, or None: a webhook reviews CREATE and UPDATE of its one
+    `resource` (named `what` in the message), with the object and the user."""
+    if payload.get("resource") != resource:
+        return f"this webhook reviews {what} only, not {payload.get('resource')}"
     if payload.get("operation") not in REVIEWED_OPERATIONS:
         return f"this webhook reviews {' and '.join(REVIEWED_OPERATIONS)} only, not {payload.get('operation')}"
     if not isinstance(payload.get("object"), dict) or not isinstance(payload.get("userInfo"), dict):

@@ -13,7 +13,7 @@ import logging
 import kopf
 
 from gputenant.guard.configuration import VALIDATE_SERVICE
-from gputenant.guard.pod_reviews import BAD_REQUEST, GUARD_ERROR, REVIEWED_OPERATIONS, response
+from gputenant.guard.pod_reviews import BAD_REQUEST, GUARD_ERROR, malformed, response
 from gputenant.guard.services import refusal
 from gputenant.guard.webhook import DENIED, Guard, tenant_of_namespace
 
@@ -34,7 +34,7 @@ class ServiceReviews:
         payload = request.get("request")
         if not isinstance(payload, dict):
             return response(request, {}, allowed=False, code=BAD_REQUEST, message="the AdmissionReview has no request")
-        problem = _malformed(payload)
+        problem = malformed(payload, SERVICE_RESOURCE, "services")
         if problem:
             return response(request, payload, allowed=False, code=BAD_REQUEST, message=problem)
         service = payload["object"]
@@ -54,12 +54,3 @@ class ServiceReviews:
         message = "; ".join(f"[service-address] {problem}" for problem in problems)
         return response(request, payload, allowed=False, code=DENIED, message=f"{message} (tenant {tenant.name})")
 
-
-def _malformed(payload: dict) -> str | None:
-    if payload.get("resource") != SERVICE_RESOURCE:
-        return f"this webhook reviews services only, not {payload.get('resource')}"
-    if payload.get("operation") not in REVIEWED_OPERATIONS:
-        return f"this webhook reviews {' and '.join(REVIEWED_OPERATIONS)} only, not {payload.get('operation')}"
-    if not isinstance(payload.get("object"), dict) or not isinstance(payload.get("userInfo"), dict):
-        return "the review carries no object or no user"
-    return None
