@@ -30,7 +30,7 @@ from gputenant.api import conditions as reasons
 from gputenant.api.status import PIPELINE
 from gputenant.attestation.promise import COMPONENT
 from gputenant.attestation.run import Attestor, publish_tenant_conditions
-from gputenant.attestation.verdict import Outcome
+from gputenant.attestation.verdict import AttestationOutcome
 from gputenant.config.pools import Pool
 from gputenant.kube import KubeClient
 from gputenant.naming import COMPONENT_LABEL
@@ -112,7 +112,7 @@ def test_every_pool_on_simulated_nodes_is_unattested_and_so_is_its_tenant(cluste
         done, first, second, live = run(plane, work)
         assert [result.pool for result in done] == [pool.name for pool in config.pools]
         for result in done:
-            assert result.verdict.outcome is Outcome.UNATTESTED, result.verdict.message
+            assert result.verdict.outcome is AttestationOutcome.UNATTESTED, result.verdict.message
             assert "which is simulated (kwok): no container runs there" in result.verdict.message
             assert attestor.summary(result.pool)["isolationVerified"] == "Unknown"
         assert canary_pods(plane) == [], "every canary pod is deleted after its run"
@@ -145,7 +145,7 @@ def test_a_canary_running_for_real_on_a_node_without_a_gpu_fails_its_pool(cluste
     attestor = Attestor(image=CANARY_IMAGE, namespace=NAMESPACE, interval=3600, schedule_timeout=60, run_timeout=120)
     result = run(cluster.plane, lambda client: attestor.attest(client, pool))
     verdict = result.verdict
-    assert verdict.outcome is Outcome.FAILED, verdict.message
+    assert verdict.outcome is AttestationOutcome.FAILED, verdict.message
     assert verdict.message.startswith(
         "pool real-node promises one whole GPU of 81559 MiB, no other pod on it, but the canary saw no GPU: CUDA: "
         "libcuda.so.1 not loadable"), verdict.message
@@ -159,7 +159,7 @@ def test_a_canary_the_api_server_refuses_leaves_its_pool_unattested_with_the_rea
     pool = cluster.config.pools[0]
     attestor = Attestor(image=CANARY_IMAGE, namespace="no-such-namespace", interval=3600)
     verdict = run(cluster.plane, lambda client: attestor.attest(client, pool)).verdict
-    assert verdict.outcome is Outcome.UNATTESTED
+    assert verdict.outcome is AttestationOutcome.UNATTESTED
     assert f"pool {pool.name} ({pool.mode.value}) is not attested: the API server refused the canary pod in " \
            "namespace no-such-namespace: " in verdict.message
     assert "not found" in verdict.message

@@ -26,7 +26,7 @@ from gputenant import GROUP, KIND, VERSION
 from gputenant.api import conditions as reasons
 from gputenant.api.status import SharingStatus, VClusterStatus
 from gputenant.attestation.run import Attestation, Attestor, publish_tenant_conditions
-from gputenant.attestation.verdict import Outcome, Verdict
+from gputenant.attestation.verdict import AttestationOutcome, Verdict
 from gputenant.config.models import OperatorConfig
 from gputenant.kube import KubeClient
 from gputenant.reconcile.context import Pass, Services
@@ -118,7 +118,7 @@ async def attestation_writer(client: KubeClient, rounds: range) -> None:
     """Attestation rounds: the pool's verdict says its round; the tenant's IsolationVerified follows."""
     attestor = Attestor(image="canary", namespace="canaries", interval=3600)
     for i in rounds:
-        attestor.results[POOL] = Attestation(POOL, Verdict(Outcome.VERIFIED, f"round {i}"), "fingerprint",
+        attestor.results[POOL] = Attestation(POOL, Verdict(AttestationOutcome.VERIFIED, f"round {i}"), "fingerprint",
                                              datetime.now(UTC))
         assert await publish_tenant_conditions(client, attestor) == [NAME], f"attestation round {i} wrote nothing"
         await asyncio.sleep(random.uniform(0, 0.01))

@@ -17,7 +17,7 @@ from gputenant.api.v1alpha1 import GpuTenantSpec, Trust
 from gputenant.attestation import canary
 from gputenant.attestation.promise import canary_pod, fingerprint, promise_of
 from gputenant.attestation.run import Attestation, Attestor, tenant_condition
-from gputenant.attestation.verdict import Outcome, judge, parse_report
+from gputenant.attestation.verdict import AttestationOutcome, judge, parse_report
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.rules import validate_pod
@@ -94,7 +94,7 @@ def test_the_fingerprint_changes_with_the_pool_and_the_image():
 
 def test_no_report_is_unattested():
     verdict = judge(promise_of(POOLS["h100-mig-small"]), None, "its canary was bound to node gpu-1, which is simulated")
-    assert verdict.outcome is Outcome.UNATTESTED
+    assert verdict.outcome is AttestationOutcome.UNATTESTED
     assert verdict.message == ("pool h100-mig-small (MIG) is not attested: its canary was bound to node gpu-1, "
                                "which is simulated")
 
@@ -106,7 +106,7 @@ def test_anything_but_a_canary_report_reads_as_none(text):
 
 def test_a_slice_of_the_promised_size_that_refuses_more_is_verified_with_its_numbers():
     verdict = judge(promise_of(POOLS["h100-mig-small"]), report())
-    assert verdict.outcome is Outcome.VERIFIED
+    assert verdict.outcome is AttestationOutcome.VERIFIED
     assert verdict.measured == {"devices": 1, "totalMiB": 9984, "allocatedMiB": 9728, "triedMiB": 11264,
                                 "refused": True, "computeShare": None, "computeError": None}
     assert "devices=1, totalMiB=9984, allocatedMiB=9728 of 11264 tried, refused=yes" in verdict.message
@@ -120,7 +120,7 @@ def test_a_slice_of_the_promised_size_that_refuses_more_is_verified_with_its_num
 ])
 def test_a_broken_promise_fails_naming_what_was_measured(kwargs, problem):
     verdict = judge(promise_of(POOLS["h100-mig-small"]), report(**kwargs))
-    assert verdict.outcome is Outcome.FAILED
+    assert verdict.outcome is AttestationOutcome.FAILED
     assert problem in verdict.message
 
 
@@ -129,7 +129,7 @@ def test_a_canary_that_sees_no_gpu_fails_rather_than_being_unattested():
     no_gpu = {"canary": 1, "nvml": {"ok": False, "error": "libnvidia-ml.so.1 not loadable"},
               "cuda": {"ok": False, "error": "libcuda.so.1 not loadable"}}
     verdict = judge(promise_of(POOLS["h100-exclusive"]), no_gpu)
-    assert verdict.outcome is Outcome.FAILED
+    assert verdict.outcome is AttestationOutcome.FAILED
     assert "saw no GPU: CUDA: libcuda.so.1 not loadable; NVML: libnvidia-ml.so.1 not loadable" in verdict.message
 
 
@@ -137,13 +137,13 @@ def test_widening_by_changed_variables_fails_mig_but_is_only_reported_for_hami()
     widened = {"changed": ["CUDA_DEVICE_MEMORY_LIMIT"], "cuda": cuda((81559,), 6782, False, 6782, share(0.97))}
     hami = judge(promise_of(POOLS["l4-hami"]),
                  report(devices=(5758,), allocated=5632, tried=6782, forbidden=widened, compute=share(0.26)))
-    assert hami.outcome is Outcome.VERIFIED
+    assert hami.outcome is AttestationOutcome.VERIFIED
     assert ("a program that changes CUDA_DEVICE_MEMORY_LIMIT gets total memory 81559 MiB, 6782 MiB allocated, "
             "97% of the SMs (this tier does not promise to resist that)") in hami.message
     assert hami.measured["forbiddenTotalMiB"] == 81559
     mig = judge(promise_of(POOLS["h100-mig-small"]),
                 report(forbidden={"changed": ["NVIDIA_VISIBLE_DEVICES"], "cuda": cuda((9984, 9984), 9728, True)}))
-    assert mig.outcome is Outcome.FAILED
+    assert mig.outcome is AttestationOutcome.FAILED
     assert "a program that changes NVIDIA_VISIBLE_DEVICES gets 2 devices instead of 1" in mig.message
 
 
@@ -157,7 +157,7 @@ def test_the_canary_program_without_a_driver_reports_no_gpu(tmp_path):
     assert json.loads(log.read_text()) == printed
     assert printed["cuda"]["ok"] is False and printed["nvml"]["ok"] is False
     assert printed["forbidden"]["changed"] == sorted(canary.FORBIDDEN_OVERRIDES)
-    assert judge(promise_of(POOLS["h100-exclusive"]), parse_report(log.read_text())).outcome is Outcome.FAILED
+    assert judge(promise_of(POOLS["h100-exclusive"]), parse_report(log.read_text())).outcome is AttestationOutcome.FAILED
 
 
 def test_a_report_too_long_for_a_termination_message_drops_the_nvml_device_list():
@@ -224,7 +224,7 @@ def test_time_slicing_is_never_filled_by_the_canary_and_needs_no_refusal():
     assert command[command.index("--over-mib") + 1] == "0"
     shared = {"canary": 1, "cuda": {"ok": True, "devices": [{"name": "NVIDIA A100-SXM4-80GB", "totalMiB": 81050}]}}
     verdict = judge(promise_of(pool), shared)
-    assert verdict.outcome is Outcome.VERIFIED, verdict.message
+    assert verdict.outcome is AttestationOutcome.VERIFIED, verdict.message
     assert verdict.message.endswith("(devices=1, totalMiB=81050)")
 
 
@@ -240,7 +240,7 @@ def test_a_hami_share_must_see_exactly_its_cap_and_about_its_compute_share():
     promise = promise_of(POOLS["l4-hami"])
     assert (promise.memory_mib, promise.compute_percent) == (5758, 25)
     kept = judge(promise, report(devices=(5758,), allocated=5632, tried=6782, compute=share(0.3)))
-    assert kept.outcome is Outcome.VERIFIED and "computeShare=0.3" in kept.message
+    assert kept.outcome is AttestationOutcome.VERIFIED and "computeShare=0.3" in kept.message
     for reading, problem in [
         (report(devices=(5500,), allocated=5120, tried=6782, compute=share(0.25)), "total memory 5500 MiB, 5758 MiB"),
         (report(devices=(5758,), allocated=5632, tried=6782, compute=share(0.9)), "got 90% of the SMs, 25% promised"),
@@ -249,7 +249,7 @@ def test_a_hami_share_must_see_exactly_its_cap_and_about_its_compute_share():
          "not measured (cuModuleLoadData: CUDA_ERROR_X)"),
     ]:
         verdict = judge(promise, reading)
-        assert verdict.outcome is Outcome.FAILED and problem in verdict.message, verdict.message
+        assert verdict.outcome is AttestationOutcome.FAILED and problem in verdict.message, verdict.message
 
 
 def test_only_a_hami_canary_measures_compute():

@@ -7,8 +7,8 @@ import yaml
 
 from gputenant.config.models import OperatorConfig
 from gputenant.pools import (
-    Grant,
     PoolConfigError,
+    TenantGrant,
     device_plugin_config_data,
     format_metrics,
     format_table,
@@ -142,7 +142,7 @@ def test_report_counts_what_the_policy_granted_never_what_the_spec_asked():
     granted = {"metadata": {"name": "granted", "generation": 3}, "spec": {"gpu": {"quota": 1, "pool": "ts"}},
                "status": {"observedGeneration": 3, "sharing": {"pool": "ts"}}}
     grants = grants_from_tenants([refused, not_reconciled_yet, spec_raised_since, granted])
-    assert grants == [Grant("granted", "ts", 1, 1)]
+    assert grants == [TenantGrant("granted", "ts", 1, 1)]
     [ts] = [r for r in pool_reports(CONFIG, [node("ts-1", pool="ts")], grants) if r.name == "ts"]
     assert (ts.granted, ts.tenants) == (1, ["granted"])
 
@@ -156,7 +156,7 @@ def test_report_counts_nodes_gpus_grants_and_overcommit():
         {"metadata": {"name": "c"}, "spec": {"gpu": {"quota": 1}}},
     ]
     grants = grants_from_tenants(tenants)
-    assert grants == [Grant("a", "ts", 6, 8), Grant("b", "ts", 4, 4)]
+    assert grants == [TenantGrant("a", "ts", 6, 8), TenantGrant("b", "ts", 4, 4)]
     reports = {r.name: r for r in pool_reports(CONFIG, nodes, grants)}
     ts = reports["ts"]
     assert (ts.nodes, ts.node_gpus, ts.capacity, ts.granted, ts.burst, ts.tenants) == (

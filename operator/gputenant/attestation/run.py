@@ -18,7 +18,7 @@ from gputenant import API_VERSION, KIND
 from gputenant.api import conditions as reasons
 from gputenant.api.status import ATTESTATION
 from gputenant.attestation.promise import canary_pod, fingerprint, promise_of
-from gputenant.attestation.verdict import Outcome, Verdict, judge, parse_report
+from gputenant.attestation.verdict import AttestationOutcome, Verdict, judge, parse_report
 from gputenant.config.models import OperatorConfig
 from gputenant.config.pools import Pool
 from gputenant.kube import ApiError, KubeClient
@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 
 SIMULATED_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 """kwok's mark: such a node runs no container, so a canary bound there can never report."""
-CONDITION_OF = {Outcome.VERIFIED: ("True", reasons.ATTESTED), Outcome.FAILED: ("False", reasons.ATTESTATION_FAILED),
-                Outcome.UNATTESTED: ("Unknown", reasons.UNATTESTED)}
+CONDITION_OF = {AttestationOutcome.VERIFIED: ("True", reasons.ATTESTED), AttestationOutcome.FAILED: ("False", reasons.ATTESTATION_FAILED),
+                AttestationOutcome.UNATTESTED: ("Unknown", reasons.UNATTESTED)}
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ class Attestor:
     def summary(self, pool: str) -> dict:
         result = self.results.get(pool)
         if result is None:
-            return {"isolationVerified": "Unknown", "reason": reasons.UNATTESTED, "outcome": Outcome.UNATTESTED.value,
+            return {"isolationVerified": "Unknown", "reason": reasons.UNATTESTED, "outcome": AttestationOutcome.UNATTESTED.value,
                     "message": f"pool {pool} has not been attested yet"}
         return result.summary()
 

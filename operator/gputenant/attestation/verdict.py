@@ -22,7 +22,7 @@ COMPUTE_SLACK = 0.5
 the promised one still keeps it; more means the limit did not throttle."""
 
 
-class Outcome(str, Enum):
+class AttestationOutcome(str, Enum):
     VERIFIED = "Verified"
     FAILED = "Failed"
     UNATTESTED = "Unattested"
@@ -30,14 +30,14 @@ class Outcome(str, Enum):
 
 @dataclass(frozen=True)
 class Verdict:
-    outcome: Outcome
+    outcome: AttestationOutcome
     message: str
     measured: dict[str, object] = field(default_factory=dict)
     """The numbers behind the verdict: devices, totalMiB, allocatedMiB, refused, forbidden*."""
 
 
 def unattested(promise: Promise, why: str) -> Verdict:
-    return Verdict(Outcome.UNATTESTED, f"pool {promise.pool} ({promise.mode}) is not attested: {why}")
+    return Verdict(AttestationOutcome.UNATTESTED, f"pool {promise.pool} ({promise.mode}) is not attested: {why}")
 
 
 def parse_report(text: str | None) -> dict | None:
@@ -57,7 +57,7 @@ def judge(promise: Promise, report: dict | None, why_missing: str = "the canary 
     cuda = report.get("cuda") or {}
     if not cuda.get("ok"):
         nvml = report.get("nvml") or {}
-        return Verdict(Outcome.FAILED, (
+        return Verdict(AttestationOutcome.FAILED, (
             f"pool {promise.pool} promises {promise.description}, but the canary saw no GPU: CUDA: "
             f"{cuda.get('error', 'no answer')}; NVML: {nvml.get('error') or 'ok'}"), {"devices": 0})
     measured = _measure(cuda)
@@ -67,10 +67,10 @@ def judge(promise: Promise, report: dict | None, why_missing: str = "the canary 
         problems.append(evasion)
     numbers = _numbers(measured)
     if problems:
-        return Verdict(Outcome.FAILED, f"pool {promise.pool} does not keep its promise of {promise.description}: "
+        return Verdict(AttestationOutcome.FAILED, f"pool {promise.pool} does not keep its promise of {promise.description}: "
                        + "; ".join(problems) + f" ({numbers})", measured)
     note = f"; {evasion} (this tier does not promise to resist that)" if evasion else ""
-    return Verdict(Outcome.VERIFIED, f"pool {promise.pool} keeps its promise of {promise.description} "
+    return Verdict(AttestationOutcome.VERIFIED, f"pool {promise.pool} keeps its promise of {promise.description} "
                    f"({numbers}){note}", measured)
 
 

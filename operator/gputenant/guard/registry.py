@@ -93,7 +93,7 @@ Check = Callable[[Review], Iterable[str]]
 
 
 @dataclass(frozen=True)
-class Rule:
+class GuardRule:
     id: str
     trust: frozenset[Trust]
     refuses: str
@@ -101,7 +101,7 @@ class Rule:
     check: Check
 
 
-RULES: dict[str, Rule] = {}
+RULES: dict[str, GuardRule] = {}
 
 
 def rule(rule_id: str, refuses: str, trust: frozenset[Trust] = ALL_TRUST) -> Callable[[Check], Check]:
@@ -109,6 +109,6 @@ def rule(rule_id: str, refuses: str, trust: frozenset[Trust] = ALL_TRUST) -> Cal
     def register(check: Check) -> Check:
         if rule_id in RULES:
             raise ValueError(f"guard rule {rule_id} is registered twice")
-        RULES[rule_id] = Rule(rule_id, trust, refuses, check)
+        RULES[rule_id] = GuardRule(rule_id, trust, refuses, check)
         return check
     return register

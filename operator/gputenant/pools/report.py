@@ -18,7 +18,7 @@ from gputenant.usage.sentinel import UnheldMemory
 
 
 @dataclass(frozen=True)
-class Grant:
+class TenantGrant:
     """What one tenant holds in one pool, in GPUs."""
 
     tenant: str
@@ -61,7 +61,7 @@ class PoolReport:
         return self.granted / self.capacity if self.capacity else None
 
 
-def grants_from_tenants(tenants: list[dict]) -> list[Grant]:
+def grants_from_tenants(tenants: list[dict]) -> list[TenantGrant]:
     """Grants from GpuTenant objects: what the policy granted, never what the spec asked.
 
     The operator writes ``status.sharing.pool`` only when the policy chose a pool (and applied the
@@ -79,12 +79,12 @@ def grants_from_tenants(tenants: list[dict]) -> list[Grant]:
         spec_gpu = (tenant.get("spec") or {}).get("gpu") or {}
         quota = float(spec_gpu.get("quota") or 0)
         limit = spec_gpu.get("limit")
-        grants.append(Grant(tenant=tenant["metadata"]["name"], pool=pool, quota=quota,
+        grants.append(TenantGrant(tenant=tenant["metadata"]["name"], pool=pool, quota=quota,
                             limit=float(limit) if limit is not None else quota))
     return grants
 
 
-def pool_reports(config: OperatorConfig, nodes: list[dict], grants: list[Grant],
+def pool_reports(config: OperatorConfig, nodes: list[dict], grants: list[TenantGrant],
                  pods: list[dict] | None = None) -> list[PoolReport]:
     """`pods`: the GPU pods of tenants (the guard's queue label), for the problems read from them."""
     problems: dict[str, list[str]] = {}
