@@ -48,12 +48,9 @@ class PodReviews:
 
     def answer(self, request: dict, webhook: str, tenants: kopf.Index) -> dict:
         """The AdmissionReview response to a pod review sent to `webhook`."""
-        payload = request.get("request")
-        if not isinstance(payload, dict):
-            return response(request, {}, allowed=False, code=BAD_REQUEST, message="the AdmissionReview has no request")
-        problem = malformed(payload, POD_RESOURCE, "pods")
-        if problem:
-            return response(request, payload, allowed=False, code=BAD_REQUEST, message=problem)
+        payload, refused = judgeable(request, POD_RESOURCE, "pods")
+        if refused is not None:
+            return refused
         try:
             if webhook == MUTATE_POD:
                 return response(request, payload, allowed=True, patch=self._patch(payload, tenants))
@@ -78,6 +75,17 @@ class PodReviews:
         if self.observe is not None:
             self.observe(rule, "allowed" if message is None else "refused", time.perf_counter() - started)
         return message
+
+
+def judgeable(request: dict, resource: dict, what: str) -> tuple[dict, dict | None]:
+    """The review's request, and the 400 answer when it cannot be judged (else None)."""
+    payload = request.get("request")
+    if not isinstance(payload, dict):
+        return {}, response(request, {}, allowed=False, code=BAD_REQUEST, message="the AdmissionReview has no request")
+    problem = malformed(payload, resource, what)
+    if problem:
+        return payload, response(request, payload, allowed=False, code=BAD_REQUEST, message=problem)
+    return payload, None
 
 
 def malformed(payload: dict, resource: dict, what: str) -> str | None:

@@ -13,7 +13,7 @@ import logging
 import kopf
 
 from gputenant.guard.configuration import VALIDATE_SERVICE
-from gputenant.guard.pod_reviews import BAD_REQUEST, GUARD_ERROR, malformed, response
+from gputenant.guard.pod_reviews import GUARD_ERROR, judgeable, response
 from gputenant.guard.services import refusal
 from gputenant.guard.webhook import DENIED, Guard, tenant_of_namespace
 
@@ -31,12 +31,9 @@ class ServiceReviews:
         self.guard = guard
 
     def answer(self, request: dict, webhook: str, tenants: kopf.Index) -> dict:
-        payload = request.get("request")
-        if not isinstance(payload, dict):
-            return response(request, {}, allowed=False, code=BAD_REQUEST, message="the AdmissionReview has no request")
-        problem = malformed(payload, SERVICE_RESOURCE, "services")
-        if problem:
-            return response(request, payload, allowed=False, code=BAD_REQUEST, message=problem)
+        payload, refused = judgeable(request, SERVICE_RESOURCE, "services")
+        if refused is not None:
+            return refused
         service = payload["object"]
         try:
             namespace = (service.get("metadata") or {}).get("namespace") or payload.get("namespace", "")
