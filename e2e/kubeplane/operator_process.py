@@ -8,6 +8,7 @@ its kubeconfig, so the audit log tells its requests apart from the tests' and th
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -65,12 +66,18 @@ class OperatorProcess:
             self.process = subprocess.Popen(
                 [str(GPUTENANT), "run", "--config", str(self.config_path),
                  "--kubeconfig", str(self.kubeconfig_path), *self.extra_args],
-                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True)
         return self
 
     def kill(self) -> None:
+        """SIGKILL the operator and every process it started (its helm children), as the kubelet
+        killing its container does: a helm left running would go on writing the release after the
+        operator died, which no pod can do."""
         if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             self.process.wait(timeout=10)
 
     def stop(self) -> None:
