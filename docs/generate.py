@@ -73,9 +73,26 @@ def reason_table() -> str:
     return "\n".join(rows)
 
 
+def mechanism_table() -> str:
+    """One row per registered sharing mechanism, weakest first: its unit, what it isolates, its spec
+    block, and the trust levels that may use it."""
+    from gputenant.api.trust import PROFILES, allowed_modes
+    from gputenant.sharing.registry import MECHANISMS
+
+    rows = ["| Mechanism | Grants in | Isolates | `spec.sharing` block | Trust levels that may use it | Module |",
+            "|---|---|---|---|---|---|"]
+    for mode, mechanism in MECHANISMS.items():
+        block = f"`{mechanism.spec_block[0]}`" if mechanism.spec_block else "none"
+        trusts = ", ".join(trust.value for trust in PROFILES if mode in allowed_modes(trust))
+        module = f"`sharing/{type(mechanism).__module__.rsplit('.', 1)[-1]}.py`"
+        rows.append(f"| {mode.value} | {mechanism.unit} | {mechanism.isolation} | {block} | {trusts} | {module} |")
+    return "\n".join(rows)
+
+
 SECTIONS: dict[tuple[str, str], tuple[str, Callable[[], str]]] = {
     ("admission-guard.md", "guard-rules"): ("gputenant.guard.rules.rule_table()", guard_rule_table),
     ("operations.md", "condition-reasons"): ("the reasons of gputenant/api/conditions.py", reason_table),
+    ("trust-levels.md", "sharing-mechanisms"): ("gputenant.sharing.registry.MECHANISMS", mechanism_table),
 }
 """(doc file under docs/, section name) -> (where the table comes from, in words; its generator)."""
 

@@ -24,6 +24,8 @@ anew, so every token issued before stops working, and new kubeconfigs are issued
 KUBECONFIG_EXPIRES_ANNOTATION = f"{GROUP}/expires-at"
 """On each kubeconfig Secret: when its token expires (RFC 3339), so rotation needs no token parsing."""
 QUEUE_LABEL = "kai.scheduler/queue"
+KAI_FRACTION_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
+"""KAI's requests for a share of one GPU: a portion (0 < x < 1) or MiB of its memory."""
 
 # Objects in the tenant's host namespace (one of each per namespace, so fixed names).
 RESOURCE_QUOTA_NAME = "gputenant-quota"

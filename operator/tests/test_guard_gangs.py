@@ -24,7 +24,8 @@ from gputenant.guard.gangs import (
 from gputenant.guard.keys import GANG_SIZE_ANNOTATION
 from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.rules import validate_pod
-from gputenant.policy.decision import Decision, PodRules, QueueGrant
+from gputenant.policy.decision import Decision, QueueGrant
+from gputenant.sharing.base import PodRules
 
 POOL = Pool(name="exclusive", mode=PoolMode.EXCLUSIVE, gpu_model="H100-80GB", gpu_memory_mi_b=81559,
             node_selector={"gputenant.io/pool": "exclusive"})

@@ -12,7 +12,8 @@ from gputenant.config.models import OperatorConfig
 from gputenant.config.pools import CpuPool, Pool, PoolMode, Toleration
 from gputenant.guard.mutation import VISIBLE_DEVICES, mutate_pod
 from gputenant.guard.rules import validate_pod
-from gputenant.policy.decision import Decision, PodRules, QueueGrant
+from gputenant.policy.decision import Decision, QueueGrant
+from gputenant.sharing.base import PodRules
 
 GPU_TAINT = Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")
 CPU_TAINT = Toleration(key="gputenant.io/cpu-only", operator="Exists", effect="NoSchedule")

@@ -10,7 +10,8 @@ from gputenant.api.v1alpha1 import Trust
 from gputenant.guard.capabilities import drop_patch, drops_spoofing
 from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.rules import validate_pod
-from gputenant.policy.decision import Decision, PodRules
+from gputenant.policy.decision import Decision
+from gputenant.sharing.base import PodRules
 
 POLICY = Decision(trust=Trust.TRUSTED, possible=True, reason="test", message="test",
                   pod_rules=PodRules(gpu_resources=(), forbid_isolation_overrides=False))

@@ -11,7 +11,8 @@ from gputenant.config.pools import HamiPool, MigPool, Pool, PoolMode, TimeSlicin
 from gputenant.guard.mutation import mutate_pod
 from gputenant.guard.pods import pod_gpu_amounts
 from gputenant.guard.rules import Violation, rejection_message, validate_pod
-from gputenant.policy.decision import Decision, PodRules, QueueGrant
+from gputenant.policy.decision import Decision, QueueGrant
+from gputenant.sharing.base import PodRules
 from kubeplane import builders
 
 TAINT = Toleration(key="gputenant.io/pool", operator="Equal", value="shared", effect="NoSchedule")

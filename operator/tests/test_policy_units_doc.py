@@ -73,8 +73,9 @@ def test_worked_example_matches_decide(row):
 
 def test_trust_levels_doc_lists_every_refusal_reason():
     """docs/trust-levels.md's reason table names exactly the reasons decide() can refuse with."""
-    policy = ROOT / "operator" / "gputenant" / "policy"
-    source = "".join((policy / module).read_text() for module in ("choose.py", "grants.py"))
+    package = ROOT / "operator" / "gputenant"
+    modules = [package / "policy" / "choose.py", *sorted((package / "sharing").glob("*.py"))]
+    source = "".join(module.read_text() for module in modules)
     in_code = {getattr(reasons, constant) for constant in re.findall(r"Refused\(\s*reasons\.(\w+)", source)}
     assert len(in_code) > 5
     doc = (ROOT / "docs" / "trust-levels.md").read_text()

@@ -14,9 +14,10 @@ from gputenant import naming
 from gputenant.api.v1alpha1 import GpuTenant, SharingMode, Trust
 from gputenant.config.models import OperatorConfig
 from gputenant.config.pools import Pool
-from gputenant.policy.decision import Decision, PodRules, QueueGrant
+from gputenant.policy.decision import Decision, QueueGrant
 from gputenant.render import RenderError, render_parent_queues, render_tenant
 from gputenant.render.quantities import cpu_millicores, memory_megabytes
+from gputenant.sharing.base import PodRules
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM_VALUES_SCHEMA = REPO_ROOT / ".." / "shared" / "third_party" / "vcluster-0.36.1" / "values.schema.json"

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from enum import Enum
 
-from gputenant.attestation.promise import Promise
+from gputenant.sharing.base import Promise
 
 MEMORY_SLACK = 0.01
 """A reading up to 1% above the promised memory still keeps it (drivers round, MIG names round)."""

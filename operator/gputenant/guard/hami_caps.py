@@ -27,7 +27,6 @@ Facts and file references: ``../shared/research/hami-caps-and-gpu-memory.md`` an
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -37,6 +36,7 @@ from gputenant.config.pools import HamiLibrary, Pool
 from gputenant.guard.kai_sharing import FRACTION_CONTAINER
 from gputenant.guard.keys import FRACTION_ANNOTATIONS
 from gputenant.policy.decision import Decision
+from gputenant.sharing.hami import share_caps
 
 LIBRARY_DIR = "/usr/local/vgpu"
 LIBRARY = f"{LIBRARY_DIR}/libvgpu.so"
@@ -92,8 +92,8 @@ class Caps:
 
 
 def caps_for(fraction: Fraction, pool: Pool) -> Caps:
-    """The caps of a pod holding `fraction` of one of `pool`'s GPUs (rounded down, at least 1)."""
-    return Caps(fraction, max(1, math.floor(pool.gpu_memory_mi_b * fraction)), max(1, math.floor(fraction * 100)))
+    """The caps of a pod holding `fraction` of one of `pool`'s GPUs (`sharing.hami.share_caps`)."""
+    return Caps(fraction, *share_caps(fraction, pool))
 
 
 def capped_pool(decision: Decision) -> Pool | None:

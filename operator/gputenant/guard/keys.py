@@ -20,7 +20,7 @@ from gputenant.guard import kai_vocabulary
 QUEUE_LABEL = naming.QUEUE_LABEL
 """KAI's queue label: set by the guard to the tenant's queue; any other value is refused."""
 
-FRACTION_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
+FRACTION_ANNOTATIONS = naming.KAI_FRACTION_ANNOTATIONS
 """KAI GPU-sharing requests; allowed only where the policy allows fractions (Trusted)."""
 LEGACY_LABELS = ("runai/queue",)
 """Run:ai's queue label, which KAI no longer reads; reserved with its prefix all the same."""

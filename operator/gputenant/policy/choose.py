@@ -1,5 +1,5 @@
 """The trust-based GPU-sharing policy: which mechanism and pool a tenant gets, and how much, in each
-mechanism's own units (docs/units.md; the units themselves are in `grants`). Pure: no IO, no clock,
+mechanism's own units (docs/units.md; each mechanism's units are in its module of `gputenant.sharing`). Pure: no IO, no clock,
 and no exceptions for bad requests.
 """
 
@@ -9,21 +9,14 @@ from fractions import Fraction
 
 from gputenant import naming
 from gputenant.api import conditions as reasons
-from gputenant.api.gpus import MIG_PROFILES, mig_profile
 from gputenant.api.hub import GpuTenantSpec
 from gputenant.api.trust import SharingMode, Trust, allowed_modes, names, profile, stronger_or_equal
 from gputenant.config.models import OperatorConfig
 from gputenant.config.pools import Pool
-from gputenant.policy.decision import Decision, PodRules, QueueGrant
-from gputenant.policy.grants import GRANTERS, WHOLE_GPU, Refused, exact, show
+from gputenant.policy.decision import Decision, QueueGrant
 from gputenant.quantities import parse_quantity
-
-SPEC_BLOCKS = {
-    SharingMode.TIME_SLICING: ("timeSlicing", "time_slicing"),
-    SharingMode.HAMI: ("hami", "hami"),
-    SharingMode.MIG: ("mig", "mig"),
-}
-"""Mode -> its parameter block in spec.sharing (wire name, attribute)."""
+from gputenant.sharing import registry
+from gputenant.sharing.base import WHOLE_GPU, PodRules, Refused, exact, show
 
 
 def decide(name: str, spec: GpuTenantSpec, config: OperatorConfig) -> Decision:
@@ -69,7 +62,7 @@ def _decide(name: str, spec: GpuTenantSpec, config: OperatorConfig) -> Decision:
             reasons.QUOTA_ABOVE_POOL_CAPACITY,
             f"gpu.limit {show(limit)} is above the {pool.gpus} GPUs of pool {pool.name}; lower gpu.limit to at most {pool.gpus}",
         )
-    grant = GRANTERS[effective_mode](spec, pool, quota_gpus, limit_gpus)
+    grant = registry.mechanism(effective_mode).grant(spec, pool, quota_gpus, limit_gpus)
 
     if not auto:
         reason, why = reasons.EXPLICIT_MODE, f"sharing.mode {mode.value}"
@@ -84,9 +77,9 @@ def _decide(name: str, spec: GpuTenantSpec, config: OperatorConfig) -> Decision:
         )
         why = f"{trust.value} tenants get {mode.value} (operator config trustModes.{trust.value}), but {instead}"
     ignored = tuple(
-        f"sharing.{block} is ignored: the tenant's GPUs are shared by {effective_mode.value}"
-        for block_mode, (block, attribute) in SPEC_BLOCKS.items()
-        if block_mode is not effective_mode and getattr(spec.sharing, attribute) is not None
+        f"sharing.{other.spec_block[0]} is ignored: the tenant's GPUs are shared by {effective_mode.value}"
+        for other in registry.MECHANISMS.values()
+        if other.mode is not effective_mode and other.spec_block and getattr(spec.sharing, other.spec_block[1]) is not None
     )
     return Decision(
         trust=trust,
@@ -164,7 +157,7 @@ def _choose_pool(spec: GpuTenantSpec, mode: SharingMode, auto: bool, config: Ope
                 reasons.POOL_NOT_FOUND,
                 f"gpu.pool {spec.gpu.pool} is not in the operator config; use one of: {_list_pools(config.pools)}, or leave gpu.pool unset",
             )
-        pool_mode = SharingMode(pool.mode.value)
+        pool_mode = registry.of_pool(pool).mode
         if pool_mode not in candidates:
             raise Refused(
                 reasons.POOL_MODE_MISMATCH,
@@ -213,37 +206,13 @@ def _choose_pool(spec: GpuTenantSpec, mode: SharingMode, auto: bool, config: Ope
 
 
 def _misfit(spec: GpuTenantSpec, mode: SharingMode, pool: Pool) -> Refused | None:
-    """Why the pool cannot serve the tenant's model, replicas or MIG profile; None when it can."""
+    """Why the pool cannot serve the tenant's model or the mechanism's parameters; None when it can."""
     if spec.gpu.model is not None and pool.gpu_model != spec.gpu.model:
         return Refused(
             reasons.POOL_MODEL_MISMATCH,
             f"gpu.pool {pool.name} has {pool.gpu_model} GPUs, not gpu.model {spec.gpu.model}; change or unset one of them",
         )
-    wanted_replicas = spec.sharing.time_slicing.replicas if spec.sharing.time_slicing else None
-    if mode is SharingMode.TIME_SLICING and wanted_replicas is not None:
-        replicas = pool.time_slicing_settings().replicas
-        if replicas != wanted_replicas:
-            return Refused(
-                reasons.NO_POOL_FOR_MODE,
-                f"pool {pool.name} slices each GPU {replicas} ways, not sharing.timeSlicing.replicas "
-                f"{wanted_replicas}; set replicas to {replicas} or leave it unset",
-            )
-    wanted_profile = spec.sharing.mig.profile if spec.sharing.mig else None
-    if mode is SharingMode.MIG and wanted_profile is not None:
-        if mig_profile(pool.gpu_model, wanted_profile) is None:
-            offered = ", ".join(p.name for p in MIG_PROFILES.get(pool.gpu_model, ()))
-            return Refused(
-                reasons.PROFILE_NOT_ON_GPU,
-                f"sharing.mig.profile {wanted_profile} does not exist on {pool.gpu_model}; {pool.gpu_model} offers {offered}",
-            )
-        mig = pool.mig_settings()
-        if wanted_profile not in mig.profiles:
-            return Refused(
-                reasons.PROFILE_NOT_IN_POOL,
-                f"pool {pool.name} (mig.config {mig.config}) offers {', '.join(mig.profiles)}, not "
-                f"sharing.mig.profile {wanted_profile}; pick one of those or leave the profile unset",
-            )
-    return None
+    return registry.mechanism(mode).misfit(spec, pool)
 
 
 def _pools_refusal(spec: GpuTenantSpec, mode: SharingMode, pools: list[Pool], refusals: list[Refused]) -> Refused:
@@ -274,7 +243,7 @@ def _kai_number(value: Fraction) -> float | int:
 
 
 def _pools_of(config: OperatorConfig, modes: tuple[SharingMode, ...]) -> list[Pool]:
-    return [pool for pool in config.pools if SharingMode(pool.mode.value) in modes]
+    return [pool for pool in config.pools if registry.of_pool(pool).mode in modes]
 
 
 def _pools_serving(config: OperatorConfig, trust: Trust, modes: tuple[SharingMode, ...]) -> list[Pool]:

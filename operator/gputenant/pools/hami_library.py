@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gputenant.config.models import OperatorConfig
-from gputenant.config.pools import Pool, PoolMode
+from gputenant.config.pools import Pool
 from gputenant.guard.hami_caps import INIT_CONTAINER
+from gputenant.sharing import registry
 
 WAITING_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
                               "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
@@ -77,7 +78,7 @@ def library_deliveries(config: OperatorConfig, pods: list[dict]) -> list[Library
     """One entry per HAMi pool, from the pods the guard capped (those carrying its init container)."""
     result = []
     for pool in config.pools:
-        if pool.mode is not PoolMode.HAMI:
+        if not registry.of_pool(pool).caps_in_process:
             continue
         library = pool.hami_settings().library
         delivered, failures = 0, []

@@ -18,9 +18,10 @@ from gputenant.api import conditions as reasons
 from gputenant.config.models import OperatorConfig
 from gputenant.config.pools import Pool, PoolMode
 from gputenant.render import render_parent_queues
+from gputenant.sharing import registry
+from gputenant.sharing.mig import MIG_CONFIG_LABEL
+from gputenant.sharing.time_slicing import device_plugin_config_name
 
-DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 HAMI_DEVICE_PLUGIN_LABEL = ("gpu", "on")
 """The node label HAMi's device plugin DaemonSet selects by default (HAMi chart ``devicePlugin.nodeSelector``).
 Beside NVIDIA's device plugin it would advertise the same GPUs a second time and hand them out outside KAI."""
@@ -32,47 +33,25 @@ class PoolConfigError(ValueError):
     """A pool in the operator config cannot be applied; the message names the field and the fix."""
 
 
-def device_plugin_config_name(pool: Pool) -> str:
-    """The named device-plugin config (ConfigMap key and node label value) of a time-slicing pool."""
-    return pool.device_plugin_config or pool.name
-
-
-def time_slicing_config(pool: Pool) -> dict:
-    """The NVIDIA device-plugin config file (``version: v1``) for one time-slicing pool (the config
-    model guarantees a time-slicing pool has its timeSlicing block)."""
-    settings = pool.time_slicing_settings()
-    return {
-        "version": "v1",
-        "flags": {"migStrategy": "none"},
-        "sharing": {"timeSlicing": {
-            "renameByDefault": settings.rename_by_default,
-            "failRequestsGreaterThanOne": settings.fail_requests_greater_than_one,
-            "resources": [{"name": "nvidia.com/gpu", "replicas": settings.replicas}],
-        }},
-    }
-
-
 def device_plugin_config_data(config: OperatorConfig) -> dict[str, str]:
-    """``data`` of the device-plugin ConfigMap: one YAML document per time-slicing pool."""
+    """``data`` of the device-plugin ConfigMap: one YAML document per pool whose mechanism has one
+    (time-slicing's)."""
     data: dict[str, str] = {}
     for pool in config.pools:
-        if pool.mode != PoolMode.TIME_SLICING:
+        document = registry.of_pool(pool).device_plugin_config(pool)
+        if document is None:
             continue
         key = device_plugin_config_name(pool)
         if key in data:
             raise PoolConfigError(f"pools[{pool.name}].devicePluginConfig {key!r} is used by two pools: "
                                   "give each time-slicing pool its own name")
-        data[key] = yaml.safe_dump(time_slicing_config(pool), sort_keys=False)
+        data[key] = yaml.safe_dump(document, sort_keys=False)
     return data
 
 
 def desired_node_labels(pool: Pool) -> dict[str, str]:
     """Labels every node of the pool must carry for its sharing mechanism to be set up."""
-    if pool.mode == PoolMode.TIME_SLICING:
-        return {DEVICE_PLUGIN_CONFIG_LABEL: device_plugin_config_name(pool)}
-    if pool.mode == PoolMode.MIG:
-        return {MIG_CONFIG_LABEL: pool.mig_settings().config}
-    return {}
+    return registry.of_pool(pool).node_labels(pool)
 
 
 def hami_device_plugin_problems(pool: Pool, nodes: list[dict]) -> list[str]:

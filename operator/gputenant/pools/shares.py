@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
 
-from gputenant.api.gpus import mig_profile
 from gputenant.config.models import OperatorConfig
-from gputenant.config.pools import MigStrategy, Pool, PoolMode
+from gputenant.config.pools import Pool
 from gputenant.guard.keys import FRACTION_ANNOTATIONS
 from gputenant.guard.pods import pod_gpu_amounts
+from gputenant.sharing import registry
+from gputenant.sharing.mig import PROFILE_PREFIX, instance_share
 from gputenant.usage.model import tenant_namespaces
 
 WHOLE_GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 FINISHED_PHASES = ("Succeeded", "Failed")
 
 
@@ -30,25 +30,14 @@ def _fraction(pod: dict) -> Decimal:
         return Decimal(0)
 
 
-def _mig_share(pool: Pool, profile: str, amount: Decimal) -> Decimal:
-    found = mig_profile(pool.gpu_model, profile)
-    return amount / found.max_instances if found else Decimal(0)
-
-
 def pod_gpu_share(pod: dict, pool: Pool) -> float:
     """The physical GPUs the pod holds on `pool`, by share."""
     share = _fraction(pod)
     for name, amount in pod_gpu_amounts(pod).items():
-        if name.startswith(MIG_RESOURCE_PREFIX):
-            share += _mig_share(pool, name.removeprefix(MIG_RESOURCE_PREFIX), amount)
-        elif name not in WHOLE_GPU_RESOURCES:
-            continue
-        elif pool.mode == PoolMode.TIME_SLICING and pool.time_slicing is not None:
-            share += amount / pool.time_slicing.replicas
-        elif pool.mode == PoolMode.MIG and pool.mig is not None and pool.mig.strategy == MigStrategy.SINGLE:
-            share += _mig_share(pool, pool.mig.default_profile or pool.mig.profiles[0], amount)
-        else:
-            share += amount
+        if name.startswith(PROFILE_PREFIX):
+            share += instance_share(pool, name.removeprefix(PROFILE_PREFIX), amount)
+        elif name in WHOLE_GPU_RESOURCES:
+            share += registry.of_pool(pool).whole_resource_share(pool, amount)
     return float(share)
 
 

@@ -6,11 +6,12 @@ from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-from gputenant.api.hub import SharingMode
 from gputenant.guard import keys
 from gputenant.guard.pods import container_gpu_amounts, containers, number, pod_gpu_amounts, resource_names
 from gputenant.guard.registry import Review, rule
 from gputenant.guard.rules.common import decimal
+from gputenant.sharing import registry
+from gputenant.sharing.base import Mechanism
 
 GPU_FRACTION_ANNOTATION, GPU_MEMORY_ANNOTATION = keys.FRACTION_ANNOTATIONS
 """KAI's requests for a share of one GPU: a portion (0 < x < 1) or MiB of its memory."""
@@ -45,21 +46,33 @@ def _granted(review: Review) -> str:
     return ", ".join(rules.gpu_resources) if rules and rules.gpu_resources else "no GPU resources"
 
 
+def _mechanism(review: Review) -> Mechanism | None:
+    return registry.mechanism(review.decision.mode) if review.decision.mode else None
+
+
+def _profile_prefix(review: Review) -> str | None:
+    """The prefix of the tenant's mechanism's profile resources (MIG's), None when it has none."""
+    mechanism = _mechanism(review)
+    return mechanism.profile_resource_prefix if mechanism else None
+
+
 @rule("mig-profile", "a MIG profile the tenant was not granted")
 def _mig_profile(review: Review) -> Iterator[str]:
-    if review.decision.mode != SharingMode.MIG:
+    prefix = _profile_prefix(review)
+    if prefix is None:
         return
     for name in _foreign_gpu_resources(review):
-        if name.startswith("nvidia.com/mig-"):
-            yield (f"MIG profile {name.removeprefix('nvidia.com/mig-')} is not granted to the tenant; "
+        if name.startswith(prefix):
+            yield (f"{review.mode} profile {name.removeprefix(prefix)} is not granted to the tenant; "
                    f"request {_granted(review)}")
 
 
 @rule("gpu-resource", "an `nvidia.com/*` resource of another mechanism than the tenant's (e.g. `nvidia.com/gpu` "
       "for a MIG tenant, `nvidia.com/gpumem-percentage`, which the quota cannot count)")
 def _gpu_resource(review: Review) -> Iterator[str]:
+    prefix = _profile_prefix(review)
     for name in _foreign_gpu_resources(review):
-        if review.decision.mode == SharingMode.MIG and name.startswith("nvidia.com/mig-"):
+        if prefix is not None and name.startswith(prefix):
             continue
         yield f"{name} belongs to another sharing mechanism than {review.mode}; request {_granted(review)}"
 
@@ -70,8 +83,8 @@ def _per_container(review: Review) -> Iterator[str]:
     rules = review.rules
     if rules is None:
         return
-    why = (" (time-sliced replicas add no compute; the pool fails larger requests)"
-           if review.decision.mode == SharingMode.TIME_SLICING else "")
+    mechanism = _mechanism(review)
+    why = mechanism.per_container_why if mechanism else ""
     for _, kind, _, container in containers(review.pod):
         for name, amount in container_gpu_amounts(container).items():
             limit = rules.max_per_container.get(name)
