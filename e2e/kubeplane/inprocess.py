@@ -202,7 +202,7 @@ def token_kubeconfig(tenant: str, role: str, server: str, serial: int) -> str:
 
 
 class InProcessOperator:
-    """The reconciler of `gputenant run`, built as runtime.build_runtime builds it but with the two
+    """The reconciler of `gputenant run`, built as cell.build_cell builds it but with the two
     doubles, on one event loop of its own (the clients' HTTP sessions belong to it)."""
 
     def __init__(self, plane: ControlPlane, config: OperatorConfig):

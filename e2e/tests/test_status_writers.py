@@ -2,7 +2,7 @@
 
 Three writers of a GpuTenant's status run in this process with the operator's own client, many
 rounds each, interleaved: the pipeline's status write (`reconcile.pipeline.finish`, after a pass
-read the tenant, as `Reconciler.reconcile` does, under the tenant's lock as `Runtime.reconcile`
+read the tenant, as `Reconciler.reconcile` does, under the tenant's lock as `Cell.reconcile`
 holds it), the usage loop's (`usage.publish.publish_usage`, no lock, as in the operator) and the
 attestation loop's (`attestation.run.publish_tenant_conditions`). Every round of every writer
 carries its round number. A watch on the tenant sees every version the API server stored, in

@@ -6,7 +6,7 @@ next resync. Each change that matters calls the tenant's pipeline up at once, un
 control plane after it or saw the pod as the watch now does (`Rechecks.changed`); what it judges is
 `reconcile.controlplane`.
 
-Registered by ``gputenant run`` (it imports this module beside `gputenant.handlers`).
+Registered into a cell's kopf registry by `gputenant.handlers.register`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import logging
 import kopf
 
 from gputenant import naming
-from gputenant.handlers import runtime_for
+from gputenant.cell import Cell
 from gputenant.reconcile.controlplane import POD_LABELS, pod_signature
 
 log = logging.getLogger(__name__)
@@ -24,14 +24,20 @@ log = logging.getLogger(__name__)
 PODS = ("v1", "pods")
 
 
-@kopf.on.event(*PODS, labels=POD_LABELS)
-async def control_plane_pod_changed(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kwargs) -> None:
-    """Reconcile the pod's tenant when it starts or stops serving, or serves another revision; a pod
-    first seen not ready changes nothing. The initial listing (event type None) only records:
-    on.resume reconciles every tenant then."""
-    rt = runtime_for(kwargs)
+def register(registry: kopf.OperatorRegistry, cell: Cell) -> None:
+    """The control-plane pod watch, into the cell's registry."""
+
+    @kopf.on.event(*PODS, labels=POD_LABELS, registry=registry)
+    async def control_plane_pod_changed(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kwargs) -> None:
+        """Reconcile the pod's tenant when it starts or stops serving, or serves another revision; a pod
+        first seen not ready changes nothing. The initial listing (event type None) only records:
+        on.resume reconciles every tenant then."""
+        await control_plane_pod_event(cell.with_indexes(kwargs), event, body, memo)
+
+
+async def control_plane_pod_event(cell: Cell, event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo) -> None:
     metadata = body.get("metadata") or {}
-    tenant = naming.tenant_of_namespace(metadata.get("namespace") or "", rt.config)
+    tenant = naming.tenant_of_namespace(metadata.get("namespace") or "", cell.config)
     if tenant is None or (metadata.get("labels") or {}).get("release") != naming.release_name(tenant):
         return
     signature = pod_signature(event.get("type"), dict(body))
@@ -41,4 +47,4 @@ async def control_plane_pod_changed(event: kopf.RawEvent, body: kopf.Body, memo:
         return
     log.info("tenant %s: control-plane pod %s %s (ready %s); reconciling", tenant, metadata.get("name"),
              (event.get("type") or "").lower(), bool(signature and signature[0]))
-    await rt.rechecks.changed(tenant, metadata.get("name") or "", signature)
+    await cell.rechecks.changed(tenant, metadata.get("name") or "", signature)

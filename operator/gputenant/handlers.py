@@ -1,9 +1,11 @@
-"""kopf wiring: one idempotent pipeline for create/resume/update, a drift timer, deletion; the
-admission guard and the GPU pools loop when ``gputenant run`` asks for them.
+"""kopf wiring of one cell: one idempotent pipeline for create/resume/update, a drift timer,
+deletion, the indexes and the control-plane watch; the admission guard and the GPU pools loop when
+``gputenant run`` asks for them.
 
-Loaded by ``gputenant run``, which calls `prepare` before kopf starts. Everything the handlers
-share lives in `gputenant.runtime.Runtime`; the handlers only translate pipeline outcomes into
-kopf's retry semantics.
+``gputenant run`` builds the cell (`prepare`) and registers it into a kopf registry of its own
+(`register`) before kopf starts; a second cell in the same process gets a second registry. The
+handlers are closures over their cell, log in with its client, and only translate pipeline
+outcomes into kopf's retry semantics.
 """
 
 from __future__ import annotations
@@ -12,10 +14,8 @@ import argparse
 import asyncio
 import logging
 import os
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import kopf
 
@@ -23,6 +23,7 @@ from gputenant import GROUP, KIND, PLURAL, VERSION, naming
 from gputenant.api import conditions as reasons
 from gputenant.api.status import DELETION
 from gputenant.attestation.run import Attestor
+from gputenant.cell import Cell, build_cell
 from gputenant.config.models import OperatorConfig
 from gputenant.config.settings import OperatorSettings
 from gputenant.guard import gang_groups
@@ -41,46 +42,28 @@ from gputenant.reconcile.memory import RETRY_ANNOTATION
 from gputenant.reconcile.offboard import offboard
 from gputenant.reconcile.ports import StepError
 from gputenant.reconcile.steps.argocd import argocd_namespaces
-from gputenant.runtime import Runtime, build_runtime
 from gputenant.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
 
 RESOURCE = (GROUP, VERSION, PLURAL)
-_runtime: Runtime | None = None
-
-
-def runtime() -> Runtime:
-    if _runtime is None:
-        raise kopf.TemporaryError("the operator is still starting", delay=1)
-    return _runtime
-
-
-def runtime_for(handler_kwargs: Mapping[str, Any]) -> Runtime:
-    """The runtime of a handler that may start a pass: the indexes kopf passed it are handed over
-    first, so the pass reads them (`reconcile.cache.WatchCache`)."""
-    rt = runtime()
-    rt.reconciler.services.cache.hand_over(handler_kwargs)
-    return rt
 
 
 def prepare(config: OperatorConfig, kubeconfig: str | None, settings: OperatorSettings, *,
             pools_interval_seconds: float = 0.0, webhook_args: argparse.Namespace | None = None,
-            metrics: OperatorMetrics | None = None, usage_window: str = "1h") -> Runtime:
-    """Build the runtime and, when the webhook flags ask for it, the admission guard, which the
+            metrics: OperatorMetrics | None = None, usage_window: str = "1h") -> Cell:
+    """Build the cell and, when the webhook flags ask for it, the admission guard, which the
     startup handler starts in a process of its own (reconciliation must not delay pod admission).
     Raises ValueError for flags or pools that cannot work (the message names the fix)."""
-    global _runtime
     device_plugin_config_data(config)  # PoolConfigError now rather than in every pools round
-    rt = build_runtime(config, kubeconfig, settings, metrics=metrics)
+    rt = build_cell(config, kubeconfig, settings, metrics=metrics)
     rt.pools_interval_seconds = pools_interval_seconds
     rt.prometheus_url, rt.usage_window = settings.prometheus_url, usage_window
     rt.attestor = attestor_from_settings(config, settings)
     if webhook_args is not None and webhook_args.webhook_host:
         check_webhook_arguments(webhook_args)
-        rt.guard = GuardProcess(Path(kubeconfig) if kubeconfig else None, config, webhook_args,
+        rt.guard = GuardProcess(Path(rt.kubeconfig) if rt.kubeconfig else None, config, webhook_args,
                                 observe=rt.metrics.observe_guard_decision)
-    _runtime = rt
     return rt
 
 
@@ -93,21 +76,21 @@ def attestor_from_settings(config: OperatorConfig, settings: OperatorSettings) -
                     interval=settings.attestation_interval_seconds, queue=settings.attestation_queue)
 
 
-def lead(rt: Runtime, kubeconfig: str | None, *, lease: str, identity: str, liveness_url: str | None) -> None:
+def lead(rt: Cell, *, lease: str, identity: str, liveness_url: str | None) -> None:
     """Leader election, before kopf starts: serve the admission guard now (every replica answers
     pod reviews), then block until this replica holds the Lease, so a standby neither watches nor
     reconciles anything. The startup handler keeps renewing it."""
     start_guard(rt)
 
     async def acquire() -> None:
-        async with KubeClient.from_kubeconfig(kubeconfig, rt.config.field_manager) as client:
+        async with KubeClient.from_kubeconfig(rt.kubeconfig, rt.config.field_manager) as client:
             await acquire_standing_by(LeaseElector(client, rt.config.operator_namespace, lease, identity), liveness_url)
 
     asyncio.run(acquire())
     rt.elector = LeaseElector(rt.client, rt.config.operator_namespace, lease, identity)
 
 
-def start_guard(rt: Runtime) -> None:
+def start_guard(rt: Cell) -> None:
     if rt.guard is not None and not rt.guard_started:
         rt.guard.start()
         rt.guard_started = True
@@ -128,7 +111,7 @@ def lower_priority(increment: int) -> None:
             continue  # the thread ended meanwhile
 
 
-def lost_lease(rt: Runtime) -> None:
+def lost_lease(rt: Cell) -> None:
     """Another replica may lead from now on: stop at once, as client-go's controllers do (the
     kubelet restarts the pod, which then stands by)."""
     if rt.guard is not None:
@@ -142,114 +125,84 @@ RECONCILE_NICENESS = 10
 process: a pod review is waited on by a user, a tenant's onboarding is not."""
 
 
-@kopf.on.login()
-def login(**_: object) -> kopf.ConnectionInfo:
-    """kopf logs in with the operator's own client identity. Its default login goes through the
-    `kubernetes` package, which copies an inline client key into TMPDIR for the life of the process
-    (and leaves it there after a SIGKILL); this one keeps the key in memory."""
-    return runtime().client.kopf_connection()
+def register(registry: kopf.OperatorRegistry, rt: Cell) -> None:
+    """Every handler of the cell `rt` into `registry`: login with the cell's client, start-up and
+    clean-up, the probes, the pipeline's handlers, the drift timer, deletion, the indexes, the
+    control-plane watch and the gang PodGroups."""
+    from gputenant import control_plane_watch, indexes
+
+    @kopf.on.login(registry=registry)
+    def login(**_: object) -> kopf.ConnectionInfo:
+        """kopf logs in with the cell's own client identity. Its default login goes through the
+        `kubernetes` package, which reads $KUBECONFIG and copies an inline client key into TMPDIR
+        for the life of the process (and leaves it there after a SIGKILL); this one keeps the key
+        in memory."""
+        return rt.client.kopf_connection()
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, **_) -> None:
+        """Own finalizer (status is ours alone), kopf's diff base and progress in this process
+        (`gputenant.kopf_state`); serve the guard and keep the GPU pools when `prepare` set them up."""
+        settings.persistence.finalizer = naming.FINALIZER
+        settings.persistence.progress_storage = rt.progress
+        settings.persistence.diffbase_storage = rt.diffbase
+        settings.posting.level = logging.WARNING
+        await asyncio.to_thread(start_guard, rt)
+        start_loops(rt)
+        log.info("gpu-tenant-operator started (field manager %s, admission guard %s, GPU pools every %s)",
+                 rt.config.field_manager, "on" if rt.guard else "off",
+                 f"{rt.pools_interval_seconds:g}s" if rt.pools_interval_seconds > 0 else "never")
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_) -> None:
+        await rt.stop_passes()
+        if rt.guard is not None:
+            await asyncio.to_thread(rt.guard.stop)
+        await rt.loops.stop()
+        if rt.elector is not None:
+            await rt.elector.release()
+        await rt.client.close()
+
+    @kopf.on.probe(id="tenants", registry=registry)
+    async def probe(**_) -> int:
+        """Liveness: the number of tenants locked for reconciling right now (proves the loop runs)."""
+        return sum(lock.locked() for lock in rt.locks.values())
+
+    @kopf.on.probe(id="pools", registry=registry)
+    async def pools_probe(**_) -> dict:
+        """The last GPU pool report, per pool (also on the liveness endpoint)."""
+        return {report.name: pool_summary(report) for report in (rt.pools.reports if rt.pools else [])}
+
+    @kopf.on.resume(*RESOURCE, registry=registry)
+    @kopf.on.create(*RESOURCE, registry=registry)
+    @kopf.on.update(*RESOURCE, field="spec", registry=registry)
+    @kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.ROTATE_ANNOTATION), registry=registry)
+    @kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.REVOKE_ANNOTATION), registry=registry)
+    @kopf.on.field(*RESOURCE, field=("metadata", "annotations", RETRY_ANNOTATION), registry=registry)
+    async def reconcile(body: kopf.Body, **kwargs) -> None:
+        outcome = await rt.with_indexes(kwargs).reconcile(body)
+        if outcome.retry_after is not None:
+            raise kopf.TemporaryError("not ready yet; see status.conditions", delay=outcome.retry_after)
+
+    @kopf.timer(*RESOURCE, interval=rt.resync_seconds, initial_delay=rt.resync_seconds, idle=5, registry=registry)
+    async def resync(body: kopf.Body, **kwargs) -> None:
+        """Drift check and kubeconfig rotation: the same pipeline; writes only what drifted. First a
+        period after the tenant is seen: the create or resume handler has just run the whole pipeline,
+        so a first run at once would list and check everything again while the tenant onboards."""
+        await rt.with_indexes(kwargs).drift_check(body)
+
+    @kopf.on.delete(*RESOURCE, registry=registry)
+    async def delete(body: kopf.Body, **_) -> None:
+        await offboard_tenant(rt, body)
+
+    indexes.register(registry, rt)
+    control_plane_watch.register(registry, rt)
+    gang_groups.register(registry, lambda: rt.client)
 
 
-@kopf.on.startup()
-async def startup(settings: kopf.OperatorSettings, **_) -> None:
-    """Own finalizer (status is ours alone), kopf's diff base and progress in this process
-    (`gputenant.kopf_state`); serve the guard and keep the GPU pools when `prepare` set them up."""
-    rt = runtime()
-    settings.persistence.finalizer = naming.FINALIZER
-    settings.persistence.progress_storage = rt.progress
-    settings.persistence.diffbase_storage = rt.diffbase
-    settings.posting.level = logging.WARNING
-    await asyncio.to_thread(start_guard, rt)
-    start_loops(rt)
-    log.info("gpu-tenant-operator started (field manager %s, admission guard %s, GPU pools every %s)",
-             rt.config.field_manager, "on" if rt.guard else "off",
-             f"{rt.pools_interval_seconds:g}s" if rt.pools_interval_seconds > 0 else "never")
-
-
-@kopf.on.cleanup()
-async def cleanup(**_) -> None:
-    if _runtime is None:
-        return
-    await _runtime.stop_passes()
-    if _runtime.guard is not None:
-        await asyncio.to_thread(_runtime.guard.stop)
-    await _runtime.loops.stop()
-    if _runtime.elector is not None:
-        await _runtime.elector.release()
-    await _runtime.client.close()
-
-
-@kopf.on.probe(id="tenants")
-async def probe(**_) -> int:
-    """Liveness: the number of tenants locked for reconciling right now (proves the loop runs)."""
-    return sum(lock.locked() for lock in runtime().locks.values())
-
-
-@kopf.on.probe(id="pools")
-async def pools_probe(**_) -> dict:
-    """The last GPU pool report, per pool (also on the liveness endpoint)."""
-    pools = runtime().pools
-    return {report.name: pool_summary(report) for report in (pools.reports if pools else [])}
-
-
-def _unheld_to_pools(rt: Runtime):
-    """Where the usage loop hands the GPU-memory sentinel's findings: the pool report's loop."""
-    def hand_over(unheld) -> None:
-        if rt.pools is not None:
-            rt.pools.unheld_memory = unheld
-    return hand_over
-
-
-def start_loops(rt: Runtime) -> None:
-    """The background loops `prepare` asked for, under the runtime's supervisor (a loop that
-    fails unexpectedly starts again a resync period later)."""
-    elector, period = rt.elector, rt.resync_seconds
-    if elector is not None:
-        rt.loops.start("lease", lambda: elector.keep(on_lost=lambda: lost_lease(rt)), period)
-    if rt.pools_interval_seconds > 0:
-        pools = rt.pools = PoolsLoop(rt.client, rt.config, rt.metrics, rt.pools_interval_seconds, period, rt.attestor)
-        rt.loops.start("pools", pools.run, period)
-    if rt.prometheus_url:
-        url = rt.prometheus_url
-        rt.loops.start("usage", lambda: keep_usage(rt.client, rt.config, rt.metrics, url, rt.usage_window, period,
-                                                   on_unheld=_unheld_to_pools(rt)), period)
-    if rt.attestor is not None:
-        attestor = rt.attestor
-        rt.loops.start("attestation", lambda: keep_attestation(rt.client, rt.config, attestor, period),
-                       period)
-
-
-async def _reconcile(body: kopf.Body, handler_kwargs: dict) -> None:
-    outcome = await runtime_for(handler_kwargs).reconcile(body)
-    if outcome.retry_after is not None:
-        raise kopf.TemporaryError("not ready yet; see status.conditions", delay=outcome.retry_after)
-
-
-gang_groups.register(kopf.get_default_registry(), lambda: runtime().client)
-
-
-@kopf.on.resume(*RESOURCE)
-@kopf.on.create(*RESOURCE)
-@kopf.on.update(*RESOURCE, field="spec")
-@kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.ROTATE_ANNOTATION))
-@kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.REVOKE_ANNOTATION))
-@kopf.on.field(*RESOURCE, field=("metadata", "annotations", RETRY_ANNOTATION))
-async def reconcile(body: kopf.Body, **kwargs) -> None:
-    await _reconcile(body, kwargs)
-
-
-@kopf.timer(*RESOURCE, interval=OperatorSettings().resync_seconds, initial_delay=OperatorSettings().resync_seconds,
-            idle=5)
-async def resync(body: kopf.Body, **kwargs) -> None:
-    """Drift check and kubeconfig rotation: the same pipeline; writes only what drifted. First a
-    period after the tenant is seen: the create or resume handler has just run the whole pipeline,
-    so a first run at once would list and check everything again while the tenant onboards."""
-    await runtime_for(kwargs).drift_check(body)
-
-
-@kopf.on.delete(*RESOURCE)
-async def delete(body: kopf.Body, **_) -> None:
-    rt = runtime()
+async def offboard_tenant(rt: Cell, body: kopf.Body) -> None:
+    """The deletion handler: held while spec.preventDeletion is true, else the tenant's objects
+    and release removed (`reconcile.offboard`) and what the cell keeps of it forgotten."""
     tenant = body["metadata"]["name"]
     spec = body.get("spec") or {}
     if spec.get("preventDeletion"):
@@ -269,7 +222,34 @@ async def delete(body: kopf.Body, **_) -> None:
     rt.forget(tenant, body["metadata"].get("uid"))
 
 
-async def _report_prevented(rt: Runtime, body: kopf.Body) -> None:
+def _unheld_to_pools(rt: Cell):
+    """Where the usage loop hands the GPU-memory sentinel's findings: the pool report's loop."""
+    def hand_over(unheld) -> None:
+        if rt.pools is not None:
+            rt.pools.unheld_memory = unheld
+    return hand_over
+
+
+def start_loops(rt: Cell) -> None:
+    """The background loops `prepare` asked for, under the cell's supervisor (a loop that
+    fails unexpectedly starts again a resync period later)."""
+    elector, period = rt.elector, rt.resync_seconds
+    if elector is not None:
+        rt.loops.start("lease", lambda: elector.keep(on_lost=lambda: lost_lease(rt)), period)
+    if rt.pools_interval_seconds > 0:
+        pools = rt.pools = PoolsLoop(rt.client, rt.config, rt.metrics, rt.pools_interval_seconds, period, rt.attestor)
+        rt.loops.start("pools", pools.run, period)
+    if rt.prometheus_url:
+        url = rt.prometheus_url
+        rt.loops.start("usage", lambda: keep_usage(rt.client, rt.config, rt.metrics, url, rt.usage_window, period,
+                                                   on_unheld=_unheld_to_pools(rt)), period)
+    if rt.attestor is not None:
+        attestor = rt.attestor
+        rt.loops.start("attestation", lambda: keep_attestation(rt.client, rt.config, attestor, period),
+                       period)
+
+
+async def _report_prevented(rt: Cell, body: kopf.Body) -> None:
     """DeletionPrevented=True in status and one Event, once; a failed write is retried with the
     deletion (the caller raises TemporaryError either way)."""
     before = cond.parse((body.get("status") or {}).get("conditions") or [])

@@ -3,7 +3,7 @@ the pods of the tenants' host namespaces, the KAI Queues and the GpuTenants. The
 the pod watch the operator runs anyway (control planes, gang PodGroups), the tenant index on its
 GpuTenant watch; the Queues are few and small.
 
-Registered by ``gputenant run`` (it imports this module beside `gputenant.handlers`).
+Registered into a cell's kopf registry by `gputenant.handlers.register`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,8 @@ import copy
 import kopf
 
 from gputenant import GROUP, PLURAL, VERSION, naming
-from gputenant.handlers import runtime
+from gputenant.cell import Cell
 from gputenant.reconcile.cache import HOST_PODS_INDEX, QUEUES_INDEX, TENANTS_INDEX
-
-
-def in_a_host_namespace(namespace: str | None, **_) -> bool:
-    return naming.tenant_of_namespace(namespace or "", runtime().config) is not None
 
 
 def _kept(body: kopf.Body) -> dict:
@@ -28,23 +24,27 @@ def _kept(body: kopf.Body) -> dict:
     return kept
 
 
-@kopf.index("v1", "pods", id=HOST_PODS_INDEX, when=in_a_host_namespace)
-def host_pods(namespace: str | None, body: kopf.Body, **_) -> dict[str, dict]:
-    """Each pod of a host namespace, under its namespace: a pass that reads the index after a pod's
-    change was handled sees the change."""
-    return {namespace or "": _kept(body)}
+def register(registry: kopf.OperatorRegistry, cell: Cell) -> None:
+    """The three indexes, into the cell's registry."""
 
+    def in_a_host_namespace(namespace: str | None, **_) -> bool:
+        return naming.tenant_of_namespace(namespace or "", cell.config) is not None
 
-@kopf.index("scheduling.run.ai", "v2", "queues", id=QUEUES_INDEX)
-def queues(name: str, body: kopf.Body, **_) -> dict[str, dict]:
-    """Each Queue under its name: the queue step tells "absent" from "someone else's" from it."""
-    return {name: _kept(body)}
+    @kopf.index("v1", "pods", id=HOST_PODS_INDEX, when=in_a_host_namespace, registry=registry)
+    def host_pods(namespace: str | None, body: kopf.Body, **_) -> dict[str, dict]:
+        """Each pod of a host namespace, under its namespace: a pass that reads the index after a pod's
+        change was handled sees the change."""
+        return {namespace or "": _kept(body)}
 
+    @kopf.index("scheduling.run.ai", "v2", "queues", id=QUEUES_INDEX, registry=registry)
+    def queues(name: str, body: kopf.Body, **_) -> dict[str, dict]:
+        """Each Queue under its name: the queue step tells "absent" from "someone else's" from it."""
+        return {name: _kept(body)}
 
-@kopf.index(GROUP, VERSION, PLURAL, id=TENANTS_INDEX)
-def tenants(name: str, body: kopf.Body, **_) -> dict[str, dict]:
-    """Each GpuTenant under its name: a look again starts from it when it is the very version the
-    last status write of this process made. Without managedFields, the larger part of a tenant: the
-    one-time hand-over of merge-patched status fields (`pipeline.release_merge_patched_status`)
-    waits for a pass that starts from kopf's own body, as the create, resume and resync passes do."""
-    return {name: _kept(body)}
+    @kopf.index(GROUP, VERSION, PLURAL, id=TENANTS_INDEX, registry=registry)
+    def tenants(name: str, body: kopf.Body, **_) -> dict[str, dict]:
+        """Each GpuTenant under its name: a look again starts from it when it is the very version the
+        last status write of this process made. Without managedFields, the larger part of a tenant: the
+        one-time hand-over of merge-patched status fields (`pipeline.release_merge_patched_status`)
+        waits for a pass that starts from kopf's own body, as the create, resume and resync passes do."""
+        return {name: _kept(body)}

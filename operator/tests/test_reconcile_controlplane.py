@@ -154,7 +154,7 @@ def test_the_first_failure_after_waits_retries_after_5s_whatever_kopf_counted():
 
 class RecordedPasses:
     """Stands in for the pipeline (what Rechecks calls): records the tenants reconciled and
-    answers with the outcomes it is given, calling `follow` as Runtime.look_again does."""
+    answers with the outcomes it is given, calling `follow` as Cell.look_again does."""
 
     def __init__(self, *outcomes: Outcome):
         self.outcomes = list(outcomes)

@@ -92,11 +92,9 @@ def run(args: argparse.Namespace) -> int:
 
     import kopf
 
-    import gputenant.control_plane_watch  # noqa: F401 (registers the control-plane pod watch with kopf)
-    import gputenant.indexes  # noqa: F401 (registers the indexes passes read with kopf)
     from gputenant.commands.cluster import with_cluster
     from gputenant.commands.render import load_config
-    from gputenant.handlers import lead, prepare
+    from gputenant.handlers import lead, prepare, register
     from gputenant.metrics import OperatorMetrics
     from gputenant.pools import device_plugin_config_data
 
@@ -109,14 +107,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"gputenant run: {error}", file=sys.stderr)
         return 2
     kubeconfig = os.path.abspath(args.kubeconfig) if args.kubeconfig else None
-    if kubeconfig:
-        os.environ["KUBECONFIG"] = kubeconfig  # helm, run by pyhelm3, reads it
     with_cluster(kubeconfig, config.field_manager, api_server_version)  # one line now, not kopf's retries
     kopf.configure(verbose=args.verbose,
                    log_format=kopf.LogFormat.JSON if args.json_logs else kopf.LogFormat.FULL)
     metrics = OperatorMetrics(process_registry())
     try:
-        runtime = prepare(config, kubeconfig, settings, pools_interval_seconds=args.pools_interval, webhook_args=args,
+        cell = prepare(config, kubeconfig, settings, pools_interval_seconds=args.pools_interval, webhook_args=args,
                           metrics=metrics, usage_window=args.usage_window)
     except ValueError as error:
         print(f"gputenant run: {error}", file=sys.stderr)
@@ -132,9 +128,10 @@ def run(args: argparse.Namespace) -> int:
                   f"another --metrics-address (or ${env_name('metrics_address')})", file=sys.stderr)
             return 2
     if args.leader_elect:
-        lead(runtime, kubeconfig, lease=args.leader_elect_lease, identity=args.leader_elect_identity,
-             liveness_url=args.liveness)
-    kopf.run(clusterwide=True, standalone=True, liveness_endpoint=args.liveness)
+        lead(cell, lease=args.leader_elect_lease, identity=args.leader_elect_identity, liveness_url=args.liveness)
+    registry = kopf.OperatorRegistry()
+    register(registry, cell)
+    kopf.run(registry=registry, clusterwide=True, standalone=True, liveness_endpoint=args.liveness)
     return 0
 
 

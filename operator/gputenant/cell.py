@@ -1,6 +1,10 @@
-"""What the kopf handlers share: the operator's client and reconciler, a lock per tenant, the
-reconcile slots, the looks again and kopf's bookkeeping kept in the process; and how a full pass,
-a look again and a drift check of a tenant run on them."""
+"""One cell: everything that talks to one host cluster, built from one kubeconfig (`build_cell`):
+the API client, the Helm releases and the reconciler on them, the admission guard's process, the
+loops, and what the cell's kopf handlers share (a lock per tenant, the reconcile slots, the looks
+again, kopf's bookkeeping kept in the process); and how a full pass, a look again and a drift check
+of a tenant run on them. Nothing of it reads the process environment for its cluster: two cells in
+one process drive two host clusters (`handlers.register` wires one into its own kopf registry;
+e2e/tests/test_two_cells.py)."""
 
 from __future__ import annotations
 
@@ -37,12 +41,15 @@ def default_reconcile_concurrency() -> int:
 
 
 @dataclass
-class Runtime:
+class Cell:
     config: OperatorConfig
     client: KubeClient
     reconciler: Reconciler
     resync_seconds: float
     deletion_retry_seconds: float
+    kubeconfig: str | None = None
+    """The host cluster's kubeconfig file, which every client of the cell is built from; None: the
+    in-cluster service account."""
     pools_interval_seconds: float = 0.0
     """How often the GPU pools are applied; 0: never (no pools, or turned off)."""
     guard: GuardProcess | None = None
@@ -79,6 +86,12 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.rechecks = Rechecks(self.look_again, lock=self.lock)
+
+    def with_indexes(self, handler_kwargs: dict) -> Cell:
+        """The cell, with the indexes kopf passed a handler handed over to its passes first
+        (`reconcile.cache.WatchCache`)."""
+        self.reconciler.services.cache.hand_over(handler_kwargs)
+        return self
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""
@@ -186,10 +199,11 @@ class Runtime:
         return outcome
 
 
-def build_runtime(config: OperatorConfig, kubeconfig: str | None, settings: OperatorSettings,
-                  metrics: OperatorMetrics | None = None) -> Runtime:
-    """The operator's shared parts; a concurrency the settings leave None is the default (helm:
-    twice the cores, reconciles: eight times the cores); metrics None: a registry nobody serves."""
+def build_cell(config: OperatorConfig, kubeconfig: str | None, settings: OperatorSettings,
+               metrics: OperatorMetrics | None = None) -> Cell:
+    """The cell of the host cluster `kubeconfig` names (None: in-cluster): its client and Helm both
+    get the file itself. A concurrency the settings leave None is the default (helm: twice the
+    cores, reconciles: eight times the cores); metrics None: a registry nobody serves."""
     from gputenant.helm import ChartRef, VClusterReleases, default_helm_path
     from gputenant.reconcile.adapters import HelmReleases, TokenKubeconfigs
 
@@ -199,8 +213,8 @@ def build_runtime(config: OperatorConfig, kubeconfig: str | None, settings: Oper
                                              max_concurrent=settings.helm_concurrency, metrics=metrics),
                             ChartRef.from_config(config.vcluster))
     issuer = TokenKubeconfigs(config.field_manager)
-    return Runtime(
+    return Cell(
         config=config, client=client, reconciler=Reconciler(client, config, releases, issuer, metrics=metrics),
-        metrics=metrics,
+        metrics=metrics, kubeconfig=kubeconfig,
         resync_seconds=settings.resync_seconds, deletion_retry_seconds=settings.deletion_retry_seconds,
         reconcile_slots=ReconcileSlots(settings.reconcile_concurrency or default_reconcile_concurrency()))

@@ -1,4 +1,4 @@
-"""How runtime.Runtime runs a tenant's passes. The drift timer's pass is left out while a full pass
+"""How a Cell runs a tenant's passes. The drift timer's pass is left out while a full pass
 waits to start, or when one began while it waited for its slot (that pass read everything after the
 timer fired), and runs after a full pass already running (which may have read before the drift). A
 look again takes the next free slot before full passes and drift checks, and no drift check waiting
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gputenant.cell import Cell
 from gputenant.config.models import OperatorConfig
 from gputenant.reconcile.context import Outcome
 from gputenant.reconcile.pipeline import Reconciler
 from gputenant.reconcile_slots import ReconcileSlots
-from gputenant.runtime import Runtime
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG = OperatorConfig.model_validate(yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text()))
@@ -41,9 +41,9 @@ class HeldPasses:
         return Outcome()
 
 
-def runtime(passes: HeldPasses, slots: int = 8) -> Runtime:
-    return Runtime(config=CONFIG, client=None, reconciler=passes,  # type: ignore[arg-type]
-                   resync_seconds=60, deletion_retry_seconds=10, reconcile_slots=ReconcileSlots(slots))
+def cell(passes: HeldPasses, slots: int = 8) -> Cell:
+    return Cell(config=CONFIG, client=None, reconciler=passes,  # type: ignore[arg-type]
+                resync_seconds=60, deletion_retry_seconds=10, reconcile_slots=ReconcileSlots(slots))
 
 
 def tenant(name: str) -> dict:
@@ -58,7 +58,7 @@ async def settle() -> None:
 def test_a_drift_check_is_left_to_a_full_pass_waiting_for_a_slot():
     async def scenario() -> tuple[list[str], dict[str, int]]:
         passes = HeldPasses()
-        rt = runtime(passes, slots=1)
+        rt = cell(passes, slots=1)
         running = asyncio.create_task(rt.reconcile(tenant("team-a")))
         waiting = asyncio.create_task(rt.reconcile(tenant("team-b")))
         await settle()
@@ -74,7 +74,7 @@ def test_a_drift_check_is_left_to_a_full_pass_waiting_for_a_slot():
 def test_a_drift_check_runs_after_a_full_pass_already_running():
     async def scenario() -> list[str]:
         passes = HeldPasses()
-        rt = runtime(passes)
+        rt = cell(passes)
         running = asyncio.create_task(rt.reconcile(tenant("team-a")))
         await settle()
         check = asyncio.create_task(rt.drift_check(tenant("team-a")))
@@ -88,7 +88,7 @@ def test_a_drift_check_runs_after_a_full_pass_already_running():
 def test_a_full_pass_cancelled_while_waiting_no_longer_counts_as_waiting():
     async def scenario() -> list[str]:
         passes = HeldPasses()
-        rt = runtime(passes, slots=1)
+        rt = cell(passes, slots=1)
         running = asyncio.create_task(rt.reconcile(tenant("team-a")))
         waiting = asyncio.create_task(rt.reconcile(tenant("team-b")))
         await settle()
@@ -101,12 +101,12 @@ def test_a_full_pass_cancelled_while_waiting_no_longer_counts_as_waiting():
     assert asyncio.run(scenario()) == ["team-a", "team-b"]
 
 
-def passes_in_order(*asked: Callable[[Runtime], Awaitable[object]]) -> list[str]:
+def passes_in_order(*asked: Callable[[Cell], Awaitable[object]]) -> list[str]:
     """The passes run when team-a's full pass holds the one reconcile slot and each of `asked` is
     started in turn; a pass order that deadlocks fails after 5 s instead of hanging."""
     async def scenario() -> list[str]:
         passes = HeldPasses()
-        rt = runtime(passes, slots=1)
+        rt = cell(passes, slots=1)
         tasks = [asyncio.create_task(rt.reconcile(tenant("team-a")))]
         await settle()
         for ask in asked:
@@ -136,7 +136,7 @@ def test_a_drift_check_is_left_out_when_a_full_pass_began_while_it_waited_for_it
 def test_stopping_cancels_the_passes_running_and_waiting_before_they_write_anything():
     async def scenario() -> tuple[list[str], list[bool], dict, int]:
         passes = HeldPasses()
-        rt = runtime(passes, slots=1)
+        rt = cell(passes, slots=1)
         judged: list[str] = []
         rt.rechecks.judged = lambda name, outcome: judged.append(name)  # type: ignore[method-assign]
         tasks = [asyncio.create_task(rt.reconcile(tenant("team-a"))),
