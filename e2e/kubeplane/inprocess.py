@@ -1,4 +1,4 @@
-"""The in-process tier: the operator's own `Reconciler` and `offboard`, driven in the test process
+"""The in-process tier: the operator's own `Reconciler` and its cell's deletion path, driven in the test process
 against the session's real API server, so every pipeline decision is asserted in seconds and
 without a vCluster.
 
@@ -37,6 +37,7 @@ import pytest
 import yaml
 
 from gputenant import KIND
+from gputenant.cell import Cell
 from gputenant.config.models import OperatorConfig
 from gputenant.helm import HelmError
 from gputenant.kube import ApiError, KubeClient
@@ -45,10 +46,8 @@ from gputenant.reconcile.adapters import helm_step_error, issue_step_error
 from gputenant.reconcile.context import Outcome
 from gputenant.reconcile.controlplane import POD_LABELS
 from gputenant.reconcile.events import API_VERSION
-from gputenant.reconcile.offboard import offboard
 from gputenant.reconcile.pipeline import Reconciler
 from gputenant.reconcile.ports import StepError
-from gputenant.reconcile.steps.argocd import argocd_namespaces
 
 from .fixtures import install_crds, install_kai_queue_crd
 from .plane import ControlPlane
@@ -216,6 +215,10 @@ class InProcessOperator:
         self.releases = VClusterDouble(self.chart_client, plane.ca_pem)
         self.issuer = IssuerDouble()
         self.reconciler = Reconciler(self.client, config, self.releases, self.issuer)
+        self.cell = Cell(config=config, client=self.client, reconciler=self.reconciler, resync_seconds=60,
+                         deletion_retry_seconds=3)
+        """The cell of `gputenant run` around that reconciler: its deletion path is the one the
+        tests drive (`offboard`)."""
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coroutine)
@@ -353,13 +356,11 @@ class InProcessOperator:
                 await self.platform.delete("v1", "Namespace", namespace["metadata"]["name"])
 
     def offboard(self, name: str) -> None:
+        """The cell's deletion path, as kopf's deletion handler runs it, then the finalizer released
+        as kopf releases it once the handler succeeded."""
         body = self.tenant(name)
         assert body is not None and body["metadata"].get("deletionTimestamp"), f"tenant {name} is not being deleted"
-        spec = body.get("spec") or {}
-        self.run(offboard(self.client, self.releases, self.config, name,
-                          retain=spec.get("deletionPolicy") == "Retain", argocd_namespaces=argocd_namespaces(body),
-                          uid=body["metadata"].get("uid")))
-        self.reconciler.forget(body["metadata"]["uid"])
+        self.run(self.cell.offboard(body))
         self.run(self.platform.patch(API_VERSION, KIND, name, {"metadata": {"finalizers": None}}))
 
 

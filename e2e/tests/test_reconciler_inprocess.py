@@ -11,6 +11,7 @@ import pytest
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.reconcile import offboard as offboarding
+from gputenant.reconcile.deletion import DeletionHeld
 from gputenant.reconcile.ports import StepError
 from gputenant.render.tenant_view import VIEW_CONFIGMAP
 from kubeplane.inprocess import OPERATOR_USER, QUEUE, labelled_objects
@@ -241,6 +242,25 @@ def test_offboarding_waits_for_a_terminating_namespace_then_lets_go(op, monkeypa
     assert op.tenant(name)["metadata"]["finalizers"]  # still held: kopf retries the deletion
     op.run(op.platform.patch("v1", "Namespace", op.namespace(name), {"metadata": {"finalizers": None}}))
     monkeypatch.setattr(offboarding, "NAMESPACE_WAIT_SECONDS", 60.0)
+    op.offboard(name)
+    assert op.tenant(name) is None and op.get("v1", "Namespace", op.namespace(name)) is None
+
+
+def test_prevent_deletion_holds_the_cells_deletion_path_and_reports_it_once(op):
+    """The deletion path kopf's handler runs (`Cell.offboard`): held, reported once in status and an
+    Event, and let go once spec.preventDeletion is false."""
+    name = "ip-held"
+    op.apply(manifest(name, preventDeletion=True))
+    op.reconcile(name)
+    op.delete(name, finish=False)
+    with pytest.raises(DeletionHeld):
+        op.offboard(name)
+    assert op.condition(name, reasons.DELETION_PREVENTED)["status"] == "True"
+    writes = op.writes()
+    with pytest.raises(DeletionHeld):
+        op.offboard(name)
+    assert op.writes() == writes  # reported once: no second status write, no second Event
+    op.run(op.platform.patch("gputenant.io/v1alpha1", "GpuTenant", name, {"spec": {"preventDeletion": False}}))
     op.offboard(name)
     assert op.tenant(name) is None and op.get("v1", "Namespace", op.namespace(name)) is None
 

@@ -27,6 +27,7 @@ from gputenant.kube.lease import LeaseElector
 from gputenant.loops import Supervisor
 from gputenant.loops.pools import PoolsLoop
 from gputenant.metrics import OperatorMetrics
+from gputenant.reconcile.deletion import hold_if_prevented, offboard_tenant
 from gputenant.reconcile.pipeline import Outcome, Reconciler
 from gputenant.reconcile.rechecks import Rechecks
 from gputenant.reconcile_slots import ReconcileSlots, Urgency
@@ -92,6 +93,16 @@ class Cell:
         (`reconcile.cache.WatchCache`)."""
         self.reconciler.services.cache.hand_over(handler_kwargs)
         return self
+
+    async def offboard(self, body: dict) -> None:
+        """The tenant's deletion path: DeletionHeld while spec.preventDeletion is true, else its
+        objects and release removed under its lock, and what the cell keeps of it forgotten.
+        StepError or ApiError: try again later."""
+        await hold_if_prevented(self.client, body)
+        name = body["metadata"]["name"]
+        async with self.lock(name):
+            await offboard_tenant(self.client, self.reconciler.releases, self.config, body)
+        self.forget(name, body["metadata"].get("uid"))
 
     def lock(self, name: str) -> asyncio.Lock:
         """One pipeline run per tenant at a time (the timer and change handlers may overlap)."""

@@ -27,7 +27,7 @@ PODS = ("v1", "pods")
 def register(registry: kopf.OperatorRegistry, cell: Cell) -> None:
     """The control-plane pod watch, into the cell's registry."""
 
-    @kopf.on.event(*PODS, labels=POD_LABELS, registry=registry)
+    @kopf.on.event(*PODS, id="control_plane_pod_changed", labels=POD_LABELS, registry=registry)
     async def control_plane_pod_changed(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kwargs) -> None:
         """Reconcile the pod's tenant when it starts or stops serving, or serves another revision; a pod
         first seen not ready changes nothing. The initial listing (event type None) only records:

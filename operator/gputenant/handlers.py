@@ -14,14 +14,11 @@ import argparse
 import asyncio
 import logging
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 
 import kopf
 
-from gputenant import GROUP, KIND, PLURAL, VERSION, naming
-from gputenant.api import conditions as reasons
-from gputenant.api.status import DELETION
+from gputenant import GROUP, PLURAL, VERSION, naming
 from gputenant.attestation.run import Attestor
 from gputenant.cell import Cell, build_cell
 from gputenant.config.models import OperatorConfig
@@ -36,13 +33,9 @@ from gputenant.loops.pools import PoolsLoop, pool_summary
 from gputenant.loops.usage import keep_usage
 from gputenant.metrics import OperatorMetrics
 from gputenant.pools import device_plugin_config_data
-from gputenant.reconcile import conditions as cond
-from gputenant.reconcile.events import API_VERSION, post_event
+from gputenant.reconcile.deletion import DeletionHeld
 from gputenant.reconcile.memory import RETRY_ANNOTATION
-from gputenant.reconcile.offboard import offboard
 from gputenant.reconcile.ports import StepError
-from gputenant.reconcile.steps.argocd import argocd_namespaces
-from gputenant.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +124,15 @@ def register(registry: kopf.OperatorRegistry, rt: Cell) -> None:
     control-plane watch and the gang PodGroups."""
     from gputenant import control_plane_watch, indexes
 
-    @kopf.on.login(registry=registry)
+    _register_lifecycle(registry, rt)
+    _register_tenant_handlers(registry, rt)
+    indexes.register(registry, rt)
+    control_plane_watch.register(registry, rt)
+    gang_groups.register(registry, lambda: rt.client)
+
+
+def _register_lifecycle(registry: kopf.OperatorRegistry, rt: Cell) -> None:
+    @kopf.on.login(id="login", registry=registry)
     def login(**_: object) -> kopf.ConnectionInfo:
         """kopf logs in with the cell's own client identity. Its default login goes through the
         `kubernetes` package, which reads $KUBECONFIG and copies an inline client key into TMPDIR
@@ -139,7 +140,7 @@ def register(registry: kopf.OperatorRegistry, rt: Cell) -> None:
         in memory."""
         return rt.client.kopf_connection()
 
-    @kopf.on.startup(registry=registry)
+    @kopf.on.startup(id="startup", registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_) -> None:
         """Own finalizer (status is ours alone), kopf's diff base and progress in this process
         (`gputenant.kopf_state`); serve the guard and keep the GPU pools when `prepare` set them up."""
@@ -153,7 +154,7 @@ def register(registry: kopf.OperatorRegistry, rt: Cell) -> None:
                  rt.config.field_manager, "on" if rt.guard else "off",
                  f"{rt.pools_interval_seconds:g}s" if rt.pools_interval_seconds > 0 else "never")
 
-    @kopf.on.cleanup(registry=registry)
+    @kopf.on.cleanup(id="cleanup", registry=registry)
     async def cleanup(**_) -> None:
         await rt.stop_passes()
         if rt.guard is not None:
@@ -173,53 +174,37 @@ def register(registry: kopf.OperatorRegistry, rt: Cell) -> None:
         """The last GPU pool report, per pool (also on the liveness endpoint)."""
         return {report.name: pool_summary(report) for report in (rt.pools.reports if rt.pools else [])}
 
-    @kopf.on.resume(*RESOURCE, registry=registry)
-    @kopf.on.create(*RESOURCE, registry=registry)
-    @kopf.on.update(*RESOURCE, field="spec", registry=registry)
-    @kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.ROTATE_ANNOTATION), registry=registry)
-    @kopf.on.field(*RESOURCE, field=("metadata", "annotations", naming.REVOKE_ANNOTATION), registry=registry)
-    @kopf.on.field(*RESOURCE, field=("metadata", "annotations", RETRY_ANNOTATION), registry=registry)
+
+def _register_tenant_handlers(registry: kopf.OperatorRegistry, rt: Cell) -> None:
+    @kopf.on.resume(*RESOURCE, id="reconcile", registry=registry)
+    @kopf.on.create(*RESOURCE, id="reconcile", registry=registry)
+    @kopf.on.update(*RESOURCE, id="reconcile", field="spec", registry=registry)
+    @kopf.on.field(*RESOURCE, id="reconcile", field=("metadata", "annotations", naming.ROTATE_ANNOTATION), registry=registry)
+    @kopf.on.field(*RESOURCE, id="reconcile", field=("metadata", "annotations", naming.REVOKE_ANNOTATION), registry=registry)
+    @kopf.on.field(*RESOURCE, id="reconcile", field=("metadata", "annotations", RETRY_ANNOTATION), registry=registry)
     async def reconcile(body: kopf.Body, **kwargs) -> None:
         outcome = await rt.with_indexes(kwargs).reconcile(body)
         if outcome.retry_after is not None:
             raise kopf.TemporaryError("not ready yet; see status.conditions", delay=outcome.retry_after)
 
-    @kopf.timer(*RESOURCE, interval=rt.resync_seconds, initial_delay=rt.resync_seconds, idle=5, registry=registry)
+    @kopf.timer(*RESOURCE, id="resync", interval=rt.resync_seconds, initial_delay=rt.resync_seconds, idle=5, registry=registry)
     async def resync(body: kopf.Body, **kwargs) -> None:
         """Drift check and kubeconfig rotation: the same pipeline; writes only what drifted. First a
         period after the tenant is seen: the create or resume handler has just run the whole pipeline,
         so a first run at once would list and check everything again while the tenant onboards."""
         await rt.with_indexes(kwargs).drift_check(body)
 
-    @kopf.on.delete(*RESOURCE, registry=registry)
+    @kopf.on.delete(*RESOURCE, id="delete", registry=registry)
     async def delete(body: kopf.Body, **_) -> None:
-        await offboard_tenant(rt, body)
-
-    indexes.register(registry, rt)
-    control_plane_watch.register(registry, rt)
-    gang_groups.register(registry, lambda: rt.client)
-
-
-async def offboard_tenant(rt: Cell, body: kopf.Body) -> None:
-    """The deletion handler: held while spec.preventDeletion is true, else the tenant's objects
-    and release removed (`reconcile.offboard`) and what the cell keeps of it forgotten."""
-    tenant = body["metadata"]["name"]
-    spec = body.get("spec") or {}
-    if spec.get("preventDeletion"):
-        await _report_prevented(rt, body)
-        raise kopf.TemporaryError(
-            "spec.preventDeletion is true; set it to false to let the deletion proceed",
-            delay=rt.deletion_retry_seconds)
-    try:
-        async with rt.lock(tenant):
-            await offboard(rt.client, rt.reconciler.releases, rt.config, tenant,
-                           retain=spec.get("deletionPolicy") == "Retain", argocd_namespaces=argocd_namespaces(dict(body)),
-                           uid=body["metadata"].get("uid"))
-    except StepError as error:
-        raise kopf.TemporaryError(f"{error.reason}: {error.message}", delay=10) from None
-    except ApiError as error:
-        raise kopf.TemporaryError(str(error), delay=10) from None
-    rt.forget(tenant, body["metadata"].get("uid"))
+        """The cell's deletion path (`Cell.offboard`), its waits turned into kopf's retries."""
+        try:
+            await rt.offboard(dict(body))
+        except DeletionHeld as held:
+            raise kopf.TemporaryError(str(held), delay=rt.deletion_retry_seconds) from None
+        except StepError as error:
+            raise kopf.TemporaryError(f"{error.reason}: {error.message}", delay=10) from None
+        except ApiError as error:
+            raise kopf.TemporaryError(str(error), delay=10) from None
 
 
 def _unheld_to_pools(rt: Cell):
@@ -247,24 +232,3 @@ def start_loops(rt: Cell) -> None:
         attestor = rt.attestor
         rt.loops.start("attestation", lambda: keep_attestation(rt.client, rt.config, attestor, period),
                        period)
-
-
-async def _report_prevented(rt: Cell, body: kopf.Body) -> None:
-    """DeletionPrevented=True in status and one Event, once; a failed write is retried with the
-    deletion (the caller raises TemporaryError either way)."""
-    before = cond.parse((body.get("status") or {}).get("conditions") or [])
-    now = datetime.now(UTC)
-    conditions = cond.owned(cond.set_condition(
-        before, reasons.DELETION_PREVENTED, "True", reasons.PREVENT_DELETION_SET,
-        "deletion is blocked while spec.preventDeletion is true", body["metadata"].get("generation"), rfc3339(now)),
-        DELETION)
-    if conditions == cond.owned(before, DELETION):
-        return
-    try:
-        await rt.client.apply_status(API_VERSION, KIND, body["metadata"]["name"],
-                                     {"conditions": cond.as_status(conditions)}, DELETION)
-    except ApiError as error:
-        log.warning("tenant %s: could not report DeletionPrevented: %s", body["metadata"]["name"], error)
-        return
-    await post_event(rt.client, dict(body), "Warning", reasons.DELETION_PREVENTED,
-                     "deletion blocked by spec.preventDeletion; set it to false to proceed", now)
