@@ -24,11 +24,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
     """pytest-xdist's `--dist loadfile --no-loadscope-reorder` gives each worker the next module in
     collection order (without the last flag, modules with the most tests go first), so
-    the suite ends when the last long module does. Modules with real vClusters (`vcluster_node`)
+    the suite ends when the last long module does. Modules with real vClusters (`vcluster_node`, or
+    marked `on_vcluster_node`)
     take minutes, other plane modules seconds to a minute, unit tests seconds: that order, each
     module kept whole and in place among its peers, lets the short ones fill the end."""
     weight: dict[Path, int] = {}
     for item in items:
-        rank = 0 if "vcluster_node" in item.fixturenames else 1 if E2E_TESTS in item.path.parents else 2
+        on_node = "vcluster_node" in item.fixturenames or item.get_closest_marker("on_vcluster_node")
+        rank = 0 if on_node else 1 if E2E_TESTS in item.path.parents else 2
         weight[item.path] = min(rank, weight.get(item.path, rank))
     return sorted(items, key=lambda item: weight[item.path])

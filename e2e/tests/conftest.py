@@ -33,7 +33,7 @@ from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue
 from kubeplane.inprocess import inprocess, op  # noqa: F401 (fixtures: the in-process reconciler, test_reconciler_inprocess*)
 from kubeplane.kai_fixtures import gpu_scheduling
 from kubeplane.operator_process import RESYNC_SECONDS, OperatorProcess, guarded_operator
-from kubeplane.pytest_plugin import kwok  # noqa: F401 (fixture: kwok on the session plane, for simulated GPU nodes)
+from kubeplane.pytest_plugin import kwok, session_plane  # noqa: F401 (fixture: kwok on the session plane, for simulated GPU nodes)
 from kubeplane.storage import LocalPathProvisioner
 from kubeplane.tools import pinned_versions
 from kubeplane.vcluster_images import vcluster_images
@@ -41,10 +41,24 @@ from kubeplane.vcluster_images import vcluster_images
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+ON_VCLUSTER_NODE = "on_vcluster_node"
+"""The marker of a module whose `plane` is the plane its real vClusters run on."""
+
+
+@pytest.fixture(scope="module")
+def plane(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> ControlPlane:
+    """The session's plane; in a module marked `on_vcluster_node` (``pytestmark``), the plane with a
+    node its real vClusters run on: the one place a module's plane is swapped."""
+    if request.node.get_closest_marker(ON_VCLUSTER_NODE):
+        return request.getfixturevalue("vcluster_node")
+    return session_plane(pytestconfig)
+
+
 @pytest.fixture(scope="session")
-def crds(plane: ControlPlane) -> None:
-    install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
-    install_kai_queue_crd(plane)
+def crds(pytestconfig: pytest.Config) -> None:
+    """The GpuTenant and Queue CRDs on the session's plane."""
+    install_crds(session_plane(pytestconfig), REPO_ROOT / "crds" / "tenant.yaml")
+    install_kai_queue_crd(session_plane(pytestconfig))
 
 
 def tenant_manifest(name: str, trust: str, owner: str, gpus: float = 1, **spec) -> dict:

@@ -46,13 +46,9 @@ READY_TIMEOUT_SECONDS = 480
 TENANT = "lb-team"
 
 pytestmark = [
+    pytest.mark.on_vcluster_node,
     pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(), reason=f"{REAL_VCLUSTER_CHART} is missing"),
 ]
-
-
-@pytest.fixture(scope="module")
-def plane(vcluster_node: ControlPlane) -> ControlPlane:
-    return vcluster_node
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,9 @@ from gputenant.guard.capabilities import drops_spoofing
 from gputenant.guard.configuration import CONFIGURATION_NAME
 from kubeplane import wait_for
 
+pytestmark = pytest.mark.on_vcluster_node
+"""Its `plane` is the plane its real vClusters run on (`vcluster_node`, tests/conftest.py)."""
+
 TENANT = "guard-op"
 NAMESPACE = f"tenant-{TENANT}"
 QUEUE = naming.QUEUE_LABEL
@@ -29,12 +32,6 @@ GPU_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "trai
            "spec": {"containers": [{"name": "main", "image": "registry.example/train:1",
                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
 POLICY = f"tenant {TENANT}: trust Trusted, sharing TimeSlicing on pool a100-timeslice"
-
-
-@pytest.fixture(scope="module")
-def plane(vcluster_node):
-    """The plane the operator drives real vClusters on (it has a node)."""
-    return vcluster_node
 
 
 def webhook_configurations(plane) -> tuple[dict, dict] | None:

@@ -21,14 +21,11 @@ from gputenant import naming
 from gputenant.kubeconfigs import KubeconfigIssueError, issue_kubeconfigs, kubeconfig_secret
 from gputenant.kubeconfigs.tokens import admin_kubeconfig, with_server
 
+pytestmark = pytest.mark.on_vcluster_node
+"""Its `plane` is the plane its real vClusters run on (`vcluster_node`, tests/conftest.py)."""
+
 TENANT = "kc-team"
 TOKEN_SECONDS = 3600
-
-
-@pytest.fixture(scope="module")
-def plane(vcluster_node):
-    """The plane the operator drives real vClusters on (it has a node)."""
-    return vcluster_node
 
 
 @pytest.fixture(scope="module")

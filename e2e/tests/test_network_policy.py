@@ -42,8 +42,9 @@ from kubeplane.node import API_FORWARD_PORT
 from kubeplane.operator_image import CHART
 from kubeplane.virtual_cluster import HOST_NAME_ANNOTATION, VIRTUAL_NAMESPACE
 
-pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(),
-                                reason=f"{REAL_VCLUSTER_CHART} is missing")
+pytestmark = [pytest.mark.on_vcluster_node,
+              pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(),
+                                 reason=f"{REAL_VCLUSTER_CHART} is missing")]
 
 ATTACKER, VICTIM, CUSTOMER = "np-attacker", "np-victim", "np-customer"
 TRUST = {ATTACKER: "Trusted", VICTIM: "Internal", CUSTOMER: "Untrusted"}
@@ -59,11 +60,6 @@ OPERATOR_PORTS = {"webhook": CHART_VALUES["webhook"]["port"], "liveness": CHART_
 """The operator pod's ports, as the chart opens them."""
 MONITORING_NAMESPACE = "monitoring"
 """The chart's default metrics.scrapeNamespaceSelector names it."""
-
-
-@pytest.fixture(scope="module")
-def plane(vcluster_node: ControlPlane) -> ControlPlane:
-    return vcluster_node
 
 
 @dataclass

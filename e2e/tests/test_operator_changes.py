@@ -12,13 +12,10 @@ from gputenant.kube.client import USER_AGENT
 from kubeplane import WRITE_VERBS, wait_for
 from kubeplane.inprocess import labelled_objects
 
+pytestmark = pytest.mark.on_vcluster_node
+"""Its `plane` is the plane its real vClusters run on (`vcluster_node`, tests/conftest.py)."""
+
 LABEL = "gputenant.io/tenant"
-
-
-@pytest.fixture(scope="module")
-def plane(vcluster_node):
-    """The plane the operator drives real vClusters on (it has a node)."""
-    return vcluster_node
 
 
 @pytest.fixture(autouse=True)

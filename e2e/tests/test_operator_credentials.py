@@ -35,6 +35,9 @@ from kubeplane import ControlPlane, wait_for
 from kubeplane.operator_process import OperatorProcess, real_vcluster_config
 from kubeplane.tools import pinned_versions
 
+pytestmark = pytest.mark.on_vcluster_node
+"""Its `plane` is the plane its real vClusters run on (`vcluster_node`, tests/conftest.py)."""
+
 CYCLE_BATCH = 2
 """Real vClusters alive at once (about 300 MiB each on a 2-core CI machine)."""
 CYCLES = int(os.environ.get("GPUTENANT_E2E_CREDENTIAL_CYCLES", CYCLE_BATCH))
@@ -143,12 +146,6 @@ def operator_tmpdir(tmp_path_factory):
     watch = DirectoryWatch(folder)
     yield folder, watch
     watch.close()
-
-
-@pytest.fixture(scope="module")
-def plane(vcluster_node):
-    """The plane the operator drives real vClusters on (it has a node)."""
-    return vcluster_node
 
 
 @pytest.fixture(scope="module")

@@ -19,16 +19,13 @@ import yaml
 
 from kubeplane import WRITE_VERBS, wait_for
 
+pytestmark = pytest.mark.on_vcluster_node
+"""Its `plane` is the plane its real vClusters run on (`vcluster_node`, tests/conftest.py)."""
+
 TENANTS = {"team-a": "Trusted", "team-b": "Internal", "team-c": "Untrusted"}
 RESYNC_TENANTS = int(os.environ.get("GPUTENANT_E2E_RESYNC_TENANTS", len(TENANTS)))
 CROWD = [f"crowd-{index:02d}" for index in range(max(RESYNC_TENANTS - len(TENANTS), 0))]
 """With TENANTS, the tenants of the zero-writes resync check."""
-
-
-@pytest.fixture(scope="module")
-def plane(vcluster_node):
-    """The plane the operator drives real vClusters on (it has a node)."""
-    return vcluster_node
 
 
 @pytest.fixture(scope="module")

@@ -18,14 +18,11 @@ import pytest
 from kubeplane import wait_for
 from kubeplane.process import Process
 
+pytestmark = pytest.mark.on_vcluster_node
+"""Its `plane` is the plane its real vClusters run on (`vcluster_node`, tests/conftest.py)."""
+
 OUTAGE_SECONDS = 30
 APISERVER = "kube-apiserver"
-
-
-@pytest.fixture(scope="module")
-def plane(vcluster_node):
-    """The plane the operator drives real vClusters on (it has a node)."""
-    return vcluster_node
 
 
 def _apiserver_process(plane) -> Process:

@@ -15,15 +15,12 @@ import yaml
 
 from kubeplane import wait_for
 
+pytestmark = pytest.mark.on_vcluster_node
+"""Its `plane` is the plane its real vClusters run on (`vcluster_node`, tests/conftest.py)."""
+
 EXPIRES = "gputenant.io/expires-at"
 ROTATE = "gputenant.io/rotate-kubeconfigs"
 TEN_MINUTES = timedelta(minutes=10)
-
-
-@pytest.fixture(scope="module")
-def plane(vcluster_node):
-    """The plane the operator drives real vClusters on (it has a node)."""
-    return vcluster_node
 
 
 def read_secret(plane, name: str, namespace: str):

@@ -87,10 +87,12 @@ class History:
         return self.versions
 
 
-async def pipeline_writer(client: KubeClient, lock: asyncio.Lock, rounds: range) -> None:
+async def pipeline_writer(client: KubeClient, lock: asyncio.Lock, rounds: range,
+                          memory: TenantMemory | None = None) -> None:
     """Pipeline passes: read the tenant, run 'the steps' (a pause: a real pass applies objects and asks
     Helm between its read and its status write), set every part and the status parts, write."""
-    services = Services(client, OperatorConfig(), releases=None, issuer=None, memory=TenantMemory())  # type: ignore[arg-type]
+    services = Services(client, OperatorConfig(), releases=None, issuer=None,  # type: ignore[arg-type]
+                        memory=memory or TenantMemory())
     for i in rounds:
         async with lock:
             live = await client.get(API_VERSION, KIND, NAME)
@@ -173,15 +175,17 @@ def test_concurrent_status_writers_lose_nothing(plane, writers_tenant):
 def test_status_an_older_release_merge_patched_is_handed_to_the_writers(plane, writers_tenant):
     """A release before server-side apply of status merge-patched it (its record: the client's user
     agent, operation Update); after the first pipeline pass each writer owns its fields, so the usage
-    writer no longer applying allIdleSince (a GPU works again) removes it."""
+    writer no longer applying allIdleSince (a GPU works again) removes it. The hand-over is settled
+    once: later passes of the process do not look for such records again."""
     since = "2026-01-01T00:00:00Z"
+    memory = TenantMemory()
 
     async def main():
         async with KubeClient.from_kubeconfig(str(plane.kubeconfig_path), FIELD_MANAGER) as client:
             await client.patch(API_VERSION, KIND, NAME, {"status": {"usage": {
                 "window": "1h", "gpusHeld": 1, "idleGpuCount": 1, "allIdleSince": since, "observedAt": since}}},
                 subresource="status")
-            await pipeline_writer(client, asyncio.Lock(), range(1, 2))
+            await pipeline_writer(client, asyncio.Lock(), range(1, 2), memory)
             await usage_writer(client, range(2, 3))
     asyncio.run(main())
 
@@ -190,3 +194,4 @@ def test_status_an_older_release_merge_patched_is_handed_to_the_writers(plane, w
     assert "allIdleSince" not in final["status"]["usage"], final["metadata"]["managedFields"]
     assert not [entry for entry in final["metadata"]["managedFields"]
                 if entry["manager"] == FIELD_MANAGER and entry.get("subresource") == "status"]
+    assert memory.ownership_settled(final["metadata"]["uid"])

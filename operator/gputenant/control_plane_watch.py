@@ -3,7 +3,7 @@ the chart labels (``app=vcluster``, filtered by kopf: the operator's one pod wat
 gang PodGroups of ``guard.gang_groups``, so it cannot be narrowed by a label at the API server), so that a pod dying,
 turning ready or rolling to a new revision reaches the tenant's status within seconds, not at the
 next resync. Each change that matters calls the tenant's pipeline up at once, unless a pass read the
-control plane after it or saw the pod as the watch now does (`Rechecks.changed`); what it judges is
+control plane after it or saw the pod as the watch now does (`Cell.control_plane_changed`); what it judges is
 `reconcile.controlplane`.
 
 Registered into a cell's kopf registry by `gputenant.handlers.register`.
@@ -47,4 +47,4 @@ async def control_plane_pod_event(cell: Cell, event: kopf.RawEvent, body: kopf.B
         return
     log.info("tenant %s: control-plane pod %s %s (ready %s); reconciling", tenant, metadata.get("name"),
              (event.get("type") or "").lower(), bool(signature and signature[0]))
-    await cell.rechecks.changed(tenant, metadata.get("name") or "", signature)
+    await cell.control_plane_changed(tenant, metadata.get("name") or "", signature)

@@ -36,6 +36,7 @@ from gputenant.pools import device_plugin_config_data
 from gputenant.reconcile.deletion import DeletionHeld
 from gputenant.reconcile.memory import RETRY_ANNOTATION
 from gputenant.reconcile.ports import StepError
+from gputenant.work_queue import Urgency
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ def _register_lifecycle(registry: kopf.OperatorRegistry, rt: Cell) -> None:
         settings.persistence.diffbase_storage = rt.diffbase
         settings.posting.level = logging.WARNING
         await asyncio.to_thread(start_guard, rt)
+        rt.queue.start()
         start_loops(rt)
         log.info("gpu-tenant-operator started (field manager %s, admission guard %s, GPU pools every %s)",
                  rt.config.field_manager, "on" if rt.guard else "off",
@@ -166,8 +168,8 @@ def _register_lifecycle(registry: kopf.OperatorRegistry, rt: Cell) -> None:
 
     @kopf.on.probe(id="tenants", registry=registry)
     async def probe(**_) -> int:
-        """Liveness: the number of tenants locked for reconciling right now (proves the loop runs)."""
-        return sum(lock.locked() for lock in rt.locks.values())
+        """Liveness: the number of tenant passes in flight right now."""
+        return rt.queue.in_flight
 
     @kopf.on.probe(id="pools", registry=registry)
     async def pools_probe(**_) -> dict:
@@ -183,16 +185,16 @@ def _register_tenant_handlers(registry: kopf.OperatorRegistry, rt: Cell) -> None
     @kopf.on.field(*RESOURCE, id="reconcile", field=("metadata", "annotations", naming.REVOKE_ANNOTATION), registry=registry)
     @kopf.on.field(*RESOURCE, id="reconcile", field=("metadata", "annotations", RETRY_ANNOTATION), registry=registry)
     async def reconcile(body: kopf.Body, **kwargs) -> None:
-        outcome = await rt.with_indexes(kwargs).reconcile(body)
-        if outcome.retry_after is not None:
-            raise kopf.TemporaryError("not ready yet; see status.conditions", delay=outcome.retry_after)
+        """A new tenant, a spec change, an annotation or a restart: its pass is queued."""
+        rt.with_indexes(kwargs).enqueue(body["metadata"]["name"], Urgency.CHANGE)
 
-    @kopf.timer(*RESOURCE, id="resync", interval=rt.resync_seconds, initial_delay=rt.resync_seconds, idle=5, registry=registry)
+    @kopf.timer(*RESOURCE, id="resync", interval=rt.resync_seconds, initial_delay=rt.resync_seconds, idle=5,
+                registry=registry)
     async def resync(body: kopf.Body, **kwargs) -> None:
-        """Drift check and kubeconfig rotation: the same pipeline; writes only what drifted. First a
-        period after the tenant is seen: the create or resume handler has just run the whole pipeline,
-        so a first run at once would list and check everything again while the tenant onboards."""
-        await rt.with_indexes(kwargs).drift_check(body)
+        """Drift check and kubeconfig rotation: the same pipeline, queued at the lowest urgency (a
+        pass already queued or running for the tenant takes it in); writes only what drifted. First
+        a period after the tenant is seen: its first pass has just run the whole pipeline."""
+        rt.with_indexes(kwargs).enqueue(body["metadata"]["name"], Urgency.DRIFT)
 
     @kopf.on.delete(*RESOURCE, id="delete", registry=registry)
     async def delete(body: kopf.Body, **_) -> None:

@@ -15,6 +15,7 @@ import kopf
 from gputenant import GROUP, PLURAL, VERSION, naming
 from gputenant.cell import Cell
 from gputenant.reconcile.cache import HOST_PODS_INDEX, QUEUES_INDEX, TENANTS_INDEX
+from gputenant.reconcile.status import has_merge_patched_status
 
 
 def _kept(body: kopf.Body) -> dict:
@@ -43,8 +44,11 @@ def register(registry: kopf.OperatorRegistry, cell: Cell) -> None:
 
     @kopf.index(GROUP, VERSION, PLURAL, id=TENANTS_INDEX, registry=registry)
     def tenants(name: str, body: kopf.Body, **_) -> dict[str, dict]:
-        """Each GpuTenant under its name: a look again starts from it when it is the very version the
-        last status write of this process made. Without managedFields, the larger part of a tenant: the
-        one-time hand-over of merge-patched status fields (`pipeline.release_merge_patched_status`)
-        waits for a pass that starts from kopf's own body, as the create, resume and resync passes do."""
-        return {name: _kept(body)}
+        """Each GpuTenant under its name: a pass starts from it (`Reconciler.current`). Without
+        managedFields, the larger part of a tenant, unless they still hold a record of status merge
+        patches, which the pass hands over once (`pipeline.release_merge_patched_status`)."""
+        kept = _kept(body)
+        fields = (body.get("metadata") or {}).get("managedFields") or []
+        if has_merge_patched_status(fields, cell.client.user_agent):
+            kept["metadata"]["managedFields"] = copy.deepcopy(fields)
+        return {name: kept}

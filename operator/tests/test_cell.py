@@ -1,159 +1,165 @@
-"""How a Cell runs a tenant's passes. The drift timer's pass is left out while a full pass
-waits to start, or when one began while it waited for its slot (that pass read everything after the
-timer fired), and runs after a full pass already running (which may have read before the drift). A
-look again takes the next free slot before full passes and drift checks, and no drift check waiting
-for a slot holds the tenant's lock against it. A look again starts from the operator's tenant index
-only at the version its last status write made."""
+"""How a Cell runs a tenant's passes from its work queue: each pass reads the tenant once, a FINISH
+pass is a look again, a wait is looked at again and a failure retried as a full pass after its
+backoff, a control-plane change is looked at only when no pass judged it, deletion waits for the
+pass in flight, and stopping cancels what runs. A pass starts from the operator's tenant index
+until a pass of this process ran, then only at the version its last status write made."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 from gputenant.cell import Cell
 from gputenant.config.models import OperatorConfig
 from gputenant.reconcile.context import Outcome
 from gputenant.reconcile.pipeline import Reconciler
-from gputenant.reconcile_slots import ReconcileSlots
+from gputenant.work_queue import Requeue, Urgency
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG = OperatorConfig.model_validate(yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text()))
 
 
 class HeldPasses:
-    """Stands in for the Reconciler: records each pass and holds it until `release`."""
+    """Stands in for the Reconciler: records each pass and holds it until `release`; answers with
+    `outcomes` (one per pass, then an empty Outcome)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *outcomes: Outcome) -> None:
         self.passes: list[str] = []
         self.release = asyncio.Event()
+        self.outcomes = list(outcomes)
+        self.gone: set[str] = set()
 
-    async def current(self, name: str) -> dict:
-        """The tenant as the API would answer it (a look again starts from it)."""
-        return tenant(name)
+    async def current(self, name: str) -> dict | None:
+        return None if name in self.gone else tenant(name)
 
-    async def reconcile(self, body: dict, *, recheck: bool = False) -> Outcome:
+    async def reconcile(self, body: dict, *, recheck: bool = False, current: bool = False) -> Outcome:
+        assert current, "the queue's pass hands over the body it read"
         self.passes.append(("look again " if recheck else "") + body["metadata"]["name"])
         await self.release.wait()
-        return Outcome()
+        return self.outcomes.pop(0) if self.outcomes else Outcome()
 
 
-def cell(passes: HeldPasses, slots: int = 8) -> Cell:
+def cell(passes: HeldPasses, workers: int = 8) -> Cell:
     return Cell(config=CONFIG, client=None, reconciler=passes,  # type: ignore[arg-type]
-                resync_seconds=60, deletion_retry_seconds=10, reconcile_slots=ReconcileSlots(slots))
+                resync_seconds=60, deletion_retry_seconds=10, reconcile_workers=workers)
 
 
 def tenant(name: str) -> dict:
     return {"metadata": {"name": name, "uid": f"uid-{name}"}}
 
 
-async def settle() -> None:
-    for _ in range(5):
+async def settle(rounds: int = 20) -> None:
+    for _ in range(rounds):
         await asyncio.sleep(0)
 
 
-def test_a_drift_check_is_left_to_a_full_pass_waiting_for_a_slot():
-    async def scenario() -> tuple[list[str], dict[str, int]]:
+def test_a_finish_pass_is_a_look_again_and_the_others_full_passes():
+    async def scenario() -> list[str]:
         passes = HeldPasses()
-        rt = cell(passes, slots=1)
-        running = asyncio.create_task(rt.reconcile(tenant("team-a")))
-        waiting = asyncio.create_task(rt.reconcile(tenant("team-b")))
-        await settle()
-        check = asyncio.create_task(rt.drift_check(tenant("team-b")))
-        await settle()
-        assert check.done()  # at once: team-b's pass has not started and will read after it
         passes.release.set()
-        await asyncio.gather(running, waiting, check)
-        return passes.passes, rt.full_passes_waiting
-    assert asyncio.run(scenario()) == (["team-a", "team-b"], {})
+        rt = cell(passes)
+        for name, urgency in (("team-a", Urgency.FINISH), ("team-b", Urgency.CHANGE), ("team-c", Urgency.DRIFT)):
+            assert await rt.run_pass(name, urgency) is None
+        return passes.passes
+    assert asyncio.run(scenario()) == ["look again team-a", "team-b", "team-c"]
 
 
-def test_a_drift_check_runs_after_a_full_pass_already_running():
+def test_a_wait_is_looked_at_again_and_a_failure_retried_as_a_full_pass():
+    async def scenario() -> list[Requeue | None]:
+        passes = HeldPasses(Outcome(wait_after=2.0), Outcome(retry_after=8.0), Outcome())
+        passes.release.set()
+        rt = cell(passes)
+        return [await rt.run_pass("team-a", Urgency.CHANGE) for _ in range(3)]
+    assert asyncio.run(scenario()) == [Requeue(2.0, Urgency.FINISH), Requeue(8.0, Urgency.CHANGE), None]
+
+
+def test_looks_again_stop_after_max_looks_in_a_row():
+    async def scenario() -> list[Requeue | None]:
+        passes = HeldPasses(*[Outcome(wait_after=1.0)] * 4)
+        passes.release.set()
+        rt = cell(passes)
+        rt.rechecks.max_looks = 3
+        return [await rt.run_pass("team-a", Urgency.FINISH) for _ in range(4)]
+    assert asyncio.run(scenario()) == [Requeue(1.0, Urgency.FINISH)] * 3 + [None]
+
+
+def test_a_tenant_gone_or_being_deleted_is_not_reconciled():
+    async def scenario() -> tuple[Requeue | None, list[str]]:
+        passes = HeldPasses()
+        passes.gone.add("team-a")
+        rt = cell(passes)
+        return await rt.run_pass("team-a", Urgency.CHANGE), passes.passes
+    assert asyncio.run(scenario()) == (None, [])
+
+
+def test_a_control_plane_change_judged_by_the_pass_in_flight_asks_for_no_look():
     async def scenario() -> list[str]:
         passes = HeldPasses()
         rt = cell(passes)
-        running = asyncio.create_task(rt.reconcile(tenant("team-a")))
+        rt.queue.start()
+        rt.enqueue("team-a", Urgency.CHANGE)
         await settle()
-        check = asyncio.create_task(rt.drift_check(tenant("team-a")))
+        change = asyncio.create_task(rt.control_plane_changed("team-a", "team-a-0", (True, "rev-1")))
         await settle()
+        assert not change.done()  # it waits for the pass in flight
+        passes.outcomes.append(Outcome(control_plane_read_at=time.monotonic(),
+                                       control_plane_pods={"team-a-0": (True, "rev-1")}))
         passes.release.set()
-        await asyncio.gather(running, check)
+        await change
+        await settle()
+        await rt.stop_passes()
         return passes.passes
-    assert asyncio.run(scenario()) == ["team-a", "team-a"]
+    assert asyncio.run(scenario()) == ["team-a"]
 
 
-def test_a_full_pass_cancelled_while_waiting_no_longer_counts_as_waiting():
+def test_a_control_plane_change_no_pass_saw_is_looked_at():
     async def scenario() -> list[str]:
         passes = HeldPasses()
-        rt = cell(passes, slots=1)
-        running = asyncio.create_task(rt.reconcile(tenant("team-a")))
-        waiting = asyncio.create_task(rt.reconcile(tenant("team-b")))
-        await settle()
-        waiting.cancel()
-        await settle()
-        assert rt.full_passes_waiting == {}
         passes.release.set()
-        await asyncio.gather(running, rt.drift_check(tenant("team-b")))
+        rt = cell(passes)
+        rt.queue.start()
+        await rt.control_plane_changed("team-a", "team-a-0", (True, "rev-1"))
+        await settle()
+        await rt.stop_passes()
+        return passes.passes
+    assert asyncio.run(scenario()) == ["look again team-a"]
+
+
+def test_a_drift_check_asked_while_a_full_pass_is_queued_is_that_pass():
+    async def scenario() -> list[str]:
+        passes = HeldPasses()
+        rt = cell(passes, workers=1)
+        rt.queue.start()
+        rt.enqueue("team-a", Urgency.CHANGE)
+        await settle()
+        rt.enqueue("team-b", Urgency.CHANGE)
+        rt.enqueue("team-b", Urgency.DRIFT)
+        passes.release.set()
+        await settle(40)
+        await rt.stop_passes()
         return passes.passes
     assert asyncio.run(scenario()) == ["team-a", "team-b"]
 
 
-def passes_in_order(*asked: Callable[[Cell], Awaitable[object]]) -> list[str]:
-    """The passes run when team-a's full pass holds the one reconcile slot and each of `asked` is
-    started in turn; a pass order that deadlocks fails after 5 s instead of hanging."""
-    async def scenario() -> list[str]:
+def test_stopping_cancels_the_passes_in_flight_before_they_write_anything():
+    async def scenario() -> tuple[list[str], list[str], int]:
         passes = HeldPasses()
-        rt = cell(passes, slots=1)
-        tasks = [asyncio.create_task(rt.reconcile(tenant("team-a")))]
-        await settle()
-        for ask in asked:
-            tasks.append(asyncio.create_task(ask(rt)))
-            await settle()
-        passes.release.set()
-        await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
-        return passes.passes
-    return asyncio.run(scenario())
-
-
-def test_a_look_again_takes_the_next_slot_before_full_passes_and_drift_checks_asked_earlier():
-    assert passes_in_order(lambda rt: rt.drift_check(tenant("team-b")), lambda rt: rt.reconcile(tenant("team-c")),
-                           lambda rt: rt.look_again("team-d")) == ["team-a", "look again team-d", "team-c", "team-b"]
-
-
-def test_a_drift_check_waiting_for_a_slot_does_not_hold_the_tenants_lock_against_its_look_again():
-    assert passes_in_order(lambda rt: rt.drift_check(tenant("team-b")),
-                           lambda rt: rt.look_again("team-b")) == ["team-a", "look again team-b", "team-b"]
-
-
-def test_a_drift_check_is_left_out_when_a_full_pass_began_while_it_waited_for_its_slot():
-    assert passes_in_order(lambda rt: rt.drift_check(tenant("team-b")),
-                           lambda rt: rt.reconcile(tenant("team-b"))) == ["team-a", "team-b"]
-
-
-def test_stopping_cancels_the_passes_running_and_waiting_before_they_write_anything():
-    async def scenario() -> tuple[list[str], list[bool], dict, int]:
-        passes = HeldPasses()
-        rt = cell(passes, slots=1)
+        rt = cell(passes, workers=1)
         judged: list[str] = []
         rt.rechecks.judged = lambda name, outcome: judged.append(name)  # type: ignore[method-assign]
-        tasks = [asyncio.create_task(rt.reconcile(tenant("team-a"))),
-                 asyncio.create_task(rt.look_again("team-b")),
-                 asyncio.create_task(rt.drift_check(tenant("team-c")))]
+        rt.queue.start()
+        rt.enqueue("team-a", Urgency.CHANGE)
+        rt.enqueue("team-b", Urgency.FINISH)
         await settle()
         await rt.stop_passes()
         passes.release.set()
+        rt.enqueue("team-c", Urgency.CHANGE)  # nothing starts any more
         await settle()
-        assert judged == []
-        for late in (rt.reconcile(tenant("team-d")), rt.look_again("team-e")):  # nothing starts any more
-            with pytest.raises(asyncio.CancelledError):
-                await late
-        rt.rechecks.follow("team-f", 0.0)  # a pass ending as the operator stops asks for no other
-        left = len(rt.passes) + len(rt.rechecks)
-        return passes.passes, [task.cancelled() for task in tasks], rt.full_passes_waiting, left
-    assert asyncio.run(scenario()) == (["team-a"], [True, True, True], {}, 0)
+        return passes.passes, judged, rt.queue.waiting() + rt.queue.in_flight
+    assert asyncio.run(scenario()) == (["look again team-b"], [], 0)
 
 
 class Looked:
@@ -167,14 +173,16 @@ class Looked:
         return self.body
 
 
-def test_a_look_again_starts_from_the_index_only_at_the_version_its_last_status_write_made():
-    """`Reconciler.current`, which a look again and `with_current_status` read the tenant with."""
+def test_a_pass_starts_from_the_index_until_a_pass_ran_then_only_at_the_version_its_last_status_write_made():
+    """`Reconciler.current`, which every pass of the queue reads the tenant with."""
     written = {"metadata": {"name": "team-a", "uid": "uid-team-a", "resourceVersion": "41"}, "status": {"x": 1}}
     changed = {"metadata": {"name": "team-a", "uid": "uid-team-a", "resourceVersion": "42"}, "status": {"x": 1}}
     client = Looked(changed)
     reconciler = Reconciler(client, CONFIG, None, None)  # type: ignore[arg-type]
     reconciler.services.cache.hand_over({"tenants": {"team-a": [written]}})
-    assert asyncio.run(reconciler.current("team-a")) is changed and client.gets == 1  # no write of ours yet: read
+    assert asyncio.run(reconciler.current("team-a")) is written and client.gets == 0  # no pass of ours yet
+    reconciler.memory.seen("team-a", "uid-team-a")  # a pass ran, its status write is not in the index yet
+    assert asyncio.run(reconciler.current("team-a")) is changed and client.gets == 1
     reconciler.memory.status_written("uid-team-a", "41")
     assert asyncio.run(reconciler.current("team-a")) is written and client.gets == 1
     reconciler.services.cache.tenants = {"team-a": [changed]}  # someone wrote the tenant since

@@ -152,124 +152,59 @@ def test_the_first_failure_after_waits_retries_after_5s_whatever_kopf_counted():
     assert again.outcome.retry_after == 10.0
 
 
-class RecordedPasses:
-    """Stands in for the pipeline (what Rechecks calls): records the tenants reconciled and
-    answers with the outcomes it is given, calling `follow` as Cell.look_again does."""
-
-    def __init__(self, *outcomes: Outcome):
-        self.outcomes = list(outcomes)
-        self.reconciled: list[str] = []
-        self.rechecks: Rechecks | None = None
-
-    async def look(self, name: str) -> Outcome | None:
-        self.reconciled.append(name)
-        outcome = self.outcomes.pop(0) if self.outcomes else Outcome()
-        assert self.rechecks is not None
-        self.rechecks.follow(name, outcome.wait_after)
-        return outcome
-
-
 def test_a_waiting_tenant_is_looked_at_again_until_it_stops_waiting():
-    async def scenario() -> list[str]:
-        passes = RecordedPasses(Outcome(wait_after=0.01), Outcome(wait_after=0.01), Outcome())
-        rechecks = passes.rechecks = Rechecks(passes.look)
-        rechecks.follow("team-a", 0.01)
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-        assert len(rechecks) == 0
-        return passes.reconciled
-    assert asyncio.run(scenario()) == ["team-a"] * 3
+    """The cell's work queue runs the looks (test_cell.py); here, what it is told after each pass."""
+    rechecks = Rechecks()
+    assert [rechecks.follow("team-a", wait) for wait in (2.0, 2.0, None, 2.0)] == [2.0, 2.0, None, 2.0]
 
 
-def test_looks_again_are_bounded():
-    async def scenario() -> list[str]:
-        passes = RecordedPasses(*[Outcome(wait_after=0.001)] * 50)
-        rechecks = passes.rechecks = Rechecks(passes.look, max_looks=3)
-        rechecks.follow("team-a", 0.001)
-        for _ in range(50):
-            await asyncio.sleep(0.005)
-        await rechecks.close()
-        return passes.reconciled
-    assert len(asyncio.run(scenario())) == 3
+def test_looks_again_are_bounded_and_count_again_once_the_tenant_stops_waiting():
+    rechecks = Rechecks(max_looks=3)
+    assert [rechecks.follow("team-a", 0.5) for _ in range(5)] == [0.5, 0.5, 0.5, None, None]
+    assert rechecks.follow("team-a", None) is None
+    assert rechecks.follow("team-a", 0.5) == 0.5
 
 
-def test_a_failure_in_a_look_again_is_retried_after_its_backoff():
-    async def scenario() -> list[str]:
-        passes = RecordedPasses(Outcome(retry_after=0.01), Outcome())
-        rechecks = passes.rechecks = Rechecks(passes.look)
-        await rechecks.now("team-a")
-        for _ in range(20):
-            await asyncio.sleep(0.01)
-        return passes.reconciled
-    assert asyncio.run(scenario()) == ["team-a"] * 2
+def test_a_control_plane_change_the_pass_in_flight_read_after_is_no_news():
+    """The pod turns ready while a pass installs the release: the cell waits for that pass
+    (`Cell.control_plane_changed`), which read the control plane after the change."""
+    rechecks = Rechecks()
+    changed_at = time.monotonic()
+    rechecks.judged("team-a", Outcome(control_plane_read_at=time.monotonic()))
+    assert not rechecks.is_news("team-a", "team-a-0", (NEW,), changed_at)
 
 
-def test_a_control_plane_change_the_pass_in_flight_read_after_calls_no_second_pass():
-    """The pod turns ready while a pass installs the release: the watch's call waits for that pass,
-    which read the control plane after the change, so it judged it and no second pass runs."""
-    async def scenario() -> list[str]:
-        locks: dict[str, asyncio.Lock] = {}
-        passes = RecordedPasses()
-        rechecks = passes.rechecks = Rechecks(passes.look, lock=lambda name: locks.setdefault(name, asyncio.Lock()))
-
-        async def pass_in_flight(change_seen: asyncio.Event) -> None:
-            async with locks.setdefault("team-a", asyncio.Lock()):
-                await change_seen.wait()
-                rechecks.judged("team-a", Outcome(control_plane_read_at=time.monotonic()))
-        change_seen = asyncio.Event()
-        in_flight = asyncio.create_task(pass_in_flight(change_seen))
-        await asyncio.sleep(0)
-        change = asyncio.create_task(rechecks.changed("team-a", "team-a-0", (NEW,)))
-        await asyncio.sleep(0)
-        change_seen.set()
-        await asyncio.gather(in_flight, change)
-        return passes.reconciled
-    assert asyncio.run(scenario()) == []
+def test_a_control_plane_change_after_the_last_read_is_news():
+    """A change after the last pass read the control plane (or with no pass yet) is looked at."""
+    rechecks = Rechecks()
+    assert rechecks.is_news("team-a", "team-a-0", (NEW,), time.monotonic())
+    rechecks.judged("team-a", Outcome(control_plane_read_at=time.monotonic()))
+    rechecks.judged("team-a", Outcome())
+    assert rechecks.is_news("team-a", "team-a-0", (NEW,), time.monotonic())
 
 
-def test_a_control_plane_change_after_the_last_read_calls_a_pass():
-    """A change after the last pass read the control plane (or with no pass yet) is reconciled at once."""
-    async def scenario() -> list[str]:
-        passes = RecordedPasses()
-        rechecks = passes.rechecks = Rechecks(passes.look, lock=lambda name: asyncio.Lock())
-        await rechecks.changed("team-a", "team-a-0", (NEW,))
-        rechecks.judged("team-a", Outcome(control_plane_read_at=time.monotonic()))
-        rechecks.judged("team-a", Outcome())
-        await rechecks.changed("team-a", "team-a-0", (NEW,))
-        return passes.reconciled
-    assert asyncio.run(scenario()) == ["team-a", "team-a"]
-
-
-def test_a_change_the_last_pass_saw_already_calls_no_pass_however_late_the_watch_tells_it():
+def test_a_change_the_last_pass_saw_already_is_no_news_however_late_the_watch_tells_it():
     """The listing of the pass had the pod ready at NEW; the watch's event for it came after the
-    listing was sent. Another revision, the pod not serving, or another pod's change still call a pass."""
-    async def scenario() -> list[str]:
-        passes = RecordedPasses()
-        rechecks = passes.rechecks = Rechecks(passes.look, lock=lambda name: asyncio.Lock())
-        rechecks.judged("team-a", Outcome(control_plane_read_at=time.monotonic(),
-                                          control_plane_pods={"team-a-0": (NEW,), "team-a-1": None}))
-        await rechecks.changed("team-a", "team-a-0", (NEW,))
-        await rechecks.changed("team-a", "team-a-1", None)
-        await rechecks.changed("team-a", "team-a-2", None)  # not listed: it did not serve
-        assert passes.reconciled == []
-        await rechecks.changed("team-a", "team-a-0", (OLD,))
-        await rechecks.changed("team-a", "team-a-0", None)
-        await rechecks.changed("team-a", "team-a-1", (NEW,))
-        await rechecks.changed("team-b", "team-b-0", (NEW,))  # no pass of team-b read its control plane
-        return passes.reconciled
-    assert asyncio.run(scenario()) == ["team-a"] * 3 + ["team-b"]
+    listing was sent. Another revision, the pod not serving, or another pod's change are news."""
+    rechecks = Rechecks()
+    rechecks.judged("team-a", Outcome(control_plane_read_at=time.monotonic(),
+                                      control_plane_pods={"team-a-0": (NEW,), "team-a-1": None}))
+    later = time.monotonic() + 1
+    assert not rechecks.is_news("team-a", "team-a-0", (NEW,), later)
+    assert not rechecks.is_news("team-a", "team-a-1", None, later)
+    assert not rechecks.is_news("team-a", "team-a-2", None, later)  # not listed: it did not serve
+    assert rechecks.is_news("team-a", "team-a-0", (OLD,), later)
+    assert rechecks.is_news("team-a", "team-a-0", None, later)
+    assert rechecks.is_news("team-a", "team-a-1", (NEW,), later)
+    assert rechecks.is_news("team-b", "team-b-0", (NEW,), later)  # no pass of team-b read its control plane
 
 
 def test_only_the_newest_reading_of_the_control_plane_is_compared_with():
-    async def scenario() -> list[str]:
-        passes = RecordedPasses()
-        rechecks = passes.rechecks = Rechecks(passes.look, lock=lambda name: asyncio.Lock())
-        older = time.monotonic()
-        rechecks.judged("team-a", Outcome(control_plane_read_at=older + 1e-6, control_plane_pods={"team-a-0": None}))
-        rechecks.judged("team-a", Outcome(control_plane_read_at=older, control_plane_pods={"team-a-0": (NEW,)}))
-        await rechecks.changed("team-a", "team-a-0", (NEW,))
-        return passes.reconciled
-    assert asyncio.run(scenario()) == ["team-a"]
+    rechecks = Rechecks()
+    older = time.monotonic()
+    rechecks.judged("team-a", Outcome(control_plane_read_at=older + 1e-6, control_plane_pods={"team-a-0": None}))
+    rechecks.judged("team-a", Outcome(control_plane_read_at=older, control_plane_pods={"team-a-0": (NEW,)}))
+    assert rechecks.is_news("team-a", "team-a-0", (NEW,), older + 1)
 
 
 class TimedReads:
@@ -292,7 +227,7 @@ class TimedReads:
 
 def test_the_pass_read_the_control_plane_when_it_listed_the_pods_not_before_the_statefulset():
     """A pod the watch saw turn ready between the StatefulSet's GET and the pods' listing is in the
-    listing: the moment recorded (which `Rechecks.changed` compares with) is the listing's."""
+    listing: the moment recorded (which `Rechecks.is_news` compares with) is the listing's."""
     client = TimedReads()
     run = one_pass(TenantMemory(), client)
     state = asyncio.run(read_control_plane(run, "team-a"))
@@ -329,16 +264,12 @@ def test_a_host_namespace_names_its_tenant():
     assert naming.tenant_of_namespace(CONFIG.namespace_prefix, CONFIG) is None
 
 
-def test_a_tenant_gone_before_its_look_again_is_forgotten():
-    async def scenario() -> int:
-        async def gone(_: str) -> Outcome | None:
-            return None
-        rechecks = Rechecks(gone)
-        rechecks.schedule("team-a", 0.001)
-        for _ in range(10):
-            await asyncio.sleep(0.005)
-        return len(rechecks)
-    assert asyncio.run(scenario()) == 0
+def test_a_tenant_forgotten_starts_over():
+    rechecks = Rechecks(max_looks=1)
+    rechecks.follow("team-a", 1.0)
+    rechecks.judged("team-a", Outcome(control_plane_read_at=time.monotonic(), control_plane_pods={"team-a-0": (NEW,)}))
+    rechecks.forget("team-a")
+    assert rechecks.follow("team-a", 1.0) == 1.0 and rechecks.is_news("team-a", "team-a-0", (NEW,), 0.0)
 
 
 def test_a_pass_reads_the_indexes_once_kopf_handed_them_over_and_asks_the_api_without_them():

@@ -27,8 +27,10 @@ def test_a_tenant_recreated_under_the_same_name_inherits_nothing():
 def test_forget_drops_everything_about_a_deleted_tenant():
     memory = TenantMemory()
     memory.stop_helm("t", "uid-1", ATTEMPT, "HelmFailed", "the chart refused")
+    memory.settle_ownership("uid-1")
     memory.forget("uid-1")
     assert memory.helm_stop("uid-1", ATTEMPT) is None and len(memory) == 0
+    assert not memory.ownership_settled("uid-1")
 
 
 WRITTEN = {

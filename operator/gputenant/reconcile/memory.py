@@ -35,8 +35,10 @@ class HelmStop:
 
 class TenantMemory:
     """Permanent Helm failures by tenant uid, each with the attempt it happened for, the
-    consecutive transient failures of one step (for the backoff), and which object steps converged
-    on which rendered objects (so a look again while the control plane starts need not re-list them)."""
+    consecutive transient failures of one step (for the backoff), which object steps converged
+    on which rendered objects (so a look again while the control plane starts need not re-list them),
+    the version the last status write made, and whether the one-time status ownership migration is
+    settled."""
 
     def __init__(self) -> None:
         self._helm_stops: dict[str, HelmStop] = {}
@@ -44,6 +46,7 @@ class TenantMemory:
         self._converged: dict[str, dict[str, str]] = {}
         self._uid_of: dict[str, str] = {}
         self._written_version: dict[str, str] = {}
+        self._ownership_settled: set[str] = set()
 
     def helm_stop(self, uid: str, attempt: HelmAttempt) -> HelmStop | None:
         """The failure that holds Helm back for exactly this attempt, or None (then run Helm)."""
@@ -99,6 +102,14 @@ class TenantMemory:
         version = metadata.get("resourceVersion")
         return bool(version) and self._written_version.get(metadata.get("uid") or "") == version
 
+    def ownership_settled(self, uid: str) -> bool:
+        """Whether a pass of this process already handed the tenant's merge-patched status fields to
+        their writers, or found none to hand: the one-time migration is not looked at again."""
+        return uid in self._ownership_settled
+
+    def settle_ownership(self, uid: str) -> None:
+        self._ownership_settled.add(uid)
+
     def knows(self, name: str, uid: str) -> bool:
         """Whether a pass of this process ran for the tenant `name` with `uid`."""
         return bool(uid) and self._uid_of.get(name) == uid
@@ -109,6 +120,7 @@ class TenantMemory:
         self._failures.pop(uid, None)
         self._converged.pop(uid, None)
         self._written_version.pop(uid, None)
+        self._ownership_settled.discard(uid)
         for name in [name for name, known in self._uid_of.items() if known == uid]:
             del self._uid_of[name]
 

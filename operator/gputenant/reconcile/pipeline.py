@@ -90,16 +90,17 @@ class Reconciler:
         """Drop what the reconciler remembers about a deleted tenant."""
         self.memory.forget(uid)
 
-    async def reconcile(self, body: dict, *, recheck: bool = False) -> Outcome:
+    async def reconcile(self, body: dict, *, recheck: bool = False, current: bool = False) -> Outcome:
         """Run the pipeline once. The backoff after a failure counts the consecutive failures of the
-        same step (remembered per tenant), never how often kopf called: waits are not failures.
-        `recheck`: a look again at a tenant that waits (its control plane starting), on a body read
-        under the tenant's lock (so its status needs no second read), which leaves alone the object
-        steps that ended in place on the same rendered objects at an earlier pass; drift in them is
-        the resync timer's to find, as it is between passes anyway."""
+        same step (remembered per tenant), never how often a pass was asked for: waits are not failures.
+        `current`: `body` is the tenant as `current` read it (its status the newest there is), so it
+        is not read again. `recheck`: a look again at a tenant that waits (its control plane
+        starting), which leaves alone the object steps that ended in place on the same rendered
+        objects at an earlier pass; drift in them is the resync timer's to find, as it is between
+        passes anyway."""
         started = time.perf_counter()
         metadata = body["metadata"]
-        if not recheck and self.memory.knows(metadata["name"], metadata.get("uid") or ""):
+        if not (recheck or current) and self.memory.knows(metadata["name"], metadata.get("uid") or ""):
             try:
                 body = await self.with_current_status(body)
             except ApiError as error:
@@ -178,11 +179,15 @@ class Reconciler:
         return {**body, "status": live.get("status") or {}}
 
     async def current(self, name: str) -> dict | None:
-        """The tenant as it is now: from the operator's index when that is the very version the last
-        status write of this process made (nothing changed it since), else read; None when gone."""
+        """The tenant as it is now, read once per pass: from the operator's index when no pass of
+        this process ran for it yet (no write of ours can be newer) or when it is the very version
+        the last status write of this process made (nothing changed it since), else read; None when
+        gone."""
         cached = self.services.cache.tenant(name)
-        if cached is not None and self.memory.is_last_written(cached):
-            return cached
+        if cached is not None:
+            uid = cached["metadata"].get("uid") or ""
+            if not self.memory.knows(name, uid) or self.memory.is_last_written(cached):
+                return cached
         return await self.client.get(API_VERSION, KIND, name)
 
 
@@ -255,18 +260,24 @@ async def finish(run: Pass) -> None:
 
 
 async def release_merge_patched_status(run: Pass) -> None:
-    """Once per tenant whose status an operator before server-side apply of status wrote: hand that
-    record's fields to the writers that own them now, so what a writer stops applying goes. A
-    failure (the tenant changed since kopf's body) waits for the next pass."""
-    entries = split_merge_patched_status(run.body["metadata"].get("managedFields") or [], run.client.user_agent,
-                                         run.client.field_manager)
-    if entries is None:
+    """Once per tenant and process: hand the status fields that an operator before server-side apply
+    of status wrote by merge patch to the writers that own them now, so what a writer stops applying
+    goes. Settled by the first pass that starts from a body with managedFields (kopf's; the index
+    keeps none) and finds nothing to hand or hands it; a failure (the tenant changed since kopf's
+    body) waits for the next such pass."""
+    memory = run.services.memory
+    managed_fields = run.body["metadata"].get("managedFields")
+    if memory.ownership_settled(run.uid) or managed_fields is None:
         return
-    try:
-        await run.client.replace_managed_fields(API_VERSION, KIND, run.body, entries)
+    entries = split_merge_patched_status(managed_fields, run.client.user_agent, run.client.field_manager)
+    if entries is not None:
+        try:
+            await run.client.replace_managed_fields(API_VERSION, KIND, run.body, entries)
+        except ApiError as error:
+            log.info("tenant %s: the merge patches' status ownership stays until the next pass: %s", run.name, error)
+            return
         log.info("tenant %s: the status fields of merge patches handed to their writers' field managers", run.name)
-    except ApiError as error:
-        log.info("tenant %s: the merge patches' status ownership stays until the next pass: %s", run.name, error)
+    memory.settle_ownership(run.uid)
 
 
 def log_wait(run: Pass) -> None:

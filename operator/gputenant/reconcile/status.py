@@ -76,6 +76,12 @@ def _normal(value: Any) -> Any:
     return value
 
 
+def has_merge_patched_status(entries: list[dict], user_agent: str) -> bool:
+    """Whether `managedFields` still hold a record of status merge patches (`split_merge_patched_status`)."""
+    return any(entry.get("manager") == user_agent and entry.get("operation") == "Update"
+               and entry.get("subresource") == "status" for entry in entries)
+
+
 def split_merge_patched_status(entries: list[dict], user_agent: str, field_manager: str) -> list[dict] | None:
     """`managedFields` with the record of status merge patches (how releases before server-side apply
     of status wrote it, under the client's user agent) handed to the writers that now own each field:

@@ -120,7 +120,7 @@ async def read_control_plane(run: Pass, release: str) -> ControlPlaneState:
     """The release's StatefulSet and control-plane pods, judged (`controlplane.judge`). The pods are
     read from the pass's one listing of the host namespace's pods, which the tenant's view reuses;
     the moment that listing was sent, and each pod as the listing had it, are what the pod watch
-    compares a change with (`Rechecks.changed`)."""
+    compares a change with (`Rechecks.is_news`)."""
     statefulset = await run.client.get("apps/v1", "StatefulSet", release, run.host_namespace)
     pods = control_plane_pods(await run.host_pods(), release)
     run.outcome.control_plane_read_at = run.host_pods_read_at
