@@ -92,7 +92,7 @@ async def pipeline_writer(client: KubeClient, lock: asyncio.Lock, rounds: range,
     """Pipeline passes: read the tenant, run 'the steps' (a pause: a real pass applies objects and asks
     Helm between its read and its status write), set every part and the status parts, write."""
     services = Services(client, OperatorConfig(), releases=None, issuer=None,  # type: ignore[arg-type]
-                        memory=memory or TenantMemory())
+                        memory=memory if memory is not None else TenantMemory())
     for i in rounds:
         async with lock:
             live = await client.get(API_VERSION, KIND, NAME)
