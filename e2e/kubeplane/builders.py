@@ -10,6 +10,8 @@ from typing import Any
 from gputenant.api.v1alpha1 import GpuTenantSpec, SharingMode, Trust
 from gputenant.config.models import OperatorConfig
 
+from .tools import pinned_versions
+
 RESTRICTED = {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
               "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
 """A container's securityContext that the restricted Pod Security Standard admits (the Untrusted
@@ -85,3 +87,15 @@ def tenant_spec(trust: Trust, mode: SharingMode = SharingMode.AUTO, *, validate:
 def operator_config(*pools: dict, **extra: Any) -> OperatorConfig:
     """The operator configuration with `pools` and any other top-level fields."""
     return OperatorConfig.model_validate({"pools": list(pools), **extra})
+
+
+def tenant(name: str, trust: str = "Trusted", *, owner: str | None = None, gpus: float = 1, **spec: Any) -> dict:
+    """A GpuTenant as a platform engineer writes it: one User owner (`owner`, default
+    ``<name>-owner``), `gpus` of quota, its vCluster at the pinned Kubernetes version (the distro image
+    built here; the chart's default, a newer one, is not on the node) with `vcluster`'s fields on
+    top; `spec` adds or replaces the other fields. The one tenant builder of the tests."""
+    vcluster = {"kubernetesVersion": pinned_versions()["kube"], **spec.pop("vcluster", {})}
+    gpu = {"quota": gpus, **spec.pop("gpu", {})}
+    return {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
+            "spec": {"trust": trust, "owners": [{"kind": "User", "name": owner or f"{name}-owner"}],
+                     "gpu": gpu, "vcluster": vcluster, **spec}}

@@ -52,7 +52,7 @@ from gputenant.reconcile.ports import StepError
 from .fixtures import install_crds, install_kai_queue_crd
 from .plane import ControlPlane
 from .process import wait_for
-from .tools import REPO_ROOT, pinned_versions
+from .tools import REPO_ROOT
 
 T = TypeVar("T")
 CONFIG = OperatorConfig.load(REPO_ROOT / "examples" / "config.yaml")
@@ -370,14 +370,6 @@ def labelled_objects(plane: ControlPlane, name: str) -> list[str]:
     kinds = plane.kubectl("api-resources", "--verbs=list", "-o", "name").stdout.split()
     result = plane.kubectl("get", ",".join(kinds), "-A", "-l", f"gputenant.io/tenant={name}", "-o", "name")
     return [line for line in result.stdout.splitlines() if line]
-
-
-def tenant_manifest(name: str, trust: str = "Trusted", gpus: float = 1, **spec) -> dict:
-    """A GpuTenant as a platform engineer writes it; its vCluster at the pinned Kubernetes version."""
-    vcluster = {"kubernetesVersion": pinned_versions()["kube"], **spec.pop("vcluster", {})}
-    return {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
-            "spec": {"trust": trust, "owners": [{"kind": "User", "name": f"{name}-owner"}],
-                     "gpu": {"quota": gpus}, "vcluster": vcluster, **spec}}
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ import yaml
 
 from gputenant import naming
 from gputenant.config.models import OperatorConfig
-from kubeplane import ControlPlane, wait_for
+from kubeplane import ControlPlane, builders, wait_for
 from kubeplane.argocd import ArgoCD
 from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd, label_cpu_node
 from kubeplane.inprocess import inprocess, op  # noqa: F401 (fixtures: the in-process reconciler, test_reconciler_inprocess*)
@@ -35,7 +35,6 @@ from kubeplane.kai_fixtures import gpu_scheduling
 from kubeplane.operator_process import RESYNC_SECONDS, OperatorProcess, guarded_operator
 from kubeplane.pytest_plugin import kwok, session_plane  # noqa: F401 (fixture: kwok on the session plane, for simulated GPU nodes)
 from kubeplane.storage import LocalPathProvisioner
-from kubeplane.tools import pinned_versions
 from kubeplane.vcluster_images import vcluster_images
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -62,12 +61,8 @@ def crds(pytestconfig: pytest.Config) -> None:
 
 
 def tenant_manifest(name: str, trust: str, owner: str, gpus: float = 1, **spec) -> dict:
-    """A GpuTenant whose vCluster runs the distro image built here (the pinned Kubernetes version;
-    the chart's default, a newer one, is not on the node) unless `vcluster` names another."""
-    vcluster = {"kubernetesVersion": pinned_versions()["kube"], **spec.pop("vcluster", {})}
-    return {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
-            "spec": {"trust": trust, "owners": [{"kind": "User", "name": owner}],
-                     "gpu": {"quota": gpus}, "vcluster": vcluster, **spec}}
+    """`builders.tenant` with the owner this suite's tests name."""
+    return builders.tenant(name, trust, owner=owner, gpus=gpus, **spec)
 
 
 def apply(plane: ControlPlane, *objects: dict) -> None:

@@ -31,9 +31,8 @@ import kubernetes
 import pytest
 import yaml
 
-from kubeplane import ControlPlane, wait_for
+from kubeplane import ControlPlane, builders, wait_for
 from kubeplane.operator_process import OperatorProcess, real_vcluster_config
-from kubeplane.tools import pinned_versions
 
 pytestmark = pytest.mark.on_vcluster_node
 """Its `plane` is the plane its real vClusters run on (`vcluster_node`, tests/conftest.py)."""
@@ -159,12 +158,6 @@ def operator(plane, operator_tmpdir, tmp_path_factory):
     running.stop()
 
 
-def manifest(name: str) -> dict:
-    return {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
-            "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": f"{name}-owner"}], "gpu": {"quota": 1},
-                     "vcluster": {"kubernetesVersion": pinned_versions()["kube"]}}}
-
-
 def tenant(plane: ControlPlane, name: str) -> dict | None:
     return plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name)
 
@@ -178,7 +171,7 @@ def kubeconfigs_issued(plane: ControlPlane, name: str) -> bool:
 
 def onboard_and_offboard(plane: ControlPlane, operator: OperatorProcess, names: list[str]) -> None:
     plane.kubectl("apply", "--server-side", "--field-manager=platform-engineer", "-f", "-",
-                  input=yaml.safe_dump_all([manifest(n) for n in names]))
+                  input=yaml.safe_dump_all([builders.tenant(n) for n in names]))
     for name in names:
         try:
             wait_for(lambda name=name: kubeconfigs_issued(plane, name), timeout=300, interval=0.5, what=f"{name} kubeconfigs")
@@ -230,7 +223,7 @@ def test_sigkill_mid_onboarding_leaves_no_key_material(plane, operator, operator
     folder, watch = operator_tmpdir
     name = "cred-killed"
     plane.kubectl("apply", "--server-side", "--field-manager=platform-engineer", "-f", "-",
-                  input=yaml.safe_dump(manifest(name)))
+                  input=yaml.safe_dump(builders.tenant(name)))
     core = kubernetes.client.CoreV1Api(plane.api_client())
 
     def admin_kubeconfig_written() -> bool:

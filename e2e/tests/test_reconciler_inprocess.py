@@ -14,8 +14,8 @@ from gputenant.reconcile import offboard as offboarding
 from gputenant.reconcile.deletion import DeletionHeld
 from gputenant.reconcile.ports import StepError
 from gputenant.render.tenant_view import VIEW_CONFIGMAP
+from kubeplane.builders import tenant as manifest
 from kubeplane.inprocess import OPERATOR_USER, QUEUE, labelled_objects
-from kubeplane.inprocess import tenant_manifest as manifest
 
 
 def test_create_walks_the_control_plane_up_to_ready(op):

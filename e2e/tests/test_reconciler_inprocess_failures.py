@@ -23,8 +23,8 @@ from gputenant.kube import ApiError
 from gputenant.kubeconfigs import KubeconfigIssueError
 from gputenant.reconcile.memory import RETRY_ANNOTATION
 from kubeplane import wait_for
+from kubeplane.builders import tenant as manifest
 from kubeplane.inprocess import OPERATOR_USER, QUEUE
-from kubeplane.inprocess import tenant_manifest as manifest
 
 WITHHELD = (reasons.NETWORK_READY, reasons.QUEUE_READY)
 """The parts the renderer withholds while the sharing policy is impossible."""

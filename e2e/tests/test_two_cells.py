@@ -21,17 +21,11 @@ import yaml
 from gputenant.config.models import OperatorConfig
 from gputenant.config.settings import OperatorSettings
 from gputenant.handlers import prepare, register
-from kubeplane import ControlPlane, wait_for
+from kubeplane import ControlPlane, builders, wait_for
 from kubeplane.fixtures import REAL_VCLUSTER_CHART, install_crds, install_kai_queue_crd
-from kubeplane.tools import REPO_ROOT, pinned_versions
+from kubeplane.tools import REPO_ROOT
 
 CELL_USER = "gpu-tenant-operator"
-
-
-def manifest(name: str) -> dict:
-    return {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
-            "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": f"{name}-owner"}], "gpu": {"quota": 1},
-                     "vcluster": {"kubernetesVersion": pinned_versions()["kube"]}}}
 
 
 def namespaces(plane: ControlPlane) -> set[str]:
@@ -94,8 +88,8 @@ def test_two_cells_in_one_process_each_reconcile_only_their_own_host_cluster(pla
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
     kubeconfigs = [each.user(CELL_USER, groups=["system:masters"]) for each in (plane, second_plane)]
     with TwoCells(kubeconfigs, config):
-        plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest("east-t")))
-        second_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest("west-t")))
+        plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(builders.tenant("east-t")))
+        second_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(builders.tenant("west-t")))
         for each, name in ((plane, "east-t"), (second_plane, "west-t")):
             wait_for(lambda each=each, name=name: reconciled(each, name), timeout=120,
                      what=f"tenant {name} reconciled on its own plane")

@@ -25,13 +25,12 @@ import yaml
 from gputenant import naming
 from gputenant.render.tenant_view import VIRTUAL_NAME
 from gputenant.render.tenant_view import VIRTUAL_NAMESPACE as VIEW_NAMESPACE
-from kubeplane import ControlPlane, wait_for
+from kubeplane import ControlPlane, builders, wait_for
 from kubeplane.builders import RESTRICTED
 from kubeplane.fixtures import REAL_VCLUSTER_CHART
 from kubeplane.images import TEST_IMAGE
 from kubeplane.kai import SCHEDULER_NAME
 from kubeplane.kai_fixtures import KaiCluster
-from kubeplane.tools import pinned_versions
 from kubeplane.virtual_cluster import (
     HOST_NAME_ANNOTATION,
     VIRTUAL_NAMESPACE,
@@ -57,12 +56,9 @@ PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
 
 
 def tenant_manifest(owner: str) -> dict:
-    return {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": TENANT},
-            "spec": {"trust": "Untrusted", "owners": [{"kind": "User", "name": owner}],
-                     "gpu": {"quota": 1, "limit": GPU_LIMIT}, "sharing": {"mode": "Exclusive"},
-                     "quotas": {"cpu": "8", "memory": "16Gi", "pods": 30},
-                     "vcluster": {"kubernetesVersion": pinned_versions()["kube"]},
-                     "kubeconfig": {"roles": ["admin"]}, "preventDeletion": False}}
+    return builders.tenant(TENANT, "Untrusted", owner=owner, gpu={"limit": GPU_LIMIT}, sharing={"mode": "Exclusive"},
+                           quotas={"cpu": "8", "memory": "16Gi", "pods": 30}, kubeconfig={"roles": ["admin"]},
+                           preventDeletion=False)
 
 
 @pytest.fixture(scope="module")
@@ -334,12 +330,9 @@ def shares(vcluster_kai: KaiCluster, real_tenants, tmp_path_factory):
     """A second real vCluster tenant, Internal on l4-hami (KAI fractions): the queue, not the namespace
     quota, holds its shares (docs/units.md), so a pod over its limit reaches the host and waits there."""
     plane = vcluster_kai.plane
-    real_tenants.apply({"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": SHARES_TENANT},
-                        "spec": {"trust": "Internal", "owners": [{"kind": "User", "name": "shares-owner"}],
-                                 "gpu": {"quota": 0.25, "limit": SHARE_LIMIT},
-                                 "sharing": {"mode": "HAMi", "hami": {"corePercent": 25}},
-                                 "vcluster": {"kubernetesVersion": pinned_versions()["kube"]},
-                                 "kubeconfig": {"roles": ["admin"]}, "preventDeletion": False}})
+    real_tenants.apply(builders.tenant(SHARES_TENANT, "Internal", owner="shares-owner", gpus=0.25,
+                                       gpu={"limit": SHARE_LIMIT}, sharing={"mode": "HAMi", "hami": {"corePercent": 25}},
+                                       kubeconfig={"roles": ["admin"]}, preventDeletion=False))
     real_tenants.wait_ready(SHARES_TENANT, timeout=READY_TIMEOUT_SECONDS)
     path = issued_kubeconfig(plane, SHARES_TENANT, f"tenant-{SHARES_TENANT}",
                              tmp_path_factory.mktemp("vc-shares") / "admin.kubeconfig")
