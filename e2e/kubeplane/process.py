@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import http.client
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,8 +23,62 @@ class PlaneError(RuntimeError):
     """The control plane could not start or answer; the message names the log to read."""
 
 
+LISTEN_PORT_FLOOR = 10300
+"""Above the ports node components take by default (kubelet 10248/10250, kube-proxy 10249/10256,
+kube-controller-manager 10257, kube-scheduler 10259)."""
+FIXED_PORTS = frozenset({20244})
+"""Other fixed ports of the harness's components (kube-router's health port)."""
+NODE_PORT_LOW = 30000
+"""Kubernetes' default NodePort range starts here: kept clear as well."""
+SLICES = 8
+_handed_out: set[int] = set()
+
+
+def listen_port_range() -> range:
+    """Where planes' components listen: below the kernel's ephemeral range. A port `bind(0)` picks
+    comes from that range, which is also where the kernel takes every outgoing connection's source
+    port, so a port picked free was seen taken by a connection before the component meant to listen
+    on it started ("bind: address already in use"); below the NodePort range too. Each pytest-xdist
+    worker gets a slice of its own, so two workers never pick the same port."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    span = max(min(ephemeral_low, NODE_PORT_LOW) - LISTEN_PORT_FLOOR, 0) // SLICES
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker.removeprefix("gw")) % SLICES if worker.removeprefix("gw").isdigit() else SLICES - 1
+    return range(LISTEN_PORT_FLOOR + index * span, LISTEN_PORT_FLOOR + (index + 1) * span)
+
+
 def free_ports(count: int) -> list[int]:
-    """`count` distinct TCP ports on 127.0.0.1 that nothing listens on right now."""
+    """`count` distinct TCP ports on 127.0.0.1 that nothing listens on or connects from right now,
+    none handed out before by this process (`listen_port_range`); from `bind(0)` where the kernel
+    leaves no room below its ephemeral range."""
+    candidates = listen_port_range()
+    if len(candidates) < 10 * count:
+        return _kernel_ports(count)
+    for _ in range(2):
+        found: list[int] = []
+        for port in random.sample(candidates, len(candidates)):
+            if port not in _handed_out and port not in FIXED_PORTS and _bindable(port):
+                found.append(port)
+                if len(found) == count:
+                    _handed_out.update(found)
+                    return found
+        _handed_out.clear()  # every port of the slice was handed out once: those long stopped are free again
+    raise PlaneError(f"no {count} free ports in {candidates.start}-{candidates.stop - 1}")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _kernel_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
     try:
         for sock in sockets:
