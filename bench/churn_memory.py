@@ -25,10 +25,11 @@ import yaml
 
 from bench.measure import HelmShim, RssSampler
 from bench.memory_profile import SITECUSTOMIZE, read_snapshot
-from bench.scenarios import OperatorProcess, apply_tenants, bench_plane, tenant_bodies, wait_until
+from bench.scenarios import apply_tenants, bench_plane, start_operator, tenant_bodies, wait_until
 from bench.source import snapshot
 from bench.tenants import generate_tenants
 from bench.vcluster_shared import SharedVirtualCluster
+from kubeplane.operator_process import OperatorProcess
 
 CHURN_PREFIX = "churn-"
 REST_SECONDS = 10
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     with bench_plane(workdir / "run", source) as plane:
         shim = HelmShim(workdir / "helm-shim", plane.bin_dir / "helm")
         with SharedVirtualCluster(plane):
-            operator = OperatorProcess(plane, workdir, source, shim, resync_seconds=600).start()
+            operator = start_operator(plane, workdir, source, shim, resync_seconds=600)
             try:
                 with RssSampler(operator.pid) as sampler:
                     started = time.monotonic()

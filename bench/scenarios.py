@@ -8,14 +8,11 @@ shim's log, /proc for the operator process, and the LIGHTWEIGHT vCluster stand-i
 
 from __future__ import annotations
 
-import ctypes
 import os
 import resource
 import shlex
-import signal
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,7 +37,7 @@ from bench.tenants import BaselineInput, generate_tenants, operator_config, rend
 from bench.vcluster_shared import SharedVirtualCluster
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import install_crds, install_kai_queue_crd
-from kubeplane.process import free_ports
+from kubeplane.operator_process import OperatorProcess
 
 OPERATOR_USER = "bench-operator"
 BASELINE_USER = "bench-baseline"
@@ -161,63 +158,15 @@ def wait_until(probe, timeout: float, what: str, interval: float = READY_POLL_SE
 
 # -- the operator process -------------------------------------------------------------------------
 
-class OperatorProcess:
-    """`gputenant run` as its own identity (so the audit log tells its requests apart), its helm
-    going through the counting shim, with a liveness endpoint to know when it serves."""
-
-    def __init__(self, plane: ControlPlane, workdir: Path, source: Source, shim: HelmShim, resync_seconds: float):
-        self.plane = plane
-        self.source = source
-        self.log_path = workdir / "operator.log"
-        self.config_path = operator_config(workdir, source.root)
-        self.kubeconfig = plane.user(OPERATOR_USER, ["system:masters"])
-        self.shim = shim
-        self.resync_seconds = resync_seconds
-        self.process: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 60) -> OperatorProcess:
-        [port] = free_ports(1)
-        env = self.source.env({**self.plane.env(self.kubeconfig), "GPUTENANT_TOOLS_DIR": str(self.shim.tools_dir),
-                               "GPUTENANT_RESYNC_SECONDS": str(self.resync_seconds)})
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                self.source.gputenant("run", "--config", str(self.config_path), "--kubeconfig", str(self.kubeconfig),
-                                      "--liveness", f"http://127.0.0.1:{port}/healthz"),
-                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.source.root,
-                preexec_fn=_terminate_with_parent)
-        wait_until(lambda: self._alive(port), timeout, "the operator's liveness endpoint", interval=0.2)
-        return self
-
-    def _alive(self, port: int) -> bool:
-        if self.process.poll() is not None:
-            raise RuntimeError(f"the operator exited with {self.process.returncode}:\n{self.log_tail()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
-                return answer.status == 200
-        except OSError:
-            return False
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-
-def _terminate_with_parent() -> None:
-    """In the child before exec: SIGTERM when the benchmark dies, so no operator outlives it."""
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+def start_operator(plane: ControlPlane, workdir: Path, source: Source, shim: HelmShim,
+                   resync_seconds: float, timeout: float = 60) -> OperatorProcess:
+    """`gputenant run` of the frozen `source` as its own identity (so the audit log tells its
+    requests apart), its helm going through the counting shim, with the production deletion retry;
+    returned once its liveness endpoint answers."""
+    return OperatorProcess(plane, operator_config(workdir, source.root), workdir / "operator.log",
+                           env=source.env({"GPUTENANT_TOOLS_DIR": str(shim.tools_dir)}),
+                           resync_seconds=resync_seconds, deletion_retry_seconds=None, user=OPERATOR_USER,
+                           command=source.gputenant(), cwd=source.root, liveness=True).start().wait_serving(timeout)
 
 
 # -- onboarding -----------------------------------------------------------------------------------
@@ -233,7 +182,7 @@ def onboard_with_operator(plane: ControlPlane, workdir: Path, source: Source, co
     tenants = generate_tenants(count, TENANT_PREFIX, source.root / "examples" / "tenants")
     namespaces = {f"tenant-{t['metadata']['name']}" for t in tenants}
     with SharedVirtualCluster(plane) as sim:
-        operator = OperatorProcess(plane, workdir, source, shim, resync_seconds).start()
+        operator = start_operator(plane, workdir, source, shim, resync_seconds)
         try:
             with RssSampler(operator.pid) as sampler:
                 audit_start, helm_start = plane.audit_offset(), shim.offset()
@@ -386,7 +335,7 @@ def measure_quota_change(plane: ControlPlane, shim: HelmShim, tenant: str, timeo
 
 def idle_memory(plane: ControlPlane, workdir: Path, source: Source, seconds: float = 10) -> MemoryResult:
     shim = HelmShim(workdir / "helm-shim", plane.bin_dir / "helm")
-    operator = OperatorProcess(plane, workdir, source, shim, resync_seconds=60).start()
+    operator = start_operator(plane, workdir, source, shim, resync_seconds=60)
     try:
         with RssSampler(operator.pid) as sampler:
             since = time.monotonic()

@@ -37,7 +37,6 @@ import json
 import logging
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,6 +60,7 @@ from gputenant.guard.flags import add_webhook_arguments  # noqa: E402
 from gputenant.guard.standalone import GuardProcess, GuardThread  # noqa: E402
 from kubeplane import ControlPlane, wait_for  # noqa: E402
 from kubeplane.fixtures import install_crds, install_kai_queue_crd  # noqa: E402
+from kubeplane.operator_process import OperatorProcess  # noqa: E402
 from kubeplane.process import free_ports  # noqa: E402
 
 TENANT = "bench-team"
@@ -192,7 +192,7 @@ def during_onboarding(args: argparse.Namespace) -> int:
     """Guard latency while the operator onboards `args.onboard` tenants (see the module docstring)."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-guard-onboard-"))
     plane = ControlPlane(workdir / "plane").start()
-    operator: subprocess.Popen | None = None
+    operator: OperatorProcess | None = None
     try:
         install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
         install_kai_queue_crd(plane)
@@ -202,18 +202,15 @@ def during_onboarding(args: argparse.Namespace) -> int:
             pool.pop("gpus", None)  # N copies of three examples overbook the example pools on purpose
         config_path.write_text(yaml.safe_dump(document, sort_keys=False))
         shim = HelmShim(workdir / "helm-shim", plane.bin_dir / "helm")
-        admin = plane.user("gputenant-operator", ["system:masters"])
-        liveness, webhook = free_ports(2)
+        webhook, = free_ports(1)
         flags = ["--webhook-host", "127.0.0.1", "--webhook-port", str(webhook), "--webhook-cert-dir",
                  str(workdir / "guard-certs")]
         with SharedVirtualCluster(plane):
-            with open(workdir / "operator.log", "ab") as log:
-                operator = subprocess.Popen(
-                    [sys.executable, "-m", "gputenant.cli", "run", "--config", str(config_path), "--kubeconfig",
-                     str(admin), "--liveness", f"http://127.0.0.1:{liveness}/healthz", *flags],
-                    env={**plane.env(admin), "GPUTENANT_TOOLS_DIR": str(shim.tools_dir),
-                         "PYTHONPATH": str(REPO_ROOT / "operator")},
-                    stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+            operator = OperatorProcess(plane, config_path, workdir / "operator.log", flags,
+                                       env={"GPUTENANT_TOOLS_DIR": str(shim.tools_dir),
+                                            "PYTHONPATH": str(REPO_ROOT / "operator")},
+                                       resync_seconds=None, deletion_retry_seconds=None,
+                                       user="gputenant-operator", liveness=True).start()
             first = {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": TENANT},
                      "spec": {"trust": "Internal", "owners": [{"kind": "User", "name": USER}],
                               "gpu": {"quota": 1, "limit": 4}}}
@@ -262,13 +259,8 @@ def during_onboarding(args: argparse.Namespace) -> int:
               f"p99 {medians[3]:.1f} ms; webhooks {medians[4]:.1f} ms per pod; guard alone p50 {medians[5]:.1f} ms "
               f"p99 {medians[6]:.1f} ms (probe at niceness {probe_niceness})")
     finally:
-        if operator is not None and operator.poll() is None:
-            operator.terminate()
-            try:
-                operator.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                operator.kill()  # as the kubelet does after the grace period
-                operator.wait()
+        if operator is not None:
+            operator.stop()
         plane.stop()
     return 0
 

@@ -1,5 +1,5 @@
-"""`gputenant run` as a subprocess against a plane: the ONE launcher of the operator process the
-e2e tests share, so they can SIGKILL and restart it and read its log.
+"""`gputenant run` as a subprocess against a plane: the ONE launcher of the operator process that
+the e2e tests, the demo and the benchmarks share, so they can SIGKILL and restart it and read its log.
 
 The operator authenticates as its own user, ``gpu-tenant-operator`` (in system:masters; the
 chart's RBAC is exercised by the tests that install the chart), by a client certificate inline in
@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,11 +27,12 @@ from .containerd import POD_CIDR
 from .fixtures import REAL_VCLUSTER_CHART
 from .node import API_FORWARD_PORT
 from .plane import ControlPlane
-from .process import free_ports
+from .process import PlaneError, free_ports, preexec_for_thread, wait_for
 from .tools import REPO_ROOT
 
 GPUTENANT = Path(sys.executable).parent / "gputenant"
 RESYNC_ENV = "GPUTENANT_RESYNC_SECONDS"
+DELETION_RETRY_ENV = "GPUTENANT_DELETION_RETRY_SECONDS"
 OPERATOR_USER = "gpu-tenant-operator"
 GUARD_CONFIGURATION = "gputenant-guard"
 RESYNC_SECONDS = 5
@@ -40,33 +42,80 @@ DELETION_RETRY_SECONDS = 3
 
 
 class OperatorProcess:
-    """`gputenant run --config CONFIG` with a resync period of `resync_seconds` (RESYNC_SECONDS:
-    tests wait for timer runs; None: the production default, GPUTENANT_RESYNC_SECONDS unset) and
-    `extra_args` (e.g. `guard_flags`); `env` adds to its environment."""
+    """`gputenant run --config CONFIG`: the one launcher of the operator process for the tests, the
+    demo and the benchmarks. Resyncing every `resync_seconds` (RESYNC_SECONDS: tests wait for timer
+    runs; None: the production default, GPUTENANT_RESYNC_SECONDS unset), retrying a held deletion
+    every `deletion_retry_seconds` (None: the production default), with `extra_args` (e.g.
+    `guard_flags`); `env` adds to its environment. As `kubeconfig_path` (default: `user`, in
+    system:masters); `command` runs another copy of the package (a benchmark's frozen source);
+    `liveness` serves the liveness endpoint that `wait_serving` polls. Its own process group, which
+    dies with the launcher when started from the main thread (`process.preexec_for_thread`)."""
 
     def __init__(self, plane: ControlPlane, config_path: Path, log_path: Path, extra_args: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None, resync_seconds: int | None = RESYNC_SECONDS):
+                 env: Mapping[str, str] | None = None, resync_seconds: float | None = RESYNC_SECONDS, *,
+                 deletion_retry_seconds: float | None = DELETION_RETRY_SECONDS, user: str = OPERATOR_USER,
+                 kubeconfig_path: Path | None = None,
+                 command: Sequence[str] = (), cwd: Path = REPO_ROOT, liveness: bool = False):
         self.plane = plane
         self.config_path = config_path
         self.log_path = log_path
         self.extra_args = list(extra_args)
         self.env = dict(env or {})
-        self.user = OPERATOR_USER
+        self.user = user
         self.resync_seconds = PRODUCTION_RESYNC_SECONDS if resync_seconds is None else resync_seconds
-        self._resync_env = {} if resync_seconds is None else {RESYNC_ENV: str(resync_seconds)}
-        self.kubeconfig_path = plane.user(OPERATOR_USER, groups=["system:masters"])
+        self._tunables = {RESYNC_ENV: resync_seconds, DELETION_RETRY_ENV: deletion_retry_seconds}
+        self.kubeconfig_path = kubeconfig_path or plane.user(user, groups=["system:masters"])
+        self.command = list(command) or [str(GPUTENANT)]
+        self.cwd = cwd
+        self.liveness_url: str | None = None
+        if liveness:
+            [port] = free_ports(1)
+            self.liveness_url = f"http://127.0.0.1:{port}/healthz"
         self.process: subprocess.Popen | None = None
 
     def start(self) -> OperatorProcess:
-        env = {**self.plane.env(self.kubeconfig_path), **self._resync_env,
-               "GPUTENANT_DELETION_RETRY_SECONDS": str(DELETION_RETRY_SECONDS), **self.env}
-        if not self._resync_env:
-            env.pop(RESYNC_ENV, None)
+        env = {**self.plane.env(self.kubeconfig_path), **self.env}
+        for name, value in self._tunables.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = f"{value:g}"
+        liveness = ["--liveness", self.liveness_url] if self.liveness_url else []
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [str(GPUTENANT), "run", "--config", str(self.config_path),
-                 "--kubeconfig", str(self.kubeconfig_path), *self.extra_args],
-                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True)
+                [*self.command, "run", "--config", str(self.config_path), "--kubeconfig", str(self.kubeconfig_path),
+                 *liveness, *self.extra_args],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.cwd,
+                preexec_fn=preexec_for_thread())
+        return self
+
+    @property
+    def pid(self) -> int:
+        if self.process is None:
+            raise RuntimeError("the operator was not started")
+        return self.process.pid
+
+    def check_running(self) -> None:
+        """Raises PlaneError, with the log's tail, once the operator exited."""
+        if self.process is None or self.process.poll() is not None:
+            code = None if self.process is None else self.process.returncode
+            raise PlaneError(f"the operator exited with {code}; last lines of {self.log_path}:\n{self.log_tail()}")
+
+    def wait_serving(self, timeout: float = 60) -> OperatorProcess:
+        """Until its liveness endpoint answers 200 (it was started with `liveness`)."""
+        if self.liveness_url is None:
+            raise ValueError("started without liveness=True: nothing to poll")
+        url = self.liveness_url
+
+        def serving() -> bool:
+            self.check_running()
+            try:
+                with urllib.request.urlopen(url, timeout=2) as answer:
+                    return answer.status == 200
+            except OSError:
+                return False
+
+        wait_for(serving, timeout=timeout, interval=0.2, what="the operator's liveness endpoint")
         return self
 
     def kill(self) -> None:

@@ -119,7 +119,7 @@ def _new_group_dying_with_parent() -> None:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _before_exec():
+def preexec_for_thread():
     """The kernel sends the death signal when the forking *thread* ends, so a process started
     from a worker thread (e.g. a virtual apiserver started by a watcher) only gets its own group;
     stop() or the owner's cleanup ends it."""
@@ -137,7 +137,7 @@ class Process:
         with open(log_path, "ab") as log:
             self._popen = subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=_before_exec(),
+                preexec_fn=preexec_for_thread(),
             )
 
     @property

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -27,18 +25,18 @@ import yaml
 
 from gputenant import GROUP, KIND, VERSION
 from gputenant.api import conditions as reasons
-from gputenant.api.status import PIPELINE
 from gputenant.attestation.promise import COMPONENT
 from gputenant.attestation.run import Attestor, publish_tenant_conditions
 from gputenant.attestation.verdict import AttestationOutcome
 from gputenant.config.pools import Pool
 from gputenant.kube import KubeClient
 from gputenant.naming import COMPONENT_LABEL
+from gputenant.tenant_status.writers import write_pipeline
 from kubeplane import wait_for
 from kubeplane.canary_image import CANARY_IMAGE, canary_image
 from kubeplane.kai_fixtures import KaiCluster
 from kubeplane.node import NODE_NAME
-from kubeplane.process import free_ports
+from kubeplane.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.plane
 
@@ -46,7 +44,6 @@ NAMESPACE = "gputenant-attestation"
 PARENT_QUEUE, QUEUE = "attestation-parent", "gputenant-attestation"
 TENANT_API = f"{GROUP}/{VERSION}"
 REPO_ROOT = Path(__file__).resolve().parents[2]
-GPUTENANT = Path(sys.executable).parent / "gputenant"
 
 
 def queue(name: str, parent: str | None) -> dict:
@@ -101,9 +98,8 @@ def test_every_pool_on_simulated_nodes_is_unattested_and_so_is_its_tenant(cluste
         done = await attestor.round(client, config)
         created = await client.create(tenant)
         # What the operator's pipeline writes once it placed the tenant (no operator runs here).
-        await client.apply_status(TENANT_API, KIND, "attested", {
-            "observedGeneration": created["metadata"]["generation"], "sharing": {"mode": "MIG", "pool": "h100-mig-small"}},
-            PIPELINE)
+        await write_pipeline(client, "attested", {
+            "observedGeneration": created["metadata"]["generation"], "sharing": {"mode": "MIG", "pool": "h100-mig-small"}})
         first = await publish_tenant_conditions(client, attestor)
         second = await publish_tenant_conditions(client, attestor)
         return done, first, second, await client.get(TENANT_API, KIND, "attested")
@@ -176,21 +172,16 @@ def attesting_operator(cluster: KaiCluster, tmp_path: Path):
     config_path = tmp_path / "config.yaml"
     config_path.write_text(yaml.safe_dump(document))
     plane.kubectl("create", "namespace", "gpu-operator", check=False)
-    port = free_ports(1)[0]
-    env = {**plane.env(), "GPUTENANT_RESYNC_SECONDS": "2", "GPUTENANT_ATTESTATION_IMAGE": CANARY_IMAGE,
-           "GPUTENANT_ATTESTATION_NAMESPACE": NAMESPACE, "GPUTENANT_ATTESTATION_QUEUE": QUEUE}
-    log_path = plane.log_dir / "attesting-operator.log"
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(
-            [str(GPUTENANT), "run", "--config", str(config_path), "--kubeconfig", str(plane.kubeconfig_path),
-             "--liveness", f"http://127.0.0.1:{port}/healthz", "--pools-interval", "3600"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+    running = OperatorProcess(
+        plane, config_path, plane.log_dir / "attesting-operator.log", ["--pools-interval", "3600"],
+        env={"GPUTENANT_ATTESTATION_IMAGE": CANARY_IMAGE, "GPUTENANT_ATTESTATION_NAMESPACE": NAMESPACE,
+             "GPUTENANT_ATTESTATION_QUEUE": QUEUE},
+        resync_seconds=2, deletion_retry_seconds=None, kubeconfig_path=plane.kubeconfig_path, liveness=True).start()
     try:
-        yield f"http://127.0.0.1:{port}/healthz", log_path
+        yield running.liveness_url, running.log_path
     finally:
         plane.kubectl("delete", "gputenant", "placed", "--ignore-not-found", "--wait=false")
-        process.terminate()
-        process.wait(timeout=30)
+        running.stop()
 
 
 def test_the_operator_attests_its_pools_and_tells_the_tenants_on_them(cluster: KaiCluster, attesting_operator):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -30,12 +29,11 @@ from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import REAL_VCLUSTER_CHART, chart_operator_access, install_kai_queue_crd
 from kubeplane.gpu_nodes import create_nodes, gpu_node
 from kubeplane.kwok import Kwok
-from kubeplane.process import free_ports
+from kubeplane.operator_process import OperatorProcess, guard_flags
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "gpu-tenant-operator"
 EXAMPLE_CONFIG = REPO_ROOT / "examples" / "config.yaml"
-GPUTENANT = Path(sys.executable).parent / "gputenant"
 RELEASE = NAMESPACE = FULLNAME = "gpu-tenant-operator"
 INSTALL_DOC = REPO_ROOT / "docs" / "install.md"
 TESTED_MARKER = "<!-- tested: e2e/tests/test_chart_install.py"
@@ -129,25 +127,13 @@ def operator_as_service_account(rbac_plane, installed, tmp_path_factory):
     """`gputenant run` as the chart's Deployment runs it (admission guard and GPU pools included),
     but on loopback and with the ServiceAccount's token."""
     token_kubeconfig, config_path = installed
-    port, webhook_port = free_ports(2)
-    guard = ["--webhook-host", "127.0.0.1", "--webhook-port", str(webhook_port),
-             "--webhook-cert-dir", str(tmp_path_factory.mktemp("guard-certs"))]
-    log_path = rbac_plane.log_dir / "operator-as-service-account.log"
-    env = {**rbac_plane.env(token_kubeconfig), "GPUTENANT_RESYNC_SECONDS": "5",
-           "GPUTENANT_DELETION_RETRY_SECONDS": "3"}
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(
-            [str(GPUTENANT), "run", "--config", str(config_path), "--kubeconfig", str(token_kubeconfig),
-             "--liveness", f"http://127.0.0.1:{port}/healthz", *guard],
-            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-        try:
-            yield f"http://127.0.0.1:{port}/healthz", log_path
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    running = OperatorProcess(rbac_plane, config_path, rbac_plane.log_dir / "operator-as-service-account.log",
+                              guard_flags(tmp_path_factory.mktemp("guard-certs")), resync_seconds=5,
+                              kubeconfig_path=token_kubeconfig, liveness=True).start()
+    try:
+        yield running.liveness_url, running.log_path
+    finally:
+        running.stop()
 
 
 def custom_objects(plane: ControlPlane, kubeconfig_path=None):

@@ -18,8 +18,6 @@ issue 10 (a running vCluster) needs the real node.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -30,14 +28,13 @@ from kubernetes.client.rest import ApiException
 
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import chart_operator_access, install_kai_queue_crd
-from kubeplane.process import free_ports
+from kubeplane.operator_process import OperatorProcess, guard_flags
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "gpu-tenant-operator"
 REAL_VCLUSTER_CHART = REPO_ROOT.parent / "shared" / "third_party" / "vcluster-0.36.1" / "chart"
 EXAMPLE_CONFIG = REPO_ROOT / "examples" / "config.yaml"
 EXAMPLE_TENANTS = sorted((REPO_ROOT / "examples" / "tenants").glob("*.yaml"))
-GPUTENANT = Path(sys.executable).parent / "gputenant"
 RELEASE = NAMESPACE = FULLNAME = "gpu-tenant-operator"
 GUARD_CONFIGURATION = "gputenant-guard"
 WRONG_POOL_TENANT = "wrong-pool"
@@ -81,27 +78,15 @@ def installed(own_plane, tmp_path_factory):
 @pytest.fixture(scope="module")
 def operator(own_plane, installed, tmp_path_factory):
     """`gputenant run` as the chart's Deployment runs it, on loopback, with the ServiceAccount's
-    token; yields (liveness URL, log path, process)."""
+    token; yields (liveness URL, log path, the OperatorProcess)."""
     token_kubeconfig, config_path = installed
-    liveness_port, webhook_port = free_ports(2)
-    liveness = f"http://127.0.0.1:{liveness_port}/healthz"
-    log_path = own_plane.log_dir / "operator-real-chart.log"
-    env = {**own_plane.env(token_kubeconfig), "GPUTENANT_RESYNC_SECONDS": "5"}
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(
-            [str(GPUTENANT), "run", "--config", str(config_path), "--kubeconfig", str(token_kubeconfig),
-             "--liveness", liveness, "--webhook-host", "127.0.0.1", "--webhook-port", str(webhook_port),
-             "--webhook-cert-dir", str(tmp_path_factory.mktemp("guard-certs"))],
-            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+    running = OperatorProcess(own_plane, config_path, own_plane.log_dir / "operator-real-chart.log",
+                              guard_flags(tmp_path_factory.mktemp("guard-certs")), resync_seconds=5,
+                              deletion_retry_seconds=None, kubeconfig_path=token_kubeconfig, liveness=True).start()
     try:
-        yield liveness, log_path, process
+        yield running.liveness_url, running.log_path, running
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        running.stop()
 
 
 def tenant(plane: ControlPlane, name: str) -> dict | None:
@@ -165,12 +150,11 @@ def test_the_service_account_installs_the_real_vcluster_chart_for_every_example_
 
 
 def test_helm_uninstall_of_the_operator_removes_the_guard_so_tenant_pods_are_admitted(own_plane, operator):
-    _, _, process = operator
+    _, _, running = operator
     admission = kubernetes.client.AdmissionregistrationV1Api(own_plane.api_client())
     owners = admission.read_validating_webhook_configuration(GUARD_CONFIGURATION).metadata.owner_references
     assert [(o.kind, o.name) for o in owners] == [("ClusterRole", f"{FULLNAME}-tenant-namespace")]
-    process.terminate()
-    process.wait(timeout=30)
+    running.stop()
     namespace = "tenant-ml-platform"
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "after-uninstall"},
            "spec": {"containers": [{

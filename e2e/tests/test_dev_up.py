@@ -93,7 +93,7 @@ class DevUp:
         """The sampler saw the demo's processes, and none of them (nor anything else using the
         directory) is alive now."""
         seen = " ".join(self.seen.values())
-        for name in ("etcd", "kube-apiserver", "kwok", "gputenant.cli run"):
+        for name in ("etcd", "kube-apiserver", "kwok", "gputenant run --config"):
             assert name in seen, f"the sampler never saw {name}: {self.seen}"
         alive = processes_using(self.directory)
         assert not alive, f"left running after `dev up` ended: {alive}"

@@ -15,7 +15,7 @@ import kopf
 from gputenant import GROUP, PLURAL, VERSION, naming
 from gputenant.cell import Cell
 from gputenant.reconcile.cache import HOST_PODS_INDEX, QUEUES_INDEX, TENANTS_INDEX
-from gputenant.reconcile.status import has_merge_patched_status
+from gputenant.tenant_status.fields import has_merge_patched_status
 
 
 def _kept(body: kopf.Body) -> dict:

@@ -6,10 +6,10 @@ import pytest
 
 from gputenant.kubeconfigs import issue_reason
 from gputenant.kubeconfigs import token_lifetime as parse_duration
-from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.ownership import adopt
 from gputenant.reconcile.steps import condition_of as stage_of
 from gputenant.reconcile.steps import not_applied
+from gputenant.tenant_status import conditions as cond
 from gputenant.timefmt import parse_rfc3339 as parse_timestamp
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"

@@ -1,9 +1,9 @@
 """What the reconciler remembers between passes (by uid, dropped with the tenant), and the typed
 status it writes."""
 
-from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.memory import HelmAttempt, TenantMemory
-from gputenant.reconcile.status import carried_status, comparable, pipeline_part, status_body, whole_status
+from gputenant.tenant_status import conditions as cond
+from gputenant.tenant_status.fields import carried_status, comparable, pipeline_part, status_body, whole_status
 
 ATTEMPT = HelmAttempt(generation=1, values_hash="sha256:a", retry_request="")
 

@@ -1,6 +1,6 @@
 """Handing the record of an older release's status merge patches to the writers that own each field now."""
 
-from gputenant.reconcile.status import split_merge_patched_status
+from gputenant.tenant_status.fields import split_merge_patched_status
 
 OLD = {
     "manager": "gpu-tenant-operator", "operation": "Update", "apiVersion": "gputenant.io/v1alpha1",

@@ -45,13 +45,13 @@ from kubeplane.demo.inputs import (
 )
 from kubeplane.demo.status import assess, failure_report, format_table, pick_demo_tenant
 from kubeplane.gpu_nodes import GpuNode
+from kubeplane.operator_process import OperatorProcess
 from kubeplane.process import free_ports
 
 if TYPE_CHECKING:
     from kubeplane import ControlPlane
     from kubeplane.argocd import ArgoCD
     from kubeplane.kwok import Kwok
-    from kubeplane.process import Process
     from kubeplane.storage import LocalPathProvisioner
 
 FIELD_MANAGER = "platform-engineer"
@@ -73,7 +73,7 @@ class Session:
         self._plane: ControlPlane | None = None
         self.kwok: Kwok | None = None
         self.provisioner: LocalPathProvisioner | None = None
-        self._operator: Process | None = None
+        self._operator: OperatorProcess | None = None
         self.argocd: ArgoCD | None = None
         self._table_lines = 0
 
@@ -85,7 +85,7 @@ class Session:
         return self._plane
 
     @property
-    def operator(self) -> Process:
+    def operator(self) -> OperatorProcess:
         """The operator start_operator() started."""
         if self._operator is None:
             raise DevError("the operator is not started")
@@ -230,17 +230,14 @@ class Session:
         print(argocd.how_to_use(), file=self.out, flush=True)
 
     def start_operator(self, config_document: dict) -> None:
-        from kubeplane.process import Process
-
         config_path = self.options.directory / "operator-config.yaml"
         config_path.write_text(yaml.safe_dump(config_document, sort_keys=False))
         log_path = self.plane.log_dir / "operator.log"
         [guard_port] = free_ports(1)
-        self._operator = Process("gputenant-operator", [
-            sys.executable, "-m", "gputenant.cli", "run", "--config", str(config_path),
-            "--kubeconfig", str(self.plane.kubeconfig_path), "--webhook-host", "127.0.0.1",
-            "--webhook-port", str(guard_port), "--webhook-cert-dir", str(self.options.directory / "guard-certs")],
-            log_path)
+        self._operator = OperatorProcess(
+            self.plane, config_path, log_path, ["--webhook-host", "127.0.0.1", "--webhook-port", str(guard_port),
+                                                "--webhook-cert-dir", str(self.options.directory / "guard-certs")],
+            resync_seconds=None, deletion_retry_seconds=None, kubeconfig_path=self.plane.kubeconfig_path).start()
         self.say(f"started the operator (pid {self.operator.pid}, log {log_path}); vClusters exposed by NodePort "
                  f"at {config_document['vcluster']['exposure']['address']}")
         self.wait_for_guard()

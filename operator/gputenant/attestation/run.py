@@ -22,7 +22,8 @@ from gputenant.attestation.verdict import AttestationOutcome, Verdict, judge, pa
 from gputenant.config.models import OperatorConfig
 from gputenant.config.pools import Pool
 from gputenant.kube import ApiError, KubeClient
-from gputenant.reconcile import conditions as cond
+from gputenant.tenant_status import conditions as cond
+from gputenant.tenant_status.writers import write_conditions
 from gputenant.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
@@ -213,8 +214,7 @@ async def publish_tenant_conditions(client: KubeClient, attestor: Attestor) -> l
         updated = cond.set_condition(conditions, reasons.ISOLATION_VERIFIED, *wanted,
                                      tenant["metadata"].get("generation"), rfc3339(attestor.clock()))
         try:
-            await client.apply_status(API_VERSION, KIND, name, {"conditions": cond.as_status(
-                cond.owned(updated, ATTESTATION))}, ATTESTATION)
+            await write_conditions(client, name, updated, ATTESTATION)
         except ApiError as error:
             if not error.not_found:
                 raise

@@ -13,13 +13,13 @@ from gputenant.api.hub import GpuTenant
 from gputenant.config.models import OperatorConfig
 from gputenant.kube import Applier, KubeClient, LiveSnapshot
 from gputenant.policy.decision import Decision
-from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.cache import WatchCache
 from gputenant.reconcile.controlplane import PodSignature
 from gputenant.reconcile.events import post_event
 from gputenant.reconcile.memory import RETRY_ANNOTATION, TenantMemory
 from gputenant.reconcile.ports import KubeconfigIssuer, Releases
-from gputenant.reconcile.status import carried_status
+from gputenant.tenant_status import conditions as cond
+from gputenant.tenant_status.fields import carried_status
 from gputenant.timefmt import rfc3339
 
 MAX_BACKOFF_SECONDS = 300.0
@@ -61,17 +61,28 @@ class Services:
     cache: WatchCache = field(default_factory=WatchCache)
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What a pass applies, made whole before its first step (`Reconciler.plan`): a spec that
+    fails validation, the policy or the renderer has no plan, and its pass applies nothing."""
+
+    tenant: GpuTenant
+    """The tenant as the pass runs it: awake while an owner's wake request holds."""
+    lifetime: timedelta
+    """How long an issued kubeconfig lives (spec.kubeconfig.tokenLifetime)."""
+    decision: Decision
+    vcluster_values: dict
+    rendered: dict[str, list[dict]]
+    """Rendered objects by the condition of the step that applies them, owned by the tenant."""
+    woken_on_request: bool = False
+    """An owner's wake request holds (`reconcile.wake`): the spec says asleep, the pass runs it awake."""
+
+
 class Pass:
     """One run of the steps for one tenant body."""
 
-    tenant: GpuTenant
-    lifetime: timedelta
-    decision: Decision
-    vcluster_values: dict
     admin_kubeconfig: dict | None = None
     """Set by the vCluster step once the control plane wrote it; the steps after it need it."""
-    woken_on_request: bool = False
-    """Set by `reconcile.wake`: an owner's wake request holds, the pass runs the tenant awake."""
 
     def __init__(self, services: Services, body: dict, now: datetime, *, recheck: bool = False):
         self.services = services
@@ -92,8 +103,7 @@ class Pass:
         self.host_namespace = naming.host_namespace(self.name, services.config)
         self.snapshot = LiveSnapshot(services.client, f"{naming.TENANT_LABEL}={self.name}")
         self.applier = Applier(services.client, self.snapshot)
-        self.rendered: dict[str, list[dict]] = {}
-        """Rendered objects by the condition of the step that applies them."""
+        self._plan: Plan | None = None
         self.rotated: list[tuple[str, str, str, str]] = []
         """Token Secrets re-issued on schedule or request: applied, but not drift."""
         self.outcome = Outcome()
@@ -101,6 +111,23 @@ class Pass:
         self._host_pods: list[dict] | None = None
         self.host_pods_read_at: float | None = None
         """When the pass read the host namespace's pods (monotonic): the index, or its LIST sent."""
+
+    @property
+    def plan(self) -> Plan:
+        """The pass's plan; the steps run only once there is one."""
+        if self._plan is None:
+            raise RuntimeError(f"tenant {self.name}: the pass has no plan (its spec failed before any step)")
+        return self._plan
+
+    @property
+    def planned(self) -> bool:
+        return self._plan is not None
+
+    def follow(self, plan: Plan) -> None:
+        """The plan the steps apply, set once, before the first step."""
+        if self._plan is not None:
+            raise RuntimeError(f"tenant {self.name}: the pass already has a plan")
+        self._plan = plan
 
     @property
     def never_reconciled(self) -> bool:

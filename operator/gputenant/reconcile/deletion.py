@@ -8,16 +8,16 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from gputenant import KIND
 from gputenant.api import conditions as reasons
 from gputenant.api.status import DELETION
 from gputenant.config.models import OperatorConfig
 from gputenant.kube import ApiError, KubeClient
-from gputenant.reconcile import conditions as cond
-from gputenant.reconcile.events import API_VERSION, post_event
+from gputenant.reconcile.events import post_event
 from gputenant.reconcile.offboard import offboard
 from gputenant.reconcile.ports import Releases
 from gputenant.reconcile.steps.argocd import argocd_namespaces
+from gputenant.tenant_status import conditions as cond
+from gputenant.tenant_status.writers import write_conditions
 from gputenant.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
@@ -55,8 +55,7 @@ async def _report_prevented(client: KubeClient, body: dict) -> None:
     if conditions == cond.owned(before, DELETION):
         return
     try:
-        await client.apply_status(API_VERSION, KIND, body["metadata"]["name"],
-                                  {"conditions": cond.as_status(conditions)}, DELETION)
+        await write_conditions(client, body["metadata"]["name"], conditions, DELETION)
     except ApiError as error:
         log.warning("tenant %s: could not report DeletionPrevented: %s", body["metadata"]["name"], error)
         return

@@ -24,29 +24,29 @@ from gputenant import KIND
 from gputenant.api import conditions as reasons
 from gputenant.api.fieldpath import validation_problems
 from gputenant.api.hub import GpuTenant, GpuTenantSpec, GrantedStatus, QueueGrantStatus, SharingStatus
-from gputenant.api.status import PIPELINE
 from gputenant.config.models import OperatorConfig
 from gputenant.kube import ApiError, KubeClient
 from gputenant.kubeconfigs import token_lifetime
 from gputenant.metrics import HELM_SKIP, PREPARE_STEP, SUCCESS, OperatorMetrics, TenantFigures, step_label
 from gputenant.policy.decision import Decision
-from gputenant.reconcile import conditions as cond
-from gputenant.reconcile.context import Outcome, Pass, Services, backoff
+from gputenant.reconcile.context import Outcome, Pass, Plan, Services, backoff
 from gputenant.reconcile.events import API_VERSION
 from gputenant.reconcile.memory import TenantMemory
 from gputenant.reconcile.ownership import adopt
 from gputenant.reconcile.ports import KubeconfigIssuer, Releases, StepError
-from gputenant.reconcile.status import (
+from gputenant.reconcile.steps import STEPS, condition_of
+from gputenant.reconcile.view import publish_view
+from gputenant.reconcile.wake import read_request, run_as
+from gputenant.render import RenderError
+from gputenant.tenant_status import conditions as cond
+from gputenant.tenant_status.fields import (
     comparable,
     pipeline_part,
     split_merge_patched_status,
     status_body,
     whole_status,
 )
-from gputenant.reconcile.steps import STEPS, condition_of
-from gputenant.reconcile.view import publish_view
-from gputenant.reconcile.wake import apply_wake, read_request
-from gputenant.render import RenderError
+from gputenant.tenant_status.writers import write_pipeline
 from gputenant.timefmt import parse_rfc3339, rfc3339
 
 log = logging.getLogger(__name__)
@@ -112,10 +112,11 @@ class Reconciler:
         condition, step_name = STEPS[0].condition, PREPARE_STEP
         try:
             with self.metrics.timing_step(PREPARE_STEP):
-                self.prepare(run, await read_request(run))
+                run.follow(self.plan(run, await read_request(run)))
+                record_decision(run)
             for step in STEPS:
                 condition, step_name = step.condition, step_label(step.condition)
-                digest = rendered_digest(run.rendered.get(condition)) if step.objects_only else None
+                digest = rendered_digest(run.plan.rendered.get(condition)) if step.objects_only else None
                 if recheck and digest and self.memory.converged(run.uid, condition, digest) \
                         and true_at_generation(run, condition):
                     run.outcome.skipped.append(condition)
@@ -143,25 +144,25 @@ class Reconciler:
         self.metrics.pass_finished(run.name, pass_result(run), time.perf_counter() - started, tenant_figures(run))
         return run.outcome
 
-    def prepare(self, run: Pass, wake_request: str = "") -> None:
+    def plan(self, run: Pass, wake_request: str = "") -> Plan:
         """Validate, decide and render before anything is applied, so a spec that fails any of them
         changes nothing (its reason lands on the first step's condition). An owner's wake request
         (`wake_request`) that holds renders the tenant awake."""
         try:
-            run.tenant = GpuTenant.from_body(run.body)
-            run.lifetime = token_lifetime(run.tenant.spec.kubeconfig.token_lifetime)
+            tenant = GpuTenant.from_body(run.body)
+            lifetime = token_lifetime(tenant.spec.kubeconfig.token_lifetime)
         except (ValidationError, ValueError) as error:
             raise StepError(reasons.INVALID_SPEC, _validation_message(error), transient=False) from None
-        apply_wake(run, wake_request)
-        run.decision = self.decide(run.name, run.tenant.spec)
+        tenant, woken_on_request = run_as(run, tenant, wake_request)
+        decision = self.decide(run.name, tenant.spec)
         try:
-            rendered = self.render(run.tenant, run.decision)
+            made = self.render(tenant, decision)
         except (RenderError, ValueError) as error:
             raise StepError(reasons.RENDER_FAILED, f"{error}; nothing was applied", transient=False) from None
-        run.vcluster_values = rendered.vcluster_values
-        for obj in rendered.objects:
-            run.rendered.setdefault(condition_of(obj["kind"]), []).append(adopt(obj, run.body, run.host_namespace))
-        record_decision(run)
+        rendered: dict[str, list[dict]] = {}
+        for obj in made.objects:
+            rendered.setdefault(condition_of(obj["kind"]), []).append(adopt(obj, run.body, run.host_namespace))
+        return Plan(tenant, lifetime, decision, made.vcluster_values, rendered, woken_on_request)
 
     async def with_current_status(self, body: dict) -> dict:
         """`body` with the tenant's live status. kopf hands a retry or a timer a body that can be older
@@ -205,7 +206,7 @@ def rendered_digest(objects: list[dict] | None) -> str | None:
 
 def record_decision(run: Pass) -> None:
     """The policy's decision in status: namespace, sharing and what was granted."""
-    decision = run.decision
+    decision = run.plan.decision
     queue = decision.queue
     run.status.namespace = run.host_namespace
     run.status.sharing = SharingStatus(mode=decision.mode, pool=decision.pool.name if decision.pool else None,
@@ -246,7 +247,7 @@ async def finish(run: Pass) -> None:
     if comparable(new_status) == comparable(pipeline_part(run.old_status)):
         return
     try:
-        written = await run.client.apply_status(API_VERSION, KIND, run.name, new_status, PIPELINE)
+        written = await write_pipeline(run.client, run.name, new_status)
     except ApiError as error:
         if error.transient:
             run.retry_later(STATUS_WRITE)

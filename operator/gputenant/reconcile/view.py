@@ -20,7 +20,6 @@ from gputenant.api import conditions as reasons
 from gputenant.guard.hami_caps import caps_by_size
 from gputenant.kube import ApiError, Applier
 from gputenant.pools.hami_library import library_failure
-from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.events import post_pod_event
 from gputenant.reconcile.ownership import adopt
@@ -34,6 +33,7 @@ from gputenant.render.tenant_view import (
     tenant_view,
     view_configmap,
 )
+from gputenant.tenant_status import conditions as cond
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +44,12 @@ def ready_for_view(run: Pass) -> bool:
     view written while an awake control plane starts (or restarts) would be seen by nobody, and an
     onboarding would write it twice."""
     namespace = cond.find(run.conditions, reasons.NAMESPACE_READY)
-    if not (hasattr(run, "decision") and run.decision.possible and namespace
+    if not (run.planned and run.plan.decision.possible and namespace
             and namespace.status == cond.ConditionStatus.TRUE):
         return False
     control_plane = cond.find(run.conditions, reasons.VCLUSTER_READY)
     serving = control_plane is not None and control_plane.status == cond.ConditionStatus.TRUE
-    return serving or run.tenant.spec.sleep.asleep
+    return serving or run.plan.tenant.spec.sleep.asleep
 
 
 async def publish_view(run: Pass, status: dict) -> None:
@@ -62,12 +62,12 @@ async def publish_view(run: Pass, status: dict) -> None:
 
 
 async def write_view(run: Pass, status: dict) -> None:
-    asleep = run.tenant.spec.sleep.asleep
+    asleep = run.plan.tenant.spec.sleep.asleep
     host_pods = [] if asleep else await run.host_pods()
     caps = [{"gpuFraction": f"{float(c.fraction):g}", "memoryMiB": c.memory_mib, "smPercent": c.sm_percent}
-            for c in caps_by_size(run.decision)]
+            for c in caps_by_size(run.plan.decision)]
     not_started = {pod["metadata"]["name"]: why for pod in host_pods if (why := library_failure(pod))}
-    view = tenant_view(run.tenant, run.decision, status, queued_pods(host_pods, run.decision, not_started), caps)
+    view = tenant_view(run.plan.tenant, run.plan.decision, status, queued_pods(host_pods, run.plan.decision, not_started), caps)
     live = await run.snapshot.lookup("v1", "ConfigMap", VIEW_CONFIGMAP, run.host_namespace)
     before = pods_of(json.loads(((live or {}).get("data") or {}).get(VIEW_KEY) or "{}"))
     await Applier(run.client, run.snapshot).ensure(adopt(view_configmap(run.name, run.host_namespace, view),

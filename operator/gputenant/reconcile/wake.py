@@ -83,9 +83,10 @@ async def read_request(run: Pass) -> str:
     return str(((found or {}).get("data") or {}).get(REQUEST_KEY) or "")
 
 
-def apply_wake(run: Pass, request: str) -> None:
-    """Record the wake in status and, while it holds, run the pass as if the tenant were awake."""
-    run.status.wake = next_wake(run.tenant.spec.sleep, request, run.status.wake, run.status.usage, run.now)
-    if run.tenant.spec.sleep.asleep and woken(run.status.wake):
-        run.tenant = as_awake(run.tenant)
-        run.woken_on_request = True
+def run_as(run: Pass, tenant: GpuTenant, request: str) -> tuple[GpuTenant, bool]:
+    """Record the wake in the pass's status; the tenant as the pass runs it (awake while a wake
+    holds) and whether a wake request is what keeps it awake."""
+    run.status.wake = next_wake(tenant.spec.sleep, request, run.status.wake, run.status.usage, run.now)
+    if tenant.spec.sleep.asleep and woken(run.status.wake):
+        return as_awake(tenant), True
+    return tenant, False

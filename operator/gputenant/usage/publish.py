@@ -15,9 +15,10 @@ from pydantic import ValidationError
 from gputenant import API_VERSION, KIND
 from gputenant.api import conditions as reasons
 from gputenant.api.hub import SleepSpec
-from gputenant.api.status import USAGE, UsageStatus
+from gputenant.api.status import UsageStatus
 from gputenant.config.models import Accounting
 from gputenant.kube import ApiError, KubeClient
+from gputenant.tenant_status.writers import write_usage
 from gputenant.timefmt import rfc3339
 from gputenant.usage.idle import IDLE_SLEPT_ANNOTATION, IdleVerdict, idle_sleep_verdict, non_preemptible_pods
 from gputenant.usage.model import TenantUsage
@@ -64,8 +65,7 @@ async def publish_usage(client: KubeClient, tenants: list[dict], usage: list[Ten
         previous = _previous(body)
         summary = usage_status(by_tenant[name], window, now, previous, accounting)
         if worth_writing(previous, summary, now):
-            await client.apply_status(API_VERSION, KIND, name,
-                                      {"usage": summary.model_dump(mode="json", by_alias=True, exclude_none=True)}, USAGE)
+            await write_usage(client, name, summary)
             published.written.append(name)
         sleep = _sleep_spec(body)
         if sleep.idle is None or sleep.asleep or summary.all_idle_since is None:

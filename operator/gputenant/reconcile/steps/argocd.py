@@ -30,7 +30,7 @@ KINDS: frozenset[str] = frozenset()
 
 
 async def ensure(run: Pass) -> bool:
-    argocd = run.tenant.spec.argocd
+    argocd = run.plan.tenant.spec.argocd
     name = naming.argocd_secret_name(run.name)
     wanted = (argocd.namespace, name) if argocd.enabled else None
     recorded = run.status.argocd
@@ -47,12 +47,12 @@ async def ensure(run: Pass) -> bool:
                         "does not exist; install Argo CD there or set spec.argocd.namespace", transient=True)
     admin = run.admin_kubeconfig
     assert admin is not None, "the vCluster step runs first"
-    server = run.tenant.spec.vcluster.server_url or server_of(admin)
+    server = run.plan.tenant.spec.vcluster.server_url or server_of(admin)
     live = await live_secret(run, name, argocd.namespace, "argocd")
-    why = issue_reason(live, run.lifetime, run.now, run.rotation_request, server)
+    why = issue_reason(live, run.plan.lifetime, run.now, run.rotation_request, server)
     if why or live is None:
         [issued] = await run.services.issuer.issue(run.name, [ARGOCD_ROLE], admin, server,
-                                                   int(run.lifetime.total_seconds()))
+                                                   int(run.plan.lifetime.total_seconds()))
         token = token_of(issued.kubeconfig_yaml)
         annotations = token_annotations(issued.expires_at, run.rotation_request, server)
     else:

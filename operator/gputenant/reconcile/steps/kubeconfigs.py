@@ -41,17 +41,17 @@ async def live_secret(run: Pass, name: str, namespace: str, component: str = "ku
 
 
 async def ensure(run: Pass) -> bool:
-    spec = run.tenant.spec
+    spec = run.plan.tenant.spec
     assert run.admin_kubeconfig is not None, "the vCluster step runs first"
     server = spec.vcluster.server_url or server_of(run.admin_kubeconfig)
     roles = [role.value for role in spec.kubeconfig.roles]
     live = {role: await live_secret(run, naming.kubeconfig_secret_name(run.name, role), run.host_namespace)
             for role in roles}
-    why = {role: issue_reason(live[role], run.lifetime, run.now, run.rotation_request, server, run.revocation_request)
+    why = {role: issue_reason(live[role], run.plan.lifetime, run.now, run.rotation_request, server, run.revocation_request)
            for role in roles}
     due = [role for role in roles if why[role]]
     issued = await run.services.issuer.issue(run.name, due, run.admin_kubeconfig, spec.vcluster.server_url,
-                                             int(run.lifetime.total_seconds()),
+                                             int(run.plan.lifetime.total_seconds()),
                                              revoke=[role for role in due if why[role] == REVOKED]) if due else []
     for kubeconfig in issued:
         secret = kubeconfig_secret(run.name, kubeconfig.role, run.host_namespace, kubeconfig)
@@ -83,7 +83,7 @@ async def ensure(run: Pass) -> bool:
 async def ensure_oidc_kubeconfig(run: Pass, server: str | None) -> str | None:
     """The kubelogin kubeconfig for spec.vcluster.oidc in Secret ``<tenant>-kubeconfig-oidc`` (no
     credential in it; written only when it differs), or None without OIDC."""
-    oidc = run.tenant.spec.vcluster.oidc
+    oidc = run.plan.tenant.spec.vcluster.oidc
     if oidc is None or server is None:
         return None
     assert run.admin_kubeconfig is not None, "the vCluster step runs first"
@@ -98,7 +98,7 @@ async def bind_oidc_owners(run: Pass) -> None:
     """The owners' OIDC identities bound inside the virtual cluster (spec.vcluster.oidc), written
     only when the binding differs from the one the status records."""
     assert run.admin_kubeconfig is not None and run.status.vcluster is not None, "the vCluster step runs first"
-    binding = oidc_owners_binding(run.tenant.spec.owners, run.tenant.spec.vcluster.oidc)
+    binding = oidc_owners_binding(run.plan.tenant.spec.owners, run.plan.tenant.spec.vcluster.oidc)
     wanted = binding_hash(binding)
     if wanted == (run.status.vcluster.oidc_owners_hash or ""):
         return

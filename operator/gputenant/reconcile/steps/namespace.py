@@ -20,9 +20,9 @@ KINDS = frozenset({"Namespace"})
 
 
 async def ensure(run: Pass) -> bool:
-    objects = run.rendered.get(CONDITION) or []
+    objects = run.plan.rendered.get(CONDITION) or []
     if not objects:
-        run.set(CONDITION, False, *not_applied(CONDITION, run.decision))
+        run.set(CONDITION, False, *not_applied(CONDITION, run.plan.decision))
         return True
     if run.never_reconciled:
         # A new tenant's namespace is written without a read: the apply's answer (201 or 200) says

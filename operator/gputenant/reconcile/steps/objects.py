@@ -27,9 +27,9 @@ async def apply_objects(run: Pass, condition: str, objects: list[dict], *, reaso
 async def apply_rendered(run: Pass, condition: str) -> bool:
     """The step's rendered objects, or its condition False when the renderer withheld them; the
     pass goes on either way (a withheld step is reported, the sharing step stops the pass)."""
-    objects = run.rendered.get(condition) or []
+    objects = run.plan.rendered.get(condition) or []
     if not objects:
-        run.set(condition, False, *not_applied(condition, run.decision))
+        run.set(condition, False, *not_applied(condition, run.plan.decision))
         return True
     await apply_objects(run, condition, objects)
     return True

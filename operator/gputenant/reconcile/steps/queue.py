@@ -17,7 +17,7 @@ KINDS = frozenset({"Queue"})
 
 
 async def ensure(run: Pass) -> bool:
-    for queue in run.rendered.get(CONDITION) or []:
+    for queue in run.plan.rendered.get(CONDITION) or []:
         metadata = queue["metadata"]
         # By name, not the tenant's labelled LIST: it tells "absent" from "someone else's" too. From
         # the operator's Queue index, else one GET.

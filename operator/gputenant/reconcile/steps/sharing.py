@@ -13,11 +13,11 @@ KINDS: frozenset[str] = frozenset()
 
 
 async def ensure(run: Pass) -> bool:
-    decision = run.decision
+    decision = run.plan.decision
     if not decision.possible:
         run.set(CONDITION, False, decision.reason, decision.message)
         run.outcome.permanent_failure = decision.reason
         return False
-    await apply_objects(run, CONDITION, run.rendered.get(CONDITION) or [], reason=decision.reason,
+    await apply_objects(run, CONDITION, run.plan.rendered.get(CONDITION) or [], reason=decision.reason,
                         message=decision.message)
     return True

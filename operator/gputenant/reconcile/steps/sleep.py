@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from gputenant import KIND
 from gputenant.api import conditions as reasons
-from gputenant.reconcile import conditions as cond
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.controlplane import ControlPlaneState
 from gputenant.reconcile.events import API_VERSION
+from gputenant.tenant_status import conditions as cond
 from gputenant.usage.idle import IDLE_SLEPT_ANNOTATION
 
 CONDITION = reasons.ASLEEP
@@ -51,7 +51,7 @@ async def control_plane_awake(run: Pass, control_plane: ControlPlaneState) -> bo
     look served before its API server answers."""
     asleep = cond.find(run.conditions, CONDITION)
     if asleep is None or asleep.reason in (reasons.AWAKE, reasons.WOKEN_ON_REQUEST):
-        if asleep is not None and run.woken_on_request != (asleep.reason == reasons.WOKEN_ON_REQUEST):
+        if asleep is not None and run.plan.woken_on_request != (asleep.reason == reasons.WOKEN_ON_REQUEST):
             set_awake(run)
         return True
     if not control_plane.ready:
@@ -60,13 +60,13 @@ async def control_plane_awake(run: Pass, control_plane: ControlPlaneState) -> bo
         run.wait(SETTLE_SECONDS)
         return False
     set_awake(run)
-    if IDLE_SLEPT_ANNOTATION in run.annotations and not run.woken_on_request:
+    if IDLE_SLEPT_ANNOTATION in run.annotations and not run.plan.woken_on_request:
         await run.client.patch(API_VERSION, KIND, run.name, {"metadata": {"annotations": {IDLE_SLEPT_ANNOTATION: None}}})
     return True
 
 
 def set_awake(run: Pass) -> None:
-    if run.woken_on_request:
+    if run.plan.woken_on_request:
         wake = run.status.wake
         run.set(CONDITION, False, reasons.WOKEN_ON_REQUEST,
                 f"woken by an owner's request ({wake.request if wake else ''}) although spec.sleep.asleep is true; "

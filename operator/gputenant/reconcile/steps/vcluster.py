@@ -39,16 +39,16 @@ NOT_RETRIED = (f"not retried until the spec, the operator configuration or the c
 
 async def ensure(run: Pass) -> bool:
     release = naming.release_name(run.name)
-    chart_version = run.tenant.spec.vcluster.chart_version or run.config.vcluster.version
+    chart_version = run.plan.tenant.spec.vcluster.chart_version or run.config.vcluster.version
     try:
-        wanted_hash = values_hash(run.vcluster_values, chart_version)
+        wanted_hash = values_hash(run.plan.vcluster_values, chart_version)
     except HelmError as error:
         raise helm_step_error(error, error.message) from None
     recorded = run.status.vcluster or VClusterStatus()
     installed = await ensure_release(run, release, chart_version, wanted_hash, recorded)
     run.status.vcluster = VClusterStatus(release=release, chart_version=installed, values_hash=wanted_hash,
                                          endpoint=recorded.endpoint, oidc_owners_hash=recorded.oidc_owners_hash)
-    if run.tenant.spec.sleep.asleep:
+    if run.plan.tenant.spec.sleep.asleep:
         # the steps after this one need the control plane and keep their last conditions
         await sleep.settle_asleep(run, release)
         return False
@@ -86,7 +86,7 @@ async def ensure(run: Pass) -> bool:
         return False
     if exposed:
         admin = with_server(admin, exposed)
-    endpoint = run.tenant.spec.vcluster.server_url or server_of(admin)
+    endpoint = run.plan.tenant.spec.vcluster.server_url or server_of(admin)
     run.status.vcluster = run.status.vcluster.model_copy(update={"endpoint": endpoint})
     silence = await run.services.issuer.unanswered(admin)
     if silence:
@@ -110,7 +110,7 @@ async def remove_unused_oidc_ca(run: Pass) -> None:
     """Delete the issuer's CA ConfigMap once spec.vcluster.oidc no longer has a caBundle. Only here,
     with the control plane rolled out at the current revision: until then a pod of the old revision
     still mounts it, and a restart of that pod without it would not start."""
-    if oidc_ca_configmap(run.tenant, run.host_namespace) is not None:
+    if oidc_ca_configmap(run.plan.tenant, run.host_namespace) is not None:
         return
     if await run.snapshot.lookup("v1", "ConfigMap", naming.OIDC_CA_CONFIGMAP, run.host_namespace):
         await run.client.delete("v1", "ConfigMap", naming.OIDC_CA_CONFIGMAP, run.host_namespace)
@@ -149,7 +149,7 @@ async def ensure_release(run: Pass, release: str, chart_version: str, wanted_has
     run.outcome.helm_calls += 1
     try:
         installed = await run.services.releases.ensure(release, run.host_namespace, chart_version,
-                                                       run.vcluster_values, known_absent=not revisions)
+                                                       run.plan.vcluster_values, known_absent=not revisions)
     except StepError as error:
         if not error.transient:
             message = f"{error.message} ({NOT_RETRIED})"

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from gputenant.api.hub import Condition, GpuTenantStatus
 from gputenant.api.status import PIPELINE, USAGE
-from gputenant.reconcile import conditions as cond
+from gputenant.tenant_status import conditions as cond
 
 log = logging.getLogger(__name__)
 
