@@ -126,6 +126,15 @@ def chart_values_schema() -> dict:
                                     "description": "Seconds between attestations of a pool (also on any change of it)."},
                 "queue": {"type": "string", "description": "KAI queue the canaries are charged to; empty: none."},
             }, "Isolation attestation (docs/attestation.md)."),
+            "drift": _object({
+                "watch": {"type": "boolean", "description": (
+                    "Watch the kinds the operator writes for tenants (metadata only, by the tenant label) and "
+                    "repair another hand's change within seconds; needs cluster-wide list and watch on them.")},
+                "watchSecrets": {"type": "boolean", "description": (
+                    "With watch: watch the owned Secrets too (cluster-wide list and watch on Secrets).")},
+                "resyncSeconds": {"type": "integer", "minimum": 60, "description": (
+                    "Seconds between safety-net resyncs of every tenant (gputenant run --resync-seconds).")},
+            }, "Drift repair (docs/operations.md, Drift)."),
             "nodeSelector": k8s_map,
             "tolerations": {"type": "array", "items": {"type": "object"}},
             "affinity": {"type": "object"},

@@ -35,6 +35,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "gpu-tenant-operator"
 EXAMPLE_CONFIG = REPO_ROOT / "examples" / "config.yaml"
 RELEASE = NAMESPACE = FULLNAME = "gpu-tenant-operator"
+CHART_DRIFT_ENV = {"GPUTENANT_WATCH_OWNED": "true", "GPUTENANT_WATCH_OWNED_SECRETS": "false"}
+"""What the chart's Deployment sets by default (values drift.watch, drift.watchSecrets)."""
 INSTALL_DOC = REPO_ROOT / "docs" / "install.md"
 TESTED_MARKER = "<!-- tested: e2e/tests/test_chart_install.py"
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:{FULLNAME}"
@@ -128,7 +130,7 @@ def operator_as_service_account(rbac_plane, installed, tmp_path_factory):
     but on loopback and with the ServiceAccount's token."""
     token_kubeconfig, config_path = installed
     running = OperatorProcess(rbac_plane, config_path, rbac_plane.log_dir / "operator-as-service-account.log",
-                              guard_flags(tmp_path_factory.mktemp("guard-certs")), resync_seconds=5,
+                              guard_flags(tmp_path_factory.mktemp("guard-certs")), env=CHART_DRIFT_ENV, resync_seconds=5,
                               kubeconfig_path=token_kubeconfig, liveness=True).start()
     try:
         yield running.liveness_url, running.log_path
@@ -195,6 +197,10 @@ def test_operator_as_the_chart_service_account_serves_three_tenants_and_deletes_
                                  f"operator log:\n{log_tail(log_path)}") from None
     wait_for(lambda: urllib.request.urlopen(liveness_url, timeout=5).status == 200, timeout=30,
              what="the liveness endpoint")
+    logged = log_path.read_text(errors="replace")
+    assert "watch failed" not in logged, "the chart's RBAC does not cover an owned-kind watch:\n" + log_tail(log_path)
+    for kind in ("ConfigMap", "ResourceQuota", "LimitRange", "Role", "RoleBinding", "NetworkPolicy", "Namespace"):
+        assert f"watching {kind} " in logged, f"no {kind} watch under the chart's RBAC"
 
     def pools_report() -> dict:
         with urllib.request.urlopen(liveness_url, timeout=5) as answer:

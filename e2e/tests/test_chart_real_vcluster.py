@@ -36,6 +36,8 @@ REAL_VCLUSTER_CHART = REPO_ROOT.parent / "shared" / "third_party" / "vcluster-0.
 EXAMPLE_CONFIG = REPO_ROOT / "examples" / "config.yaml"
 EXAMPLE_TENANTS = sorted((REPO_ROOT / "examples" / "tenants").glob("*.yaml"))
 RELEASE = NAMESPACE = FULLNAME = "gpu-tenant-operator"
+CHART_DRIFT_ENV = {"GPUTENANT_WATCH_OWNED": "true", "GPUTENANT_WATCH_OWNED_SECRETS": "false"}
+"""What the chart's Deployment sets by default (values drift.watch, drift.watchSecrets)."""
 GUARD_CONFIGURATION = "gputenant-guard"
 WRONG_POOL_TENANT = "wrong-pool"
 HELM_REFUSALS = {"HelmForbidden", "HelmAdmissionDenied", "HelmFailed", "InvalidValues"}
@@ -81,7 +83,7 @@ def operator(own_plane, installed, tmp_path_factory):
     token; yields (liveness URL, log path, the OperatorProcess)."""
     token_kubeconfig, config_path = installed
     running = OperatorProcess(own_plane, config_path, own_plane.log_dir / "operator-real-chart.log",
-                              guard_flags(tmp_path_factory.mktemp("guard-certs")), resync_seconds=5,
+                              guard_flags(tmp_path_factory.mktemp("guard-certs")), env=CHART_DRIFT_ENV, resync_seconds=5,
                               deletion_retry_seconds=None, kubeconfig_path=token_kubeconfig, liveness=True).start()
     try:
         yield running.liveness_url, running.log_path, running

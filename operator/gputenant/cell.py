@@ -23,6 +23,7 @@ from gputenant.guard.standalone import GuardProcess
 from gputenant.kopf_state import ProcessDiffBase, ProcessProgress
 from gputenant.kube import KubeClient
 from gputenant.kube.lease import LeaseElector
+from gputenant.kube.watch import Reflector
 from gputenant.loops import Supervisor
 from gputenant.loops.pools import PoolsLoop
 from gputenant.metrics import OperatorMetrics
@@ -33,6 +34,10 @@ from gputenant.reconcile.rechecks import Rechecks
 from gputenant.work_queue import Requeue, TenantQueue, Urgency
 
 log = logging.getLogger(__name__)
+
+
+VIEW_SETTLE_SECONDS = 2.0
+"""How long a change of what a tenant's view shows waits for more before its look again."""
 
 
 def default_reconcile_concurrency() -> int:
@@ -47,6 +52,8 @@ class Cell:
     client: KubeClient
     reconciler: Reconciler
     resync_seconds: float
+    """How often every tenant's whole pipeline runs as a safety net (drift is repaired on the change
+    while the owned kinds are watched, `owned_watch`)."""
     deletion_retry_seconds: float
     kubeconfig: str | None = None
     """The host cluster's kubeconfig file, which every client of the cell is built from; None: the
@@ -65,6 +72,15 @@ class Cell:
     usage_window: str = "1h"
     attestor: Attestor | None = None
     """Runs each pool's isolation canary and keeps the verdicts; None: attestation is off."""
+    loop_seconds: float = 60.0
+    """Between rounds of the usage, pools and attestation loops, and before a failed loop or watch
+    starts again."""
+    watch_owned: bool = True
+    """Watch the kinds the operator writes for tenants (`owned_watch`)."""
+    watch_owned_secrets: bool = True
+    """... the owned Secrets among them."""
+    owned: list[Reflector] = field(default_factory=list)
+    """The owned-kind watches, once started."""
     guard_started: bool = False
     elector: LeaseElector | None = None
     """Set by `lead`: this replica holds the Lease and renews it while kopf runs."""
@@ -91,6 +107,21 @@ class Cell:
         DRIFT for the timer; FINISH for a look again."""
         self.queue.add(name, urgency)
 
+    def serves(self, name: str) -> bool:
+        """Whether tenant `name` is one a pass would run for: in the operator's tenant index and not
+        being deleted (True while there is no index yet: the pass itself finds out)."""
+        cache = self.reconciler.services.cache
+        if cache.tenants is None:
+            return True
+        body = cache.tenant(name)
+        return body is not None and not body["metadata"].get("deletionTimestamp")
+
+    def view_changed(self, name: str) -> None:
+        """Something the tenant's view shows changed (a GPU pod, its usage, IsolationVerified): a look
+        again within `VIEW_SETTLE_SECONDS`, which writes the view when it differs."""
+        if self.serves(name):
+            self.queue.add(name, Urgency.FINISH, after=VIEW_SETTLE_SECONDS)
+
     async def control_plane_changed(self, name: str, pod: str, signature: PodSignature) -> None:
         """The tenant's control-plane pod `pod` started or stopped serving (the pod watch): a look
         again now, unless the pass in flight or the last pass already judged it as it is now."""
@@ -101,18 +132,28 @@ class Cell:
 
     async def run_pass(self, name: str, urgency: Urgency) -> Requeue | None:
         """The queue's pass of tenant `name`: the tenant as it is now, reconciled (a FINISH pass as
-        a look again, which leaves converged object steps alone); what to do next. Nothing when it
-        is gone or being deleted."""
+        a look again, which leaves converged object steps alone); what to do next: a retry, a look
+        again, or a pass when something falls due (a token to rotate, a wake to end), in that order.
+        Nothing when it is gone or being deleted."""
         body = await self.reconciler.current(name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             self.rechecks.forget(name)
             return None
-        outcome = await self.reconciler.reconcile(body, recheck=urgency is Urgency.FINISH, current=True)
+        outcome = await self.reconciler.reconcile(body, recheck=self.looks_again(urgency), current=True)
         self.rechecks.judged(name, outcome)
         if outcome.retry_after is not None:
             return Requeue(outcome.retry_after, Urgency.CHANGE)
         delay = self.rechecks.follow(name, outcome.wait_after)
-        return Requeue(delay, Urgency.FINISH) if delay is not None else None
+        if delay is not None:
+            return Requeue(delay, Urgency.FINISH)
+        return Requeue(outcome.due_after, Urgency.DRIFT) if outcome.due_after is not None else None
+
+    def looks_again(self, urgency: Urgency) -> bool:
+        """Whether a pass at `urgency` leaves alone the object steps that converged in this process
+        at the same rendered objects: a look again (FINISH) always; the resync's (DRIFT) too while
+        the owned kinds are watched, since any change of those objects queues a full pass of its own
+        (controller-runtime's resync likewise replays its caches, it does not list again)."""
+        return urgency is Urgency.FINISH or (urgency is Urgency.DRIFT and self.watch_owned)
 
     async def offboard(self, body: dict) -> None:
         """The tenant's deletion path: DeletionHeld while spec.preventDeletion is true, else its
@@ -158,4 +199,6 @@ def build_cell(config: OperatorConfig, kubeconfig: str | None, settings: Operato
         config=config, client=client, reconciler=Reconciler(client, config, releases, issuer, metrics=metrics),
         metrics=metrics, kubeconfig=kubeconfig,
         resync_seconds=settings.resync_seconds, deletion_retry_seconds=settings.deletion_retry_seconds,
+        loop_seconds=settings.loop_seconds or min(60.0, settings.resync_seconds),
+        watch_owned=settings.watch_owned, watch_owned_secrets=settings.watch_owned_secrets,
         reconcile_workers=settings.reconcile_concurrency or default_reconcile_concurrency())

@@ -32,6 +32,7 @@ from gputenant.loops.attestation import keep_attestation
 from gputenant.loops.pools import PoolsLoop, pool_summary
 from gputenant.loops.usage import keep_usage
 from gputenant.metrics import OperatorMetrics
+from gputenant.owned_watch import start_owned_watches
 from gputenant.pools import device_plugin_config_data
 from gputenant.reconcile.deletion import DeletionHeld
 from gputenant.reconcile.memory import RETRY_ANNOTATION
@@ -122,13 +123,14 @@ process: a pod review is waited on by a user, a tenant's onboarding is not."""
 def register(registry: kopf.OperatorRegistry, rt: Cell) -> None:
     """Every handler of the cell `rt` into `registry`: login with the cell's client, start-up and
     clean-up, the probes, the pipeline's handlers, the drift timer, deletion, the indexes, the
-    control-plane watch and the gang PodGroups."""
-    from gputenant import control_plane_watch, indexes
+    control-plane watch, the watches of what a tenant's view shows and the gang PodGroups."""
+    from gputenant import control_plane_watch, indexes, view_watch
 
     _register_lifecycle(registry, rt)
     _register_tenant_handlers(registry, rt)
     indexes.register(registry, rt)
     control_plane_watch.register(registry, rt)
+    view_watch.register(registry, rt)
     gang_groups.register(registry, lambda: rt.client)
 
 
@@ -218,9 +220,9 @@ def _unheld_to_pools(rt: Cell):
 
 
 def start_loops(rt: Cell) -> None:
-    """The background loops `prepare` asked for, under the cell's supervisor (a loop that
-    fails unexpectedly starts again a resync period later)."""
-    elector, period = rt.elector, rt.resync_seconds
+    """The background loops `prepare` asked for and the owned-kind watches, under the cell's
+    supervisor (a loop that fails unexpectedly starts again `loop_seconds` later)."""
+    elector, period = rt.elector, rt.loop_seconds
     if elector is not None:
         rt.loops.start("lease", lambda: elector.keep(on_lost=lambda: lost_lease(rt)), period)
     if rt.pools_interval_seconds > 0:
@@ -230,6 +232,8 @@ def start_loops(rt: Cell) -> None:
         url = rt.prometheus_url
         rt.loops.start("usage", lambda: keep_usage(rt.client, rt.config, rt.metrics, url, rt.usage_window, period,
                                                    on_unheld=_unheld_to_pools(rt)), period)
+    if rt.watch_owned:
+        start_owned_watches(rt)
     if rt.attestor is not None:
         attestor = rt.attestor
         rt.loops.start("attestation", lambda: keep_attestation(rt.client, rt.config, attestor, period),

@@ -229,6 +229,9 @@ class OperatorMetrics:
         self.reconcile_errors = Counter(
             "gputenant_reconcile_errors", "Steps that ended in an error, by step and condition reason.",
             ["step", "reason"], registry=self.registry)
+        self.drift_events = Counter(
+            "gputenant_drift_events", "Changes of objects the operator owns made by another hand (the owned-kind "
+            "watches), each of which queued its tenant's pass, by kind.", ["kind"], registry=self.registry)
         self.helm_operations = Counter(
             "gputenant_helm_operations", "Helm operations on tenants' vCluster releases by operation (install, "
             "upgrade, unchanged, uninstall, skip) and outcome (success or the failure's reason).",
@@ -260,6 +263,9 @@ class OperatorMetrics:
 
     def step_failed(self, step: str, reason: str) -> None:
         self.reconcile_errors.labels(step, reason).inc()
+
+    def drift_seen(self, kind: str) -> None:
+        self.drift_events.labels(kind).inc()
 
     def pass_finished(self, tenant: str, result: str, seconds: float, figures: TenantFigures) -> None:
         self.reconcile_seconds.labels(result).observe(seconds)

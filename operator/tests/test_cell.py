@@ -14,7 +14,8 @@ import yaml
 
 from gputenant.cell import Cell
 from gputenant.config.models import OperatorConfig
-from gputenant.reconcile.context import Outcome
+from gputenant.reconcile.context import Outcome, Pass, Services
+from gputenant.reconcile.memory import TenantMemory
 from gputenant.reconcile.pipeline import Reconciler
 from gputenant.work_queue import Requeue, Urgency
 
@@ -31,6 +32,8 @@ class HeldPasses:
         self.release = asyncio.Event()
         self.outcomes = list(outcomes)
         self.gone: set[str] = set()
+        self.services = Services(client=None, config=CONFIG, releases=None, issuer=None,  # type: ignore[arg-type]
+                                 memory=TenantMemory())
 
     async def current(self, name: str) -> dict | None:
         return None if name in self.gone else tenant(name)
@@ -56,15 +59,17 @@ async def settle(rounds: int = 20) -> None:
         await asyncio.sleep(0)
 
 
-def test_a_finish_pass_is_a_look_again_and_the_others_full_passes():
-    async def scenario() -> list[str]:
+def test_a_finish_pass_is_a_look_again_a_change_a_full_pass_and_a_resync_a_look_again_while_watching():
+    async def scenario(watch_owned: bool) -> list[str]:
         passes = HeldPasses()
         passes.release.set()
         rt = cell(passes)
+        rt.watch_owned = watch_owned
         for name, urgency in (("team-a", Urgency.FINISH), ("team-b", Urgency.CHANGE), ("team-c", Urgency.DRIFT)):
             assert await rt.run_pass(name, urgency) is None
         return passes.passes
-    assert asyncio.run(scenario()) == ["look again team-a", "team-b", "team-c"]
+    assert asyncio.run(scenario(True)) == ["look again team-a", "team-b", "look again team-c"]
+    assert asyncio.run(scenario(False)) == ["look again team-a", "team-b", "team-c"]
 
 
 def test_a_wait_is_looked_at_again_and_a_failure_retried_as_a_full_pass():
@@ -74,6 +79,53 @@ def test_a_wait_is_looked_at_again_and_a_failure_retried_as_a_full_pass():
         rt = cell(passes)
         return [await rt.run_pass("team-a", Urgency.CHANGE) for _ in range(3)]
     assert asyncio.run(scenario()) == [Requeue(2.0, Urgency.FINISH), Requeue(8.0, Urgency.CHANGE), None]
+
+
+def test_something_falling_due_is_a_pass_then_after_a_retry_and_a_look_again_first():
+    """A token to rotate in an hour is a drift pass in an hour, however rare the resync; a failure's
+    retry and a look again come first (the pass they run finds the due time again)."""
+    async def scenario() -> list[Requeue | None]:
+        passes = HeldPasses(Outcome(due_after=3600.0), Outcome(retry_after=8.0, due_after=3600.0),
+                            Outcome(wait_after=2.0, due_after=3600.0))
+        passes.release.set()
+        rt = cell(passes)
+        return [await rt.run_pass("team-a", Urgency.CHANGE) for _ in range(3)]
+    assert asyncio.run(scenario()) == [Requeue(3600.0, Urgency.DRIFT), Requeue(8.0, Urgency.CHANGE),
+                                       Requeue(2.0, Urgency.FINISH)]
+
+
+def test_a_pass_asks_for_the_soonest_of_what_falls_due():
+    from datetime import UTC, datetime, timedelta
+
+
+    now = datetime(2026, 11, 28, tzinfo=UTC)
+    services = Services(client=None, config=OperatorConfig(), releases=None, issuer=None,  # type: ignore[arg-type]
+                        memory=TenantMemory())
+    run = Pass(services, {"metadata": {"name": "team-a", "uid": "u"}}, now)
+    run.due(None)
+    assert run.outcome.due_after is None
+    run.due(now + timedelta(hours=5))
+    run.due(now + timedelta(hours=2))
+    run.due(now + timedelta(hours=9))
+    assert run.outcome.due_after == 7200.0
+    run.due(now - timedelta(minutes=1))
+    assert run.outcome.due_after == 1.0
+
+
+def test_changes_of_what_a_view_shows_are_one_look_again_per_settling_time(monkeypatch):
+    monkeypatch.setattr("gputenant.cell.VIEW_SETTLE_SECONDS", 0.05)
+
+    async def scenario() -> list[str]:
+        passes = HeldPasses()
+        passes.release.set()
+        rt = cell(passes)
+        rt.queue.start()
+        for _ in range(3):
+            rt.view_changed("team-a")
+        await asyncio.sleep(0.3)
+        await rt.stop_passes()
+        return passes.passes
+    assert asyncio.run(scenario()) == ["look again team-a"]
 
 
 def test_looks_again_stop_after_max_looks_in_a_row():

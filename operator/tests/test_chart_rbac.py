@@ -1,5 +1,5 @@
 """The chart's least-privilege RBAC, rendered by the pinned helm binary: no wildcard, no Secret
-outside Argo CD's listed namespaces, and a tenant-namespace ClusterRole that holds every right the
+read cluster-wide unless drift.watchSecrets asks for it (list and watch only), none written outside Argo CD's listed namespaces, and a tenant-namespace ClusterRole that holds every right the
 real vCluster chart's Role and the operator's tenant Roles need (RBAC refuses a Role its creator
 does not hold). The API server's verdict on the same objects is in e2e/tests/test_chart_install.py."""
 
@@ -14,15 +14,41 @@ from test_chart_render import EXAMPLE_CONFIG, FULLNAME, NAMESPACE, REPO_ROOT, ex
 
 from gputenant.config.models import OperatorConfig
 
+OWNED_KINDS_WATCHED = {"configmaps", "resourcequotas", "limitranges", "roles", "rolebindings", "networkpolicies"}
+OWN_ROLE_BINDING = {"get", "create", "patch"}
+"""The operator's own RoleBinding in each tenant namespace, made before it holds any right there."""
 
-def test_cluster_role_grants_no_secrets_and_no_wildcards():
+
+def watch_only(kinds: set[str]) -> dict[str, set[str]]:
+    granted = {kind: {"list", "watch"} for kind in kinds}
+    granted["rolebindings"] = granted.get("rolebindings", set()) | OWN_ROLE_BINDING
+    return granted
+
+
+def watched_cluster_wide(cluster_rules: list[dict]) -> dict[str, set[str]]:
+    """The verbs the ClusterRole grants on each owned namespaced kind (and Secrets)."""
+    verbs: dict[str, set[str]] = {}
+    for rule in cluster_rules:
+        for resource in set(rule["resources"]) & (OWNED_KINDS_WATCHED | {"secrets"}):
+            verbs.setdefault(resource, set()).update(rule["verbs"])
+    return verbs
+
+
+def test_cluster_role_reads_owned_kinds_only_to_watch_them_secrets_only_when_asked_and_grants_no_wildcards():
     objects = render()
     for role in (o for o in objects if o["kind"] in ("ClusterRole", "Role")):
         for rule in role["rules"]:
             assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], (role["metadata"]["name"], rule)
             assert "escalate" not in rule["verbs"] and "impersonate" not in rule["verbs"]
     cluster_rules = rules_of(objects, "ClusterRole", FULLNAME)
-    assert not [r for r in cluster_rules if "secrets" in r["resources"] or "configmaps" in r["resources"]]
+    assert watched_cluster_wide(cluster_rules) == watch_only(OWNED_KINDS_WATCHED)
+    with_secrets = rules_of(render("--set", "drift.watchSecrets=true"), "ClusterRole", FULLNAME)
+    assert watched_cluster_wide(with_secrets) == watch_only(OWNED_KINDS_WATCHED | {"secrets"})
+    unwatched = render("--set", "drift.watch=false")
+    assert watched_cluster_wide(rules_of(unwatched, "ClusterRole", FULLNAME)) == watch_only(set())
+    env = {e["name"]: e.get("value") for e in find(unwatched, "Deployment", FULLNAME)["spec"]["template"]["spec"]
+           ["containers"][0]["env"]}
+    assert (env["GPUTENANT_WATCH_OWNED"], env["GPUTENANT_WATCH_OWNED_SECRETS"]) == ("false", "false")
     [bind] = [r for r in cluster_rules if "bind" in r["verbs"]]
     assert bind == {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
                     "verbs": ["bind"], "resourceNames": [f"{FULLNAME}-tenant-namespace"]}

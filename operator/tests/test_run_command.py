@@ -91,7 +91,7 @@ def test_run_help_shows_every_variable_with_its_meaning(capsys):
     for name, field in OperatorSettings.model_fields.items():
         line = next((line for line in out.splitlines() if line.split()[:1] == [env_name(name)]), None)
         assert line is not None and field.description in " ".join(out.split()), f"{env_name(name)} missing"
-    assert len(OperatorSettings.model_fields) == 12
+    assert len(OperatorSettings.model_fields) == 15
 
 
 def test_the_package_names_no_gputenant_variable_outside_the_settings():

@@ -196,3 +196,31 @@ def test_gputenant_status_prints_why_a_pod_is_pending():
     assert f"Queue {decision.queue.name}: quota 2 GPUs, limit 3, allocated 3, pending pods 1" in text
     [row] = [line for line in text.splitlines() if line.startswith("default") and "waits" in line]
     assert "Pending" in row and f"queue {decision.queue.name} at its limit of 3 GPUs" in row
+
+
+def test_a_gpu_pods_view_signature_moves_when_what_the_view_shows_of_it_does():
+    from gputenant.render.tenant_view import pod_signature_for_view
+
+    waiting = host_pod("train", bound=False, limits={"nvidia.com/gpu": "1"}, scheduler="queue at its limit")
+    bound = host_pod("train", bound=True, limits={"nvidia.com/gpu": "1"})
+    fraction = host_pod("infer", bound=False, fraction="0.5")
+    assert pod_signature_for_view(waiting) != pod_signature_for_view(bound)
+    assert pod_signature_for_view(fraction) is not None
+    relabelled = {**bound, "metadata": {**bound["metadata"], "labels": {"x": "y"}}}
+    assert pod_signature_for_view(relabelled) == pod_signature_for_view(bound)
+    cpu_only = host_pod("web", bound=True, limits={"cpu": "1"})
+    host_only = {**bound, "metadata": {"name": "not-synced", "annotations": {}}}
+    assert pod_signature_for_view(cpu_only) is None and pod_signature_for_view(host_only) is None
+
+
+def test_the_status_signature_moves_with_usage_and_isolation_only():
+    from gputenant.render.tenant_view import status_signature_for_view
+
+    status = {"usage": {"gpusHeld": 1}, "conditions": [
+        {"type": "IsolationVerified", "status": "True", "reason": "Attested", "message": "ok"},
+        {"type": "Ready", "status": "True", "reason": "Ready", "message": ""}]}
+    ready_changed = {**status, "conditions": [status["conditions"][0], {**status["conditions"][1], "status": "False"}]}
+    assert status_signature_for_view(ready_changed) == status_signature_for_view(status)
+    assert status_signature_for_view({**status, "usage": {"gpusHeld": 2}}) != status_signature_for_view(status)
+    unverified = {**status, "conditions": [{**status["conditions"][0], "status": "False"}]}
+    assert status_signature_for_view(unverified) != status_signature_for_view(status)

@@ -28,7 +28,17 @@ class OperatorSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="forbid", frozen=True)
 
     config: Path | None = Field(None, description="operator configuration YAML (else built-in defaults)")
-    resync_seconds: float = Field(60.0, gt=0, description="seconds between drift checks of every tenant")
+    resync_seconds: float = Field(
+        36000.0, gt=0, description="seconds between safety-net resyncs of every tenant (drift is repaired on the "
+        "change while the owned kinds are watched)")
+    watch_owned: bool = Field(
+        True, description="watch the kinds the operator writes for tenants and repair another hand's change at once "
+        "(cluster-wide list and watch on them); false: drift waits for the resync")
+    watch_owned_secrets: bool = Field(
+        True, description="with watch_owned, watch the owned Secrets too (cluster-wide list and watch on Secrets)")
+    loop_seconds: float | None = Field(
+        None, gt=0, description="seconds between rounds of the usage, pools and attestation loops and before a "
+        "failed loop or watch starts again (else the resync period, at most 60)")
     deletion_retry_seconds: float = Field(300.0, gt=0, description="seconds between retries of a blocked offboarding")
     helm_concurrency: int | None = Field(
         None, ge=1, description="helm processes at once, across all tenants (else twice the cores)")
@@ -69,9 +79,13 @@ def environment_help() -> str:
     """Every variable with its meaning and default, for `gputenant run --help`."""
     lines = ["environment (a flag wins over its variable):"]
     for name, field in OperatorSettings.model_fields.items():
-        default = "" if field.default is None else f" (default {field.default:g})"
+        default = "" if field.default is None else f" (default {_shown(field.default)})"
         lines.append(f"  {env_name(name):<40} {field.description}{default}")
     return "\n".join(lines)
+
+
+def _shown(default: object) -> str:
+    return str(default).lower() if isinstance(default, bool) else f"{default:g}"
 
 
 def settings_problems(error: ValidationError, flags: dict[str, str]) -> str:

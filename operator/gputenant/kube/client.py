@@ -17,6 +17,7 @@ import json
 import os
 import ssl
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -192,11 +193,11 @@ class KubeClient:
 
     # -- transport ------------------------------------------------------------------------------
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
+    def _headers(self, content_type: str | None, accept: str = "application/json") -> dict[str, str]:
         c = self._configuration
         if c.refresh_api_key_hook is not None:
             c.refresh_api_key_hook(c)
-        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+        headers = {"Accept": accept, "User-Agent": self.user_agent}
         token = c.get_api_key_with_prefix("authorization") or c.get_api_key_with_prefix("BearerToken")
         if token:
             headers["Authorization"] = token
@@ -205,12 +206,32 @@ class KubeClient:
         return headers
 
     async def request(self, method: str, path: str, *, params: dict | None = None,
-                      body: Any = None, content_type: str | None = None) -> Any:
+                      body: Any = None, content_type: str | None = None, accept: str = "application/json") -> Any:
         """Send one request; the decoded JSON answer, or ApiError (status 0: no answer)."""
-        return (await self._exchange(method, path, params=params, body=body, content_type=content_type))[1]
+        return (await self._exchange(method, path, params=params, body=body, content_type=content_type,
+                                     accept=accept))[1]
+
+    async def stream_lines(self, path: str, params: dict, accept: str, read_seconds: float) -> AsyncIterator[bytes]:
+        """A GET whose answer is read line by line as it arrives (a watch), for as long as the server
+        sends; ApiError when it refuses, or sends nothing for `read_seconds`."""
+        session = await self._get_session()
+        self.counters.by_method["WATCH"] += 1
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_seconds)
+        try:
+            async with session.get(path.lstrip("/"), params=params, timeout=timeout,
+                                   headers=self._headers(None, accept)) as response:
+                if response.status >= 400:
+                    raise _error(response.status, await response.text(), "WATCH", path)
+                async for line in response.content:
+                    yield line
+        except aiohttp.ClientError as error:
+            raise ApiError(0, "ConnectionFailed", str(error), "WATCH", path) from error
+        except TimeoutError as error:
+            raise ApiError(0, "Timeout", "the stream went silent", "WATCH", path) from error
 
     async def _exchange(self, method: str, path: str, *, params: dict | None = None,
-                        body: Any = None, content_type: str | None = None) -> tuple[int, Any]:
+                        body: Any = None, content_type: str | None = None,
+                        accept: str = "application/json") -> tuple[int, Any]:
         """`request`, with the HTTP status of the answer."""
         session = await self._get_session()
         self.counters.by_method[method] += 1
@@ -219,7 +240,7 @@ class KubeClient:
             content_type = "application/json"
         try:
             async with session.request(method, path.lstrip("/"), params=params, data=data,
-                                       headers=self._headers(content_type)) as response:
+                                       headers=self._headers(content_type, accept)) as response:
                 text = await response.text()
                 if response.status >= 400:
                     raise _error(response.status, text, method, path)

@@ -13,6 +13,7 @@ from gputenant.kubeconfigs.issue import (
     kubeconfig_secret,
     kubeconfig_secret_of,
     needs_rotation,
+    rotation_due,
     service_account_name,
     unanswered,
 )
@@ -47,6 +48,6 @@ __all__ = [
     "IssuedKubeconfig", "KubeconfigIssueError", "admin_kubeconfig", "binding_hash", "ca_of", "https_server",
     "in_virtual_cluster", "issue_kubeconfigs", "kubeconfig_secret_of", "oidc_kubeconfig", "oidc_owner_subjects", "oidc_owners_binding",
     "put_oidc_owners_binding",
-    "issue_reason", "kubeconfig_secret", "needs_rotation", "recorded_annotations", "server_of", "service_account_name",
+    "issue_reason", "kubeconfig_secret", "needs_rotation", "rotation_due", "recorded_annotations", "server_of", "service_account_name",
     "token_annotations", "token_lifetime", "token_of", "unanswered", "with_server",
 ]

@@ -58,12 +58,17 @@ def service_account_name(role: str) -> str:
     return f"gputenant-{role}"
 
 
+def rotation_due(expires_at: datetime, lifetime: timedelta) -> datetime:
+    """When a token expiring at `expires_at` falls due: once 80% of its lifetime has passed."""
+    return expires_at - lifetime * (1 - ROTATE_AFTER_FRACTION)
+
+
 def needs_rotation(expires_at: datetime | None, now: datetime, lifetime: timedelta) -> bool:
     """True once 80% of the token's lifetime has passed (or there is no expiry on record), so a
     new kubeconfig is in place well before the old one stops working."""
     if expires_at is None:
         return True
-    return now >= expires_at - lifetime * (1 - ROTATE_AFTER_FRACTION)
+    return now >= rotation_due(expires_at, lifetime)
 
 
 def kubeconfig_secret(tenant: str, role: str, namespace: str, issued: IssuedKubeconfig) -> dict:

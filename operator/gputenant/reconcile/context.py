@@ -42,6 +42,9 @@ class Outcome:
     helm_calls: int = 0
     skipped: list[str] = field(default_factory=list)
     """Object steps a look again left alone: in place on the same rendered objects at the last pass."""
+    due_after: float | None = None
+    """Seconds until something of the tenant falls due with no event to announce it (a kubeconfig
+    token to rotate, a wake to end): the pass to run then, however rare the resync."""
     control_plane_read_at: float | None = None
     """When (time.monotonic) the vCluster step sent its listing of the control plane's pods; None:
     it did not. A control-plane pod change seen before then is judged by this pass."""
@@ -165,6 +168,13 @@ class Pass:
         """`step` (its condition type) failed: run again after the backoff of its consecutive
         failures (5 s after the first)."""
         self.outcome.retry_after = backoff(self.services.memory.count_failure(self.uid, step) - 1)
+
+    def due(self, moment: datetime | None) -> None:
+        """Something falls due at `moment` (None: nothing known): run again then at the latest."""
+        if moment is None:
+            return
+        seconds = max(1.0, (moment - self.now).total_seconds())
+        self.outcome.due_after = min(seconds, self.outcome.due_after or seconds)
 
     def wait(self, seconds: float) -> None:
         """Look again after `seconds`: something normal is under way (not a failure)."""

@@ -87,6 +87,7 @@ def run_as(run: Pass, tenant: GpuTenant, request: str) -> tuple[GpuTenant, bool]
     """Record the wake in the pass's status; the tenant as the pass runs it (awake while a wake
     holds) and whether a wake request is what keeps it awake."""
     run.status.wake = next_wake(tenant.spec.sleep, request, run.status.wake, run.status.usage, run.now)
+    run.due(parse_rfc3339(run.status.wake.until) if run.status.wake and run.status.wake.until else None)
     if tenant.spec.sleep.asleep and woken(run.status.wake):
         return as_awake(tenant), True
     return tenant, False

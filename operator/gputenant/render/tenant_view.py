@@ -69,6 +69,30 @@ def _fraction(pod: dict) -> Fraction | None:
         return None
 
 
+def pod_signature_for_view(pod: dict) -> tuple | None:
+    """What of a host pod the view shows, to tell whether its change changes the view: None for a
+    pod the view never lists (not synced from a virtual cluster, or asking for no GPU by fraction or
+    by an ``nvidia.com/`` resource), else whether it is bound, its phase, its scheduling verdict and
+    whether it is going."""
+    metadata, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    if VIRTUAL_NAME_ANNOTATION not in (metadata.get("annotations") or {}):
+        return None
+    limits = [key for container in spec.get("containers") or []
+              for key in ((container.get("resources") or {}).get("limits") or {})]
+    if _fraction(pod) is None and not any(key.startswith("nvidia.com/") for key in limits):
+        return None
+    scheduled: dict = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+    return (bool(spec.get("nodeName")), status.get("phase"), scheduled.get("status"), scheduled.get("message"),
+            bool(metadata.get("deletionTimestamp")))
+
+
+def status_signature_for_view(status: dict) -> tuple:
+    """What of a tenant's status the view shows that only the usage and attestation loops write."""
+    isolation = _condition(status, reasons.ISOLATION_VERIFIED)
+    return (json.dumps(status.get("usage") or {}, sort_keys=True),
+            tuple(isolation.get(key) for key in ("status", "reason", "message")))
+
+
 def units_per_device(decision: Decision) -> dict[str, float]:
     """Queue units one device of each GPU resource counts: the queue's limit over the quota's
     ``requests.<resource>`` (1 for whole GPUs and replicas, the slice count for a MIG instance)."""

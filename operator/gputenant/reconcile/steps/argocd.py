@@ -17,6 +17,7 @@ from gputenant.kubeconfigs import (
     ca_of,
     issue_reason,
     recorded_annotations,
+    rotation_due,
     server_of,
     token_annotations,
     token_of,
@@ -24,6 +25,7 @@ from gputenant.kubeconfigs import (
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.ports import StepError
 from gputenant.reconcile.steps.kubeconfigs import live_secret
+from gputenant.timefmt import parse_rfc3339
 
 CONDITION = reasons.ARGOCD_READY
 KINDS: frozenset[str] = frozenset()
@@ -62,6 +64,8 @@ async def ensure(run: Pass) -> bool:
     secret["metadata"]["annotations"] = annotations
     await run.applier.ensure(secret)
     run.status.argocd = ArgoCDStatus(namespace=argocd.namespace, secret_name=name)
+    expires_at = parse_rfc3339(annotations.get(naming.KUBECONFIG_EXPIRES_ANNOTATION))
+    run.due(rotation_due(expires_at, run.plan.lifetime) if expires_at else None)
     if why and why != MISSING:
         run.rotated.append(object_key(secret))
     if why:

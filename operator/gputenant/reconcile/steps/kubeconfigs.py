@@ -22,11 +22,13 @@ from gputenant.kubeconfigs import (
     kubeconfig_secret_of,
     oidc_kubeconfig,
     oidc_owners_binding,
+    rotation_due,
     server_of,
     token_annotations,
 )
 from gputenant.reconcile.context import Pass
 from gputenant.reconcile.ownership import adopt
+from gputenant.timefmt import parse_rfc3339
 
 CONDITION = reasons.KUBECONFIG_READY
 KINDS: frozenset[str] = frozenset()
@@ -67,6 +69,9 @@ async def ensure(run: Pass) -> bool:
     oidc_secret = await ensure_oidc_kubeconfig(run, server)
     await remove_unwanted(run, {entry.secret_name for entry in entries} | ({oidc_secret} if oidc_secret else set()))
     run.status.kubeconfigs = entries
+    for entry in entries:
+        expires_at = parse_rfc3339(entry.expires_at)
+        run.due(rotation_due(expires_at, run.plan.lifetime) if expires_at else None)
     await bind_oidc_owners(run)
     # A first issue (or a deleted Secret's, which is drift) is told by Ready's Event or DriftRepaired;
     # a rotation, a revocation or a new server is told here.

@@ -1,0 +1,164 @@
+"""List and watch one kind's labelled objects as metadata only, as controller-runtime's metadata
+informers do: the API server sends `PartialObjectMetadata` (no spec, no data: a Secret's content
+never reaches the operator), filtered by a label selector on the server, so the operator holds a
+few hundred bytes per object it owns and nothing of anybody else's.
+
+A `Reflector` keeps, per object, what `Seen` summarises, and calls `changed(before, after)` for
+every change after its first listing (`after` None: deleted). A watch that ends is resumed from the
+last resourceVersion (bookmarks keep it recent); one the server answers 410 Gone is listed again and
+the difference reported, so no change is lost across a reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from gputenant.kube.client import KubeClient
+from gputenant.kube.errors import ApiError
+
+log = logging.getLogger(__name__)
+
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_ONE = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+"""What a reflector accepts: the objects' metadata only (no spec, no data)."""
+WATCH_SECONDS = 300
+"""How long one watch request stays open before the server ends it and the reflector resumes."""
+MAX_BACKOFF_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a reflector keeps of one object: who it belongs to and who wrote it last."""
+
+    namespace: str
+    name: str
+    resource_version: str
+    labels: tuple[tuple[str, str], ...]
+    last_writer: str
+    """The field manager of the newest entry of managedFields outside any subresource (status is a
+    controller's, not a change of the object); "" when there is none. Managers tied in the same
+    second are all named, comma-separated."""
+    writes: tuple[tuple[str, str, str], ...] = ()
+    """Per manager outside any subresource: (manager, time, a digest of the fields it owns). A field
+    another hand removes leaves no entry of its own: only the digest of its owner's fields moves."""
+
+    def label(self, key: str) -> str | None:
+        return dict(self.labels).get(key)
+
+
+def seen(metadata: dict) -> Seen:
+    """The summary of one object's metadata."""
+    entries = [entry for entry in metadata.get("managedFields") or [] if not entry.get("subresource")]
+    newest = max((entry.get("time") or "" for entry in entries), default="")
+    writers = sorted({entry.get("manager") or "" for entry in entries if (entry.get("time") or "") == newest})
+    return Seen(namespace=metadata.get("namespace") or "", name=metadata.get("name") or "",
+                resource_version=metadata.get("resourceVersion") or "",
+                labels=tuple(sorted((metadata.get("labels") or {}).items())),
+                last_writer=",".join(writers),
+                writes=tuple(sorted((entry.get("manager") or "", entry.get("time") or "", _digest(entry.get("fieldsV1")))
+                                    for entry in entries)))
+
+
+def _digest(fields: object) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+Changed = Callable[[Seen | None, Seen | None], None]
+
+
+async def list_metadata(client: KubeClient, api_version: str, kind: str, label_selector: str) -> tuple[list[dict], str]:
+    """The metadata of every object of a kind (all namespaces) matching `label_selector`, and the
+    list's resourceVersion to watch from."""
+    resource = await client.resource(api_version, kind)
+    answer = await client.request("GET", resource.path(None), params={"labelSelector": label_selector},
+                                  accept=METADATA_LIST)
+    return ([item.get("metadata") or {} for item in answer.get("items") or []],
+            (answer.get("metadata") or {}).get("resourceVersion") or "")
+
+
+async def watch_metadata(client: KubeClient, api_version: str, kind: str, label_selector: str,
+                         resource_version: str, seconds: int = WATCH_SECONDS) -> AsyncIterator[tuple[str, dict]]:
+    """(event type, object metadata) for each change after `resource_version`, bookmarks included,
+    until the server ends the watch after `seconds`; ApiError 410 when `resource_version` is too old
+    to resume from."""
+    resource = await client.resource(api_version, kind)
+    params = {"watch": "1", "labelSelector": label_selector, "resourceVersion": resource_version,
+              "allowWatchBookmarks": "true", "timeoutSeconds": str(seconds)}
+    async for line in client.stream_lines(resource.path(None), params, METADATA_ONE, seconds + 60):
+        if not line.strip():
+            continue
+        event = json.loads(line)
+        found = event.get("object") or {}
+        if event.get("type") == "ERROR":
+            raise ApiError(int(found.get("code") or 0), str(found.get("reason") or "Error"),
+                           str(found.get("message") or ""), "WATCH", resource.path(None))
+        yield str(event.get("type")), found.get("metadata") or {}
+
+
+class Reflector:
+    """The metadata of every `api_version`/`kind` object matching `label_selector`, kept current."""
+
+    def __init__(self, client: KubeClient, api_version: str, kind: str, label_selector: str, changed: Changed):
+        self.client = client
+        self.api_version = api_version
+        self.kind = kind
+        self.label_selector = label_selector
+        self.changed = changed
+        self.objects: dict[tuple[str, str], Seen] = {}
+        self.synced = asyncio.Event()
+        """Set once the first listing is held."""
+        self._resource_version = ""
+
+    async def run(self) -> None:
+        """List, then watch until cancelled; failures wait a growing backoff and list again."""
+        failures = 0
+        while True:
+            try:
+                if not self._resource_version:
+                    await self._list()
+                await self._watch()
+                failures = 0
+            except ApiError as error:
+                if error.status == 410:
+                    log.debug("%s watch: resourceVersion too old, listing again", self.kind)
+                    self._resource_version = ""
+                    continue
+                failures += 1
+                delay = min(MAX_BACKOFF_SECONDS, 0.5 * 2 ** min(failures, 6))
+                log.warning("%s watch failed (%s); listing again in %gs", self.kind, error, delay)
+                self._resource_version = ""
+                await asyncio.sleep(delay)
+
+    async def _list(self) -> None:
+        items, resource_version = await list_metadata(self.client, self.api_version, self.kind, self.label_selector)
+        listed = {(item.namespace, item.name): item for item in map(seen, items)}
+        before, self.objects = self.objects, listed
+        self._resource_version = resource_version
+        log.log(logging.DEBUG if self.synced.is_set() else logging.INFO, "watching %s %s (%d now) as metadata",
+                self.kind, self.label_selector, len(listed))
+        if self.synced.is_set():
+            for key in before.keys() | listed.keys():
+                if before.get(key) != listed.get(key):
+                    self.changed(before.get(key), listed.get(key))
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        async for event_type, metadata in watch_metadata(self.client, self.api_version, self.kind,
+                                                         self.label_selector, self._resource_version):
+            self._resource_version = metadata.get("resourceVersion") or self._resource_version
+            if event_type == "BOOKMARK":
+                continue
+            after = seen(metadata)
+            key = (after.namespace, after.name)
+            before = self.objects.get(key)
+            if event_type == "DELETED":
+                self.objects.pop(key, None)
+                self.changed(before, None)
+            else:
+                self.objects[key] = after
+                self.changed(before, after)
