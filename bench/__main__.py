@@ -31,6 +31,7 @@ from bench.scenarios import (
     SteadyResult,
     bench_plane,
     idle_memory,
+    measure_drift_repair,
     measure_quota_change,
     measure_resync,
     onboard_with_operator,
@@ -202,6 +203,8 @@ class Bench(BenchTables):
         self.steadies.append(steady)
         self.log(f"  -> {steady.tenants_resynced} tenants resynced, {steady.requests.writes} writes, "
                  f"{steady.helm.invocations} helm")
+        steady.drift_repair_seconds = measure_drift_repair(plane, tenant_name("bench-", 2))
+        self.log(f"  drift repair: {steady.drift_repair_seconds}")
         if not with_quota:
             return
         self.quota = measure_quota_change(plane, shim, tenant_name("bench-", 1))

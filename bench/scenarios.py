@@ -8,6 +8,7 @@ shim's log, /proc for the operator process, and the LIGHTWEIGHT vCluster stand-i
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shlex
@@ -83,6 +84,9 @@ class SteadyResult:
     cpu: CpuSeconds
     apiserver_cpu: float
     """CPU seconds of the host kube-apiserver in the window: the cost the operator's reads cause."""
+    drift_repair_seconds: dict[str, float | None] = field(default_factory=dict)
+    """After the window: seconds from another hand's change of an owned object to its repair, by
+    what was changed (None: not repaired within the bound)."""
 
 
 @dataclass
@@ -306,6 +310,48 @@ def measure_resync(plane: ControlPlane, operator: OperatorProcess, shim: HelmShi
     requests = tally_requests(plane.audit_events(audit_start), OPERATOR_USER)
     resynced = {selector for selector in requests.listed_selectors if selector.startswith("gputenant.io/tenant=")}
     return SteadyResult(count, window, len(resynced), requests, shim.tally(helm_start), cpu, apiserver)
+
+
+DRIFT_REPAIR_BOUND_SECONDS = 150.0
+
+
+def measure_drift_repair(plane: ControlPlane, tenant: str) -> dict[str, float | None]:
+    """Delete the tenant's NetworkPolicy, then edit its ResourceQuota, as another hand would; the
+    seconds until each is back as the operator renders it (polled every 0.1 s)."""
+    namespace = f"tenant-{tenant}"
+    selector = f"gputenant.io/tenant={tenant}"
+
+    def first(kind: str) -> dict:
+        items = json.loads(plane.kubectl("get", kind, "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
+        return items[0]
+
+    def timed(changed, repaired) -> float | None:
+        changed()
+        started = time.monotonic()
+        try:
+            wait_until(repaired, DRIFT_REPAIR_BOUND_SECONDS, "the repair", interval=0.1)
+        except TimeoutError:
+            return None
+        return time.monotonic() - started
+
+    policy = first("networkpolicy")
+    name, uid = policy["metadata"]["name"], policy["metadata"]["uid"]
+
+    def policy_back() -> bool:
+        found = plane.kubectl("get", "networkpolicy", name, "-n", namespace, "-o", "json", check=False)
+        return found.returncode == 0 and json.loads(found.stdout)["metadata"]["uid"] != uid
+    deleted = timed(lambda: plane.kubectl("delete", "networkpolicy", name, "-n", namespace), policy_back)
+    quota = first("resourcequota")
+    hard = quota["spec"]["hard"]
+    key = sorted(hard)[0]
+
+    def quota_back() -> bool:
+        found = plane.kubectl("get", "resourcequota", quota["metadata"]["name"], "-n", namespace, "-o", "json")
+        return json.loads(found.stdout)["spec"]["hard"].get(key) == hard[key]
+    edited = timed(lambda: plane.kubectl("patch", "resourcequota", quota["metadata"]["name"], "-n", namespace,
+                                         "--type=merge", "-p", json.dumps({"spec": {"hard": {key: "12345"}}})),
+                   quota_back)
+    return {"NetworkPolicy deleted": deleted, f"ResourceQuota {key} edited": edited}
 
 
 def measure_quota_change(plane: ControlPlane, shim: HelmShim, tenant: str, timeout: float = 120) -> QuotaChangeResult:

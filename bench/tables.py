@@ -137,6 +137,13 @@ class BenchTables:
         reads = ", ".join(f"{verb} {n}" for verb, n in sorted(steady.requests.by_verb.items()))
         print(f"\nUnchanged resync at N={steady.tenants}, requests by verb: {reads}; per tenant visited: "
               f"{steady.requests.total / max(1, steady.tenants_resynced):.1f}.")
+        for s in sorted(self.steadies, key=lambda s: s.tenants):
+            if s.drift_repair_seconds:
+                repairs = "; ".join(f"{what}: " + (f"{seconds:.1f} s" if seconds is not None else
+                                                   "not repaired within the bound")
+                                    for what, seconds in s.drift_repair_seconds.items())
+                print(f"Drift repair at N={s.tenants}, after the window (another hand's change to the object "
+                      f"back as rendered): {repairs}.")
         if quota:
             print(f"Quota change: Ready at the new generation after {quota.seconds_to_ready:.1f} s; writes by "
                   f"namespace: {quota.write_namespaces or '-'} (the window also holds other tenants' timers).\n")
