@@ -31,7 +31,7 @@ def register(registry: kopf.OperatorRegistry, cell: Cell) -> None:
     async def view_pod_changed(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kwargs) -> None:
         """A GPU pod of a tenant started, was bound, waits for another reason or went."""
         signature = None if event.get("type") == "DELETED" else pod_signature_for_view(dict(body))
-        if _changed(memo, "view_pod", signature, event):
+        if _changed(memo, "view_pod", signature, event, first_sighting_counts=True):
             tenant = naming.tenant_of_namespace(body.get("metadata", {}).get("namespace") or "", cell.config)
             if tenant is not None:
                 cell.with_indexes(kwargs).view_changed(tenant)
@@ -39,13 +39,20 @@ def register(registry: kopf.OperatorRegistry, cell: Cell) -> None:
     @kopf.on.event(GROUP, VERSION, PLURAL, id="view_status_changed", registry=registry)
     async def view_status_changed(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kwargs) -> None:
         """The usage or attestation loop wrote the tenant's usage or IsolationVerified."""
-        if _changed(memo, "view_status", status_signature_for_view(body.get("status") or {}), event):
+        if _changed(memo, "view_status", status_signature_for_view(body.get("status") or {}), event,
+                    first_sighting_counts=False):
             cell.with_indexes(kwargs).view_changed(body["metadata"]["name"])
 
 
-def _changed(memo: kopf.Memo, key: str, signature: object, event: kopf.RawEvent) -> bool:
-    """Whether the object's `signature` moved since the last event (kopf keeps `memo` per object);
-    the first listing (event type None) only records it."""
+def _changed(memo: kopf.Memo, key: str, signature: object, event: kopf.RawEvent, *,
+             first_sighting_counts: bool) -> bool:
+    """Whether the object's `signature` moved since the last event (kopf keeps `memo` per object).
+    The first listing (event type None) only records it; so does an object's first event when
+    `first_sighting_counts` is false: a new tenant's own pass writes its first view, and a look
+    again queued ahead of it (FINISH goes before CHANGE) would onboard it out of turn."""
+    seen = key in memo
     previous = memo.get(key)
     memo[key] = signature
-    return event.get("type") is not None and signature != previous
+    if event.get("type") is None or (not seen and not first_sighting_counts):
+        return False
+    return signature != previous
