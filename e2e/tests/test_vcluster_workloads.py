@@ -42,6 +42,9 @@ from kubeplane.virtual_cluster import (
 pytestmark = pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(),
                                 reason=f"{REAL_VCLUSTER_CHART} is missing")
 
+OPERATOR_RESYNC_SECONDS = 36000
+"""The production safety net (ten hours): the view follows the tenant's GPU pods through the
+operator's watches (`view_watch.py`), not through a resync."""
 READY_TIMEOUT_SECONDS = 480
 """A real virtual control plane on a 2-core machine shared with other work (test_vcluster_real_operator.py)."""
 FLOW_TIMEOUT_SECONDS = 180

@@ -24,10 +24,16 @@ PODS = ("v1", "pods")
 def register(registry: kopf.OperatorRegistry, cell: Cell) -> None:
     """The two watches of what a tenant's view shows, into the cell's registry."""
 
-    def in_a_host_namespace(namespace: str | None, **_) -> bool:
-        return naming.tenant_of_namespace(namespace or "", cell.config) is not None
+    def a_gpu_pod_of_a_tenant(namespace: str | None, body: kopf.Body, memo: kopf.Memo, **_) -> bool:
+        """kopf runs (and logs) the handler only for these: a pod the view lists, or listed before."""
+        return naming.tenant_of_namespace(namespace or "", cell.config) is not None and (
+            "view_pod" in memo or pod_signature_for_view(dict(body)) is not None)
 
-    @kopf.on.event(*PODS, id="view_pod_changed", when=in_a_host_namespace, registry=registry)
+    def status_moved(body: kopf.Body, memo: kopf.Memo, **_) -> bool:
+        """... and for a tenant only when what the view shows of its status moved (or is unknown)."""
+        return status_signature_for_view(body.get("status") or {}) != memo.get("view_status")
+
+    @kopf.on.event(*PODS, id="view_pod_changed", when=a_gpu_pod_of_a_tenant, registry=registry)
     async def view_pod_changed(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kwargs) -> None:
         """A GPU pod of a tenant started, was bound, waits for another reason or went."""
         signature = None if event.get("type") == "DELETED" else pod_signature_for_view(dict(body))
@@ -36,7 +42,7 @@ def register(registry: kopf.OperatorRegistry, cell: Cell) -> None:
             if tenant is not None:
                 cell.with_indexes(kwargs).view_changed(tenant)
 
-    @kopf.on.event(GROUP, VERSION, PLURAL, id="view_status_changed", registry=registry)
+    @kopf.on.event(GROUP, VERSION, PLURAL, id="view_status_changed", when=status_moved, registry=registry)
     async def view_status_changed(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kwargs) -> None:
         """The usage or attestation loop wrote the tenant's usage or IsolationVerified."""
         if _changed(memo, "view_status", status_signature_for_view(body.get("status") or {}), event,
