@@ -29,6 +29,9 @@ METADATA_ONE = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 WATCH_SECONDS = 300
 """How long one watch request stays open before the server ends it and the reflector resumes."""
 MAX_BACKOFF_SECONDS = 30.0
+TRANSIENT_FAILURES_QUIET = 3
+"""Transient failures in a row logged at INFO (an API server still starting answers 429); a refusal
+(403: RBAC lacks the rule; 404: the kind is not served) is a warning at once."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,8 @@ class Reflector:
                     continue
                 failures += 1
                 delay = min(MAX_BACKOFF_SECONDS, 0.5 * 2 ** min(failures, 6))
-                log.warning("%s watch failed (%s); listing again in %gs", self.kind, error, delay)
+                level = logging.INFO if error.transient and failures <= TRANSIENT_FAILURES_QUIET else logging.WARNING
+                log.log(level, "%s watch failed (%s); listing again in %gs", self.kind, error, delay)
                 self._resource_version = ""
                 await asyncio.sleep(delay)
 
