@@ -112,3 +112,12 @@ def test_a_step_counts_as_converged_only_on_the_digest_it_ended_in_place_on():
     memory.note_step("uid-1", "RBACReady", "digest-c")
     memory.forget("uid-1")
     assert not memory.converged("uid-1", "RBACReady", "digest-c")
+
+
+def test_the_operators_access_is_confirmed_once_per_tenant_and_forgotten_with_it():
+    memory = TenantMemory()
+    assert not memory.access_confirmed("uid-1")
+    memory.confirm_access("uid-1")
+    assert memory.access_confirmed("uid-1") and not memory.access_confirmed("uid-2")
+    memory.forget("uid-1")
+    assert not memory.access_confirmed("uid-1")

@@ -47,6 +47,7 @@ class TenantMemory:
         self._uid_of: dict[str, str] = {}
         self._written_version: dict[str, str] = {}
         self._ownership_settled: set[str] = set()
+        self._access_confirmed: set[str] = set()
 
     def helm_stop(self, uid: str, attempt: HelmAttempt) -> HelmStop | None:
         """The failure that holds Helm back for exactly this attempt, or None (then run Helm)."""
@@ -110,6 +111,14 @@ class TenantMemory:
     def settle_ownership(self, uid: str) -> None:
         self._ownership_settled.add(uid)
 
+    def access_confirmed(self, uid: str) -> bool:
+        """Whether a pass of this process saw the API server apply the operator's RoleBinding in the
+        tenant's host namespace (`steps.namespace.wait_until_granted`)."""
+        return uid in self._access_confirmed
+
+    def confirm_access(self, uid: str) -> None:
+        self._access_confirmed.add(uid)
+
     def knows(self, name: str, uid: str) -> bool:
         """Whether a pass of this process ran for the tenant `name` with `uid`."""
         return bool(uid) and self._uid_of.get(name) == uid
@@ -121,6 +130,7 @@ class TenantMemory:
         self._converged.pop(uid, None)
         self._written_version.pop(uid, None)
         self._ownership_settled.discard(uid)
+        self._access_confirmed.discard(uid)
         for name in [name for name, known in self._uid_of.items() if known == uid]:
             del self._uid_of[name]
 

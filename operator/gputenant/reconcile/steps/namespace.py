@@ -53,7 +53,10 @@ def operator_access_binding(config: OperatorConfig, host_namespace: str) -> dict
 
 async def ensure_operator_access(run: Pass) -> None:
     """Read with GET: a namespaced LIST needs the very rights this binding grants. Not read in a
-    namespace this pass created: it cannot be there yet."""
+    namespace this pass created: it cannot be there yet. Once per tenant and process the binding is
+    also seen in force, even when it was there already: a pass that wrote it and failed before the
+    API server applied it (a transient error, under load) left the next pass to write in that
+    namespace refused (a 403 seen once in CI, QuotaReady on a brand-new tenant)."""
     binding = operator_access_binding(run.config, run.host_namespace)
     if binding is None:
         return
@@ -61,10 +64,14 @@ async def ensure_operator_access(run: Pass) -> None:
     metadata = binding["metadata"]
     live = None if run.snapshot.created(metadata["namespace"]) else \
         await run.client.get(binding["apiVersion"], binding["kind"], metadata["name"], metadata["namespace"])
+    memory = run.services.memory
     if not holds(binding, live):
         await run.client.apply(binding)
         run.applier.result.applied.append(object_key(binding))
-        await wait_until_granted(run)
+    elif memory.access_confirmed(run.uid):
+        return
+    await wait_until_granted(run)
+    memory.confirm_access(run.uid)
 
 
 ACCESS_WAIT_SECONDS = 10.0
