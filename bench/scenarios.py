@@ -166,9 +166,11 @@ def start_operator(plane: ControlPlane, workdir: Path, source: Source, shim: Hel
                    resync_seconds: float, timeout: float = 60) -> OperatorProcess:
     """`gputenant run` of the frozen `source` as its own identity (so the audit log tells its
     requests apart), its helm going through the counting shim, with the production deletion retry;
-    returned once its liveness endpoint answers."""
+    returned once its liveness endpoint answers. The source's package goes first on the import path,
+    before whatever this process's PYTHONPATH holds (bench.memory_profile's tracemalloc hooks)."""
     return OperatorProcess(plane, operator_config(workdir, source.root), workdir / "operator.log",
-                           env=source.env({"GPUTENANT_TOOLS_DIR": str(shim.tools_dir)}),
+                           env=source.env({"GPUTENANT_TOOLS_DIR": str(shim.tools_dir),
+                                           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}),
                            resync_seconds=resync_seconds, deletion_retry_seconds=None, user=OPERATOR_USER,
                            command=source.gputenant(), cwd=source.root, liveness=True).start().wait_serving(timeout)
 
