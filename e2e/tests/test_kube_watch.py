@@ -32,7 +32,8 @@ def test_a_labelled_secret_is_seen_as_metadata_with_its_last_writer_and_its_dele
     async def scenario() -> tuple[dict, list[tuple[Seen | None, Seen | None]], list[bytes]]:
         changes: list[tuple[Seen | None, Seen | None]] = []
         async with KubeClient.from_kubeconfig(str(plane.kubeconfig_path), "gpu-tenant-operator") as client:
-            reflector = Reflector(client, "v1", "Secret", LABEL, lambda before, after: changes.append((before, after)))
+            reflector = Reflector(client, "v1", "Secret", LABEL, lambda before, after: changes.append((before, after)),
+                                  owner_label=LABEL)
             task = asyncio.create_task(reflector.run())
             await asyncio.wait_for(reflector.synced.wait(), 30)
             listed = dict(reflector.objects)
@@ -59,7 +60,7 @@ def test_a_labelled_secret_is_seen_as_metadata_with_its_last_writer_and_its_dele
     assert ours == [(None, "after"), ("after", "after"), ("before", None)], ours
     created, labelled = changes[0][1], changes[1][1]
     assert created is not None and labelled is not None
-    assert created.last_writer == "kubectl"
+    assert created.last_writer == "kubectl" and created.owner == "team-a"
     # managedFields times have whole seconds: a label in the same second as the create ties with it
     assert "kubectl-label" in labelled.last_writer.split(",")
     assert labelled.resource_version != created.resource_version

@@ -4,10 +4,12 @@ loops, the tenants' work queue, and kopf's bookkeeping kept in the process. Noth
 process environment for its cluster: two cells in one process drive two host clusters
 (`handlers.register` wires one into its own kopf registry; e2e/tests/test_two_cells.py).
 
-A pass of a tenant runs only from the cell's work queue (`gputenant.work_queue`): kopf's handlers,
-the drift timer and the control-plane watch add the tenant's name; the queue's worker reads the
-tenant once (`Reconciler.current`), runs the pipeline and requeues it once when the pass asks to
-(a wait: a look again; a failure: a full pass after its backoff)."""
+A pass of a tenant runs only from the cell's work queue (`gputenant.work_queue`): kopf's handlers
+and the watches add the tenant's name; the queue's worker reads the tenant once
+(`Reconciler.current`), runs the pipeline and requeues it once: a wait, a look again; a failure, a
+full pass after its backoff; else its resync, when something falls due or a period after its last
+resync, whichever is first. The resync is that requeue, not a kopf timer: a timer is a task per
+tenant holding the tenant's whole body in kopf's memory."""
 
 from __future__ import annotations
 
@@ -92,9 +94,12 @@ class Cell:
     """When a waiting tenant is looked at again, and whether a control-plane change is news."""
     queue: TenantQueue = field(init=False)
     """The tenants' work queue: every pass runs from it."""
+    resync_at: dict[str, float] = field(default_factory=dict)
+    """When each tenant's next resync is due (`time.monotonic`), a period after its last."""
 
     def __post_init__(self) -> None:
-        self.queue = TenantQueue(self.run_pass, self.reconcile_workers)
+        self.queue = TenantQueue(self.run_pass, self.reconcile_workers,
+                                 failed_again=Requeue(self.resync_seconds, Urgency.DRIFT))
 
     def with_indexes(self, handler_kwargs: dict) -> Cell:
         """The cell, with the indexes kopf passed a handler handed over to its passes first
@@ -104,7 +109,7 @@ class Cell:
 
     def enqueue(self, name: str, urgency: Urgency) -> None:
         """A pass of tenant `name`: CHANGE for a new tenant, a spec change, an annotation or a restart;
-        DRIFT for the timer; FINISH for a look again."""
+        DRIFT for a resync; FINISH for a look again."""
         self.queue.add(name, urgency)
 
     def serves(self, name: str) -> bool:
@@ -133,12 +138,16 @@ class Cell:
     async def run_pass(self, name: str, urgency: Urgency) -> Requeue | None:
         """The queue's pass of tenant `name`: the tenant as it is now, reconciled (a FINISH pass as
         a look again, which leaves converged object steps alone); what to do next: a retry, a look
-        again, or a pass when something falls due (a token to rotate, a wake to end), in that order.
-        Nothing when it is gone or being deleted."""
+        again, or the next resync (`resync_after`), in that order. Nothing when it is gone or being
+        deleted."""
         body = await self.reconciler.current(name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             self.rechecks.forget(name)
+            self.resync_at.pop(name, None)
             return None
+        now = time.monotonic()
+        if urgency is Urgency.DRIFT or name not in self.resync_at:
+            self.resync_at[name] = now + self.resync_seconds
         outcome = await self.reconciler.reconcile(body, recheck=self.looks_again(urgency), current=True)
         self.rechecks.judged(name, outcome)
         if outcome.retry_after is not None:
@@ -146,7 +155,14 @@ class Cell:
         delay = self.rechecks.follow(name, outcome.wait_after)
         if delay is not None:
             return Requeue(delay, Urgency.FINISH)
-        return Requeue(outcome.due_after, Urgency.DRIFT) if outcome.due_after is not None else None
+        return Requeue(self.resync_after(name, outcome.due_after), Urgency.DRIFT)
+
+    def resync_after(self, name: str, due_after: float | None) -> float:
+        """Seconds until the tenant's next DRIFT pass: when something falls due (a token to rotate, a
+        wake to end), or its resync, whichever is first. A pass at another urgency (a change, a look
+        again) does not push the resync back."""
+        until_resync = self.resync_at.get(name, time.monotonic() + self.resync_seconds) - time.monotonic()
+        return max(0.0, min(until_resync, due_after if due_after is not None else until_resync))
 
     def looks_again(self, urgency: Urgency) -> bool:
         """Whether a pass at `urgency` leaves alone the object steps that converged in this process
@@ -169,6 +185,7 @@ class Cell:
         """Drop everything the cell keeps for a tenant that is gone, in one place."""
         self.queue.forget(name)
         self.rechecks.forget(name)
+        self.resync_at.pop(name, None)
         if uid:
             self.reconciler.forget(uid)
             self.diffbase.forget(uid)

@@ -1,5 +1,5 @@
-"""kopf wiring of one cell: one idempotent pipeline for create/resume/update, a drift timer,
-deletion, the indexes and the control-plane watch; the admission guard and the GPU pools loop when
+"""kopf wiring of one cell: one idempotent pipeline for create/resume/update (its resync is the work
+queue's timed requeue, `Cell.run_pass`), deletion, the indexes and the control-plane watch; the admission guard and the GPU pools loop when
 ``gputenant run`` asks for them.
 
 ``gputenant run`` builds the cell (`prepare`) and registers it into a kopf registry of its own
@@ -122,7 +122,7 @@ process: a pod review is waited on by a user, a tenant's onboarding is not."""
 
 def register(registry: kopf.OperatorRegistry, rt: Cell) -> None:
     """Every handler of the cell `rt` into `registry`: login with the cell's client, start-up and
-    clean-up, the probes, the pipeline's handlers, the drift timer, deletion, the indexes, the
+    clean-up, the probes, the pipeline's handlers, deletion, the indexes, the
     control-plane watch, the watches of what a tenant's view shows and the gang PodGroups."""
     from gputenant import control_plane_watch, indexes, view_watch
 
@@ -189,14 +189,6 @@ def _register_tenant_handlers(registry: kopf.OperatorRegistry, rt: Cell) -> None
     async def reconcile(body: kopf.Body, **kwargs) -> None:
         """A new tenant, a spec change, an annotation or a restart: its pass is queued."""
         rt.with_indexes(kwargs).enqueue(body["metadata"]["name"], Urgency.CHANGE)
-
-    @kopf.timer(*RESOURCE, id="resync", interval=rt.resync_seconds, initial_delay=rt.resync_seconds, idle=5,
-                registry=registry)
-    async def resync(body: kopf.Body, **kwargs) -> None:
-        """Drift check and kubeconfig rotation: the same pipeline, queued at the lowest urgency (a
-        pass already queued or running for the tenant takes it in); writes only what drifted. First
-        a period after the tenant is seen: its first pass has just run the whole pipeline."""
-        rt.with_indexes(kwargs).enqueue(body["metadata"]["name"], Urgency.DRIFT)
 
     @kopf.on.delete(*RESOURCE, id="delete", registry=registry)
     async def delete(body: kopf.Body, **_) -> None:

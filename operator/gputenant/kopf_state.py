@@ -11,7 +11,7 @@ starts its retries from the first.
 
 kopf's annotation storages also drop every annotation under their prefix from what they compare,
 which hid the operator's own ``gputenant.io/rotate-kubeconfigs`` and ``gputenant.io/retry`` from
-kopf's field handlers: a rotation waited for the resync timer. These storages compare them.
+kopf's field handlers: a rotation waited for the resync. These storages compare them.
 
 The one write that stays is kopf's wake-up after a delayed retry (`ProcessProgress.touch`): one
 annotation changed, which brings the tenant back through the watch when its delay is over.

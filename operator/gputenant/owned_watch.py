@@ -2,7 +2,7 @@
 (`reconcile.drift.OWNED_KINDS`) watched cluster-wide as metadata only and selected by the tenant
 label on the server (`kube.watch.Reflector`: no spec, no Secret data), and a change by any other
 hand enqueues the owning tenant on the cell's work queue. A deleted NetworkPolicy or an edited Role
-is repaired within seconds; the resync timer is the safety net for what a watch could miss, every
+is repaired within seconds; the resync is the safety net for what a watch could miss, every
 few hours (`gputenant run --resync-seconds`).
 
 Started by the cell's startup handler under its loop supervisor (a watch that fails is started
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from gputenant import naming
 from gputenant.cell import Cell
 from gputenant.kube.watch import Changed, Reflector, Seen
 from gputenant.reconcile.drift import OWNED_KINDS, SELECTOR, drifted_tenant
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 def owned_reflectors(cell: Cell) -> list[Reflector]:
     """One reflector per owned kind (Secrets only with `watch_owned_secrets`), each enqueueing the
     tenant of what another hand changed."""
-    return [Reflector(cell.client, api_version, kind, SELECTOR, changed_by(cell, kind))
+    return [Reflector(cell.client, api_version, kind, SELECTOR, changed_by(cell, kind), owner_label=naming.TENANT_LABEL)
             for api_version, kind in OWNED_KINDS if kind != "Secret" or cell.watch_owned_secrets]
 
 

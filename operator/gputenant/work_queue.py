@@ -1,5 +1,5 @@
 """The one work queue of a cell's tenants, in the shape of controller-runtime's: kopf's handlers, the
-drift timer and the control-plane watch only add a tenant's name with an urgency; a fixed number of
+watches and the passes themselves only add a tenant's name with an urgency; a fixed number of
 workers (`gputenant run --reconcile-concurrency`) run the passes.
 
 - **Deduplicated**: a name is queued at most once. Adding it again keeps the more urgent of the two
@@ -11,8 +11,10 @@ workers (`gputenant run --reconcile-concurrency`) run the passes.
   So a ready name is taken by how close its pass brings a tenant to working:
   ``FINISH`` (a look again at a tenant whose objects exist, waiting for its control plane), then
   ``CHANGE`` (a new tenant, a spec change, an annotation, a restart, a retry after a failure), then
-  ``DRIFT`` (the timer's pass, which only repairs what drifted).
-- **One requeue**: a pass returns at most one `Requeue` (after a wait or a failure's backoff).
+  ``DRIFT`` (the resync's pass, which only repairs what drifted).
+- **One requeue**: a pass returns at most one `Requeue` (after a wait, a failure's backoff, or the
+  resync period: the resync is a timed requeue, as controller-runtime's ``RequeueAfter``, not a
+  timer task per tenant). A pass that fails unexpectedly is queued again after `failed_again`.
 - **Exclusive**: deletion takes a name out of the queue and waits for its pass in flight
   (`exclusive`), so offboarding never runs beside a pass of the same tenant.
 """
@@ -62,11 +64,12 @@ Process = Callable[[str, Urgency], Coroutine[Any, Any, Requeue | None]]
 class TenantQueue:
     """Names waiting for a pass, and `workers` tasks running `process(name, urgency)` for them."""
 
-    def __init__(self, process: Process, workers: int):
+    def __init__(self, process: Process, workers: int, failed_again: Requeue | None = None):
         if workers < 1:
             raise ValueError(f"reconcile workers must be at least 1, not {workers}")
         self.process = process
         self.workers = workers
+        self.failed_again = failed_again
         self._entries: dict[str, _Entry] = {}
         self._ready: list[tuple[Urgency, int, str]] = []
         self._delayed: list[tuple[float, int, str]] = []
@@ -182,6 +185,7 @@ class TenantQueue:
                 raise
             except Exception:  # a pass that fails unexpectedly must not end the operator
                 log.exception("tenant %s: the pass failed; the next event or resync runs it again", name)
+                requeue = self.failed_again
             finally:
                 self._in_flight.pop(name, None)
             self._after_pass(name, requeue)

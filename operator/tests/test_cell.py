@@ -1,7 +1,8 @@
 """How a Cell runs a tenant's passes from its work queue: each pass reads the tenant once, a FINISH
 pass is a look again, a wait is looked at again and a failure retried as a full pass after its
-backoff, a control-plane change is looked at only when no pass judged it, deletion waits for the
-pass in flight, and stopping cancels what runs. A pass starts from the operator's tenant index
+backoff, every other pass asks for the tenant's next resync (a period after its last, however many
+passes ran between), a control-plane change is looked at only when no pass judged it, deletion
+waits for the pass in flight, and stopping cancels what runs. A pass starts from the operator's tenant index
 until a pass of this process ran, then only at the version its last status write made."""
 
 from __future__ import annotations
@@ -45,9 +46,14 @@ class HeldPasses:
         return self.outcomes.pop(0) if self.outcomes else Outcome()
 
 
-def cell(passes: HeldPasses, workers: int = 8) -> Cell:
+def cell(passes: HeldPasses, workers: int = 8, resync_seconds: float = 60) -> Cell:
     return Cell(config=CONFIG, client=None, reconciler=passes,  # type: ignore[arg-type]
-                resync_seconds=60, deletion_retry_seconds=10, reconcile_workers=workers)
+                resync_seconds=resync_seconds, deletion_retry_seconds=10, reconcile_workers=workers)
+
+
+def rounded(requeue: Requeue | None) -> Requeue | None:
+    """A requeue with its delay to a tenth of a second (the resync's is measured from the clock)."""
+    return None if requeue is None else Requeue(round(requeue.after, 1), requeue.urgency)
 
 
 def tenant(name: str) -> dict:
@@ -66,7 +72,7 @@ def test_a_finish_pass_is_a_look_again_a_change_a_full_pass_and_a_resync_a_look_
         rt = cell(passes)
         rt.watch_owned = watch_owned
         for name, urgency in (("team-a", Urgency.FINISH), ("team-b", Urgency.CHANGE), ("team-c", Urgency.DRIFT)):
-            assert await rt.run_pass(name, urgency) is None
+            await rt.run_pass(name, urgency)
         return passes.passes
     assert asyncio.run(scenario(True)) == ["look again team-a", "team-b", "look again team-c"]
     assert asyncio.run(scenario(False)) == ["look again team-a", "team-b", "team-c"]
@@ -77,8 +83,9 @@ def test_a_wait_is_looked_at_again_and_a_failure_retried_as_a_full_pass():
         passes = HeldPasses(Outcome(wait_after=2.0), Outcome(retry_after=8.0), Outcome())
         passes.release.set()
         rt = cell(passes)
-        return [await rt.run_pass("team-a", Urgency.CHANGE) for _ in range(3)]
-    assert asyncio.run(scenario()) == [Requeue(2.0, Urgency.FINISH), Requeue(8.0, Urgency.CHANGE), None]
+        return [rounded(await rt.run_pass("team-a", Urgency.CHANGE)) for _ in range(3)]
+    assert asyncio.run(scenario()) == [Requeue(2.0, Urgency.FINISH), Requeue(8.0, Urgency.CHANGE),
+                                       Requeue(60.0, Urgency.DRIFT)]
 
 
 def test_something_falling_due_is_a_pass_then_after_a_retry_and_a_look_again_first():
@@ -88,10 +95,49 @@ def test_something_falling_due_is_a_pass_then_after_a_retry_and_a_look_again_fir
         passes = HeldPasses(Outcome(due_after=3600.0), Outcome(retry_after=8.0, due_after=3600.0),
                             Outcome(wait_after=2.0, due_after=3600.0))
         passes.release.set()
-        rt = cell(passes)
-        return [await rt.run_pass("team-a", Urgency.CHANGE) for _ in range(3)]
+        rt = cell(passes, resync_seconds=36000)
+        return [rounded(await rt.run_pass("team-a", Urgency.CHANGE)) for _ in range(3)]
     assert asyncio.run(scenario()) == [Requeue(3600.0, Urgency.DRIFT), Requeue(8.0, Urgency.CHANGE),
                                        Requeue(2.0, Urgency.FINISH)]
+
+
+def test_the_resync_is_due_a_period_after_the_last_resync_not_after_the_last_pass(monkeypatch):
+    """controller-runtime's resync as a timed requeue: the first pass starts the period, passes of
+    other urgencies (changes, looks again) leave it where it is, a resync pass starts the next one,
+    and something due sooner comes first. Forgotten with the tenant."""
+    clock = [1000.0]
+    monkeypatch.setattr("gputenant.cell.time.monotonic", lambda: clock[0])
+
+    async def scenario() -> list[Requeue | None]:
+        passes = HeldPasses(Outcome(), Outcome(), Outcome(wait_after=2.0), Outcome(), Outcome(due_after=5.0),
+                            Outcome())
+        passes.release.set()
+        rt = cell(passes, resync_seconds=600)
+        answers = [await rt.run_pass("team-a", Urgency.CHANGE)]
+        clock[0] += 100
+        answers.append(await rt.run_pass("team-a", Urgency.CHANGE))
+        clock[0] += 100
+        answers.append(await rt.run_pass("team-a", Urgency.FINISH))
+        clock[0] += 400
+        answers.append(await rt.run_pass("team-a", Urgency.DRIFT))
+        answers.append(await rt.run_pass("team-a", Urgency.CHANGE))
+        rt.forget("team-a", None)
+        clock[0] += 50
+        answers.append(await rt.run_pass("team-a", Urgency.CHANGE))
+        return answers
+    assert asyncio.run(scenario()) == [Requeue(600.0, Urgency.DRIFT), Requeue(500.0, Urgency.DRIFT),
+                                       Requeue(2.0, Urgency.FINISH), Requeue(600.0, Urgency.DRIFT),
+                                       Requeue(5.0, Urgency.DRIFT), Requeue(600.0, Urgency.DRIFT)]
+
+
+def test_a_resync_overdue_after_retries_runs_at_once():
+    async def scenario() -> Requeue | None:
+        passes = HeldPasses()
+        passes.release.set()
+        rt = cell(passes, resync_seconds=600)
+        rt.resync_at["team-a"] = time.monotonic() - 30
+        return await rt.run_pass("team-a", Urgency.CHANGE)
+    assert asyncio.run(scenario()) == Requeue(0.0, Urgency.DRIFT)
 
 
 def test_a_pass_asks_for_the_soonest_of_what_falls_due():
@@ -134,8 +180,8 @@ def test_looks_again_stop_after_max_looks_in_a_row():
         passes.release.set()
         rt = cell(passes)
         rt.rechecks.max_looks = 3
-        return [await rt.run_pass("team-a", Urgency.FINISH) for _ in range(4)]
-    assert asyncio.run(scenario()) == [Requeue(1.0, Urgency.FINISH)] * 3 + [None]
+        return [rounded(await rt.run_pass("team-a", Urgency.FINISH)) for _ in range(4)]
+    assert asyncio.run(scenario()) == [Requeue(1.0, Urgency.FINISH)] * 3 + [Requeue(60.0, Urgency.DRIFT)]
 
 
 def test_a_tenant_gone_or_being_deleted_is_not_reconciled():

@@ -9,7 +9,7 @@ import pytest
 
 from gputenant import naming
 from gputenant.api.hub import GpuTenant
-from gputenant.kube.watch import seen
+from gputenant.kube.watch import Seen, seen
 from gputenant.kubeconfigs import rotation_due
 from gputenant.policy.choose import decide
 from gputenant.reconcile.drift import OWNED_KINDS, by_own_hand, drifted_tenant
@@ -30,40 +30,51 @@ def metadata(rv: str, *writes: tuple, subresource: dict[str, str] | None = None,
             "labels": {naming.TENANT_LABEL: tenant} if tenant else {}, "managedFields": entries}
 
 
+def tenant_seen(found: dict) -> Seen:
+    return seen(found, naming.TENANT_LABEL)
+
+
+def test_only_the_owner_label_is_kept():
+    found = metadata("7", (OURS, "2026-11-28T00:00:01Z"))
+    found["labels"]["app.kubernetes.io/managed-by"] = OURS
+    assert tenant_seen(found).owner == "team-a"
+    assert seen(found, "another/label").owner == ""
+
+
 def test_the_newest_write_outside_a_subresource_names_the_last_hand():
-    written = seen(metadata("7", (OURS, "2026-11-28T00:00:01Z"), ("kubectl-edit", "2026-11-28T00:00:05Z"),
+    written = tenant_seen(metadata("7", (OURS, "2026-11-28T00:00:01Z"), ("kubectl-edit", "2026-11-28T00:00:05Z"),
                             ("kube-controller-manager", "2026-11-28T00:00:09Z"),
                             subresource={"kube-controller-manager": "status"}))
-    assert written.last_writer == "kubectl-edit" and written.label(naming.TENANT_LABEL) == "team-a"
+    assert written.last_writer == "kubectl-edit" and written.owner == "team-a"
     assert not by_own_hand(written, OURS)
 
 
 def test_an_edit_by_another_hand_drifts_and_the_operators_own_write_does_not():
-    before = seen(metadata("7", (OURS, "2026-11-28T00:00:01Z")))
-    edited = seen(metadata("8", (OURS, "2026-11-28T00:00:01Z"), ("kubectl-edit", "2026-11-28T00:00:05Z")))
-    repaired = seen(metadata("9", ("kubectl-edit", "2026-11-28T00:00:05Z"), (OURS, "2026-11-28T00:00:06Z")))
+    before = tenant_seen(metadata("7", (OURS, "2026-11-28T00:00:01Z")))
+    edited = tenant_seen(metadata("8", (OURS, "2026-11-28T00:00:01Z"), ("kubectl-edit", "2026-11-28T00:00:05Z")))
+    repaired = tenant_seen(metadata("9", ("kubectl-edit", "2026-11-28T00:00:05Z"), (OURS, "2026-11-28T00:00:06Z")))
     assert drifted_tenant(before, edited, OURS) == "team-a"
     assert drifted_tenant(edited, repaired, OURS) is None
-    assert drifted_tenant(None, seen(metadata("1", (OURS, "2026-11-28T00:00:01Z"))), OURS) is None
+    assert drifted_tenant(None, tenant_seen(metadata("1", (OURS, "2026-11-28T00:00:01Z"))), OURS) is None
 
 
 def test_a_status_writer_of_the_operator_and_a_controllers_status_are_not_drift():
-    before = seen(metadata("7", (OURS, "2026-11-28T00:00:01Z")))
-    status = seen(metadata("8", (OURS, "2026-11-28T00:00:01Z"), ("kube-controller-manager", "2026-11-28T00:00:09Z"),
+    before = tenant_seen(metadata("7", (OURS, "2026-11-28T00:00:01Z")))
+    status = tenant_seen(metadata("8", (OURS, "2026-11-28T00:00:01Z"), ("kube-controller-manager", "2026-11-28T00:00:09Z"),
                            subresource={"kube-controller-manager": "status"}))
     assert drifted_tenant(before, status, OURS) is None
-    assert by_own_hand(seen(metadata("3", (f"{OURS}-pipeline", "2026-11-28T00:00:01Z"))), OURS)
+    assert by_own_hand(tenant_seen(metadata("3", (f"{OURS}-pipeline", "2026-11-28T00:00:01Z"))), OURS)
 
 
 def test_a_deletion_always_drifts_and_an_unmoved_version_never_does():
-    before = seen(metadata("7", (OURS, "2026-11-28T00:00:01Z")))
+    before = tenant_seen(metadata("7", (OURS, "2026-11-28T00:00:01Z")))
     assert drifted_tenant(before, None, OURS) == "team-a"
-    other = seen(metadata("7", ("kubectl-edit", "2026-11-28T00:00:05Z")))
+    other = tenant_seen(metadata("7", ("kubectl-edit", "2026-11-28T00:00:05Z")))
     assert drifted_tenant(other, other, OURS) is None
 
 
 def test_a_tie_in_the_same_second_counts_as_another_hand():
-    tie = seen(metadata("8", (OURS, "2026-11-28T00:00:05Z"), ("kubectl-edit", "2026-11-28T00:00:05Z")))
+    tie = tenant_seen(metadata("8", (OURS, "2026-11-28T00:00:05Z"), ("kubectl-edit", "2026-11-28T00:00:05Z")))
     assert tie.last_writer == f"{OURS},kubectl-edit"
     assert drifted_tenant(None, tie, OURS) == "team-a"
 
@@ -73,23 +84,23 @@ LABEL_A = {"f:metadata": {"f:labels": {"f:a": {}}}}
 
 
 def test_a_field_another_hand_removed_drifts_though_it_left_no_entry():
-    before = seen(metadata("7", (OURS, "2026-11-28T00:00:01Z", LABELS)))
-    removed = seen(metadata("8", (OURS, "2026-11-28T00:00:01Z", LABEL_A)))
+    before = tenant_seen(metadata("7", (OURS, "2026-11-28T00:00:01Z", LABELS)))
+    removed = tenant_seen(metadata("8", (OURS, "2026-11-28T00:00:01Z", LABEL_A)))
     assert removed.last_writer == OURS
     assert drifted_tenant(before, removed, OURS) == "team-a"
-    everything_removed = seen(metadata("9", ("kube-controller-manager", "2026-11-28T00:00:09Z"),
+    everything_removed = tenant_seen(metadata("9", ("kube-controller-manager", "2026-11-28T00:00:09Z"),
                                        subresource={"kube-controller-manager": "status"}))
     assert drifted_tenant(before, everything_removed, OURS) == "team-a"
 
 
 def test_the_operators_own_apply_and_a_controllers_status_are_not_taken_for_a_removal():
-    before = seen(metadata("7", (OURS, "2026-11-28T00:00:01Z", LABELS),
+    before = tenant_seen(metadata("7", (OURS, "2026-11-28T00:00:01Z", LABELS),
                            ("kube-controller-manager", "2026-11-28T00:00:02Z"),
                            subresource={"kube-controller-manager": "status"}))
-    reapplied = seen(metadata("8", (OURS, "2026-11-28T00:00:05Z", LABEL_A),
+    reapplied = tenant_seen(metadata("8", (OURS, "2026-11-28T00:00:05Z", LABEL_A),
                               ("kube-controller-manager", "2026-11-28T00:00:02Z"),
                               subresource={"kube-controller-manager": "status"}))
-    status = seen(metadata("9", (OURS, "2026-11-28T00:00:05Z", LABEL_A),
+    status = tenant_seen(metadata("9", (OURS, "2026-11-28T00:00:05Z", LABEL_A),
                            ("kube-controller-manager", "2026-11-28T00:00:07Z"),
                            subresource={"kube-controller-manager": "status"}))
     assert drifted_tenant(before, reapplied, OURS) is None
@@ -97,7 +108,7 @@ def test_the_operators_own_apply_and_a_controllers_status_are_not_taken_for_a_re
 
 
 def test_an_object_without_the_tenant_label_names_no_tenant():
-    assert drifted_tenant(None, seen(metadata("2", ("kubectl", "2026-11-28T00:00:05Z"), tenant="")), OURS) is None
+    assert drifted_tenant(None, tenant_seen(metadata("2", ("kubectl", "2026-11-28T00:00:05Z"), tenant="")), OURS) is None
 
 
 @pytest.mark.parametrize("trust", ["Trusted", "Internal", "Untrusted"])

@@ -1,6 +1,7 @@
 """The tenants' work queue (gputenant.work_queue): deduplicated names, taken by urgency then
 arrival, never two passes of one name at once (an add while it runs runs it once more after), one
-requeue per pass, deletion exclusive, and closing cancels what runs."""
+requeue per pass (a pass that raises: `failed_again`), deletion exclusive, and closing cancels what
+runs."""
 
 from __future__ import annotations
 
@@ -196,6 +197,27 @@ def test_a_pass_that_raises_leaves_the_queue_working():
         await queue.close()
         return ran
     assert run(scenario) == ["broken", "team-a"]
+
+
+def test_a_pass_that_raises_is_queued_again_after_failed_again():
+    async def scenario():
+        ran: list[tuple[str, Urgency]] = []
+
+        async def process(name: str, urgency: Urgency) -> Requeue | None:
+            ran.append((name, urgency))
+            if len(ran) == 1:
+                raise RuntimeError("a bug")
+            return None
+
+        queue = TenantQueue(process, workers=1, failed_again=Requeue(0.05, DRIFT))
+        queue.start()
+        queue.add("broken", CHANGE)
+        await settle(30)
+        assert queue.queued("broken") is DRIFT
+        await asyncio.sleep(0.2)
+        await queue.close()
+        return ran
+    assert run(scenario) == [("broken", CHANGE), ("broken", DRIFT)]
 
 
 def test_workers_must_be_at_least_one():

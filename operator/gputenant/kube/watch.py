@@ -1,7 +1,8 @@
 """List and watch one kind's labelled objects as metadata only, as controller-runtime's metadata
 informers do: the API server sends `PartialObjectMetadata` (no spec, no data: a Secret's content
 never reaches the operator), filtered by a label selector on the server, so the operator holds a
-few hundred bytes per object it owns and nothing of anybody else's.
+few hundred bytes per object it owns and nothing of anybody else's: of its labels only the one that
+names its owner, and the strings every object repeats (namespaces, managers, owners) held once.
 
 A `Reflector` keeps, per object, what `Seen` summarises, and calls `changed(before, after)` for
 every change after its first listing (`after` None: deleted). A watch that ends is resumed from the
@@ -15,6 +16,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -41,7 +43,8 @@ class Seen:
     namespace: str
     name: str
     resource_version: str
-    labels: tuple[tuple[str, str], ...]
+    owner: str
+    """The value of the reflector's owner label ("" when the object has none)."""
     last_writer: str
     """The field manager of the newest entry of managedFields outside any subresource (status is a
     controller's, not a change of the object); "" when there is none. Managers tied in the same
@@ -50,21 +53,18 @@ class Seen:
     """Per manager outside any subresource: (manager, time, a digest of the fields it owns). A field
     another hand removes leaves no entry of its own: only the digest of its owner's fields moves."""
 
-    def label(self, key: str) -> str | None:
-        return dict(self.labels).get(key)
 
-
-def seen(metadata: dict) -> Seen:
-    """The summary of one object's metadata."""
+def seen(metadata: dict, owner_label: str) -> Seen:
+    """The summary of one object's metadata, its owner read from the label `owner_label`."""
     entries = [entry for entry in metadata.get("managedFields") or [] if not entry.get("subresource")]
     newest = max((entry.get("time") or "" for entry in entries), default="")
     writers = sorted({entry.get("manager") or "" for entry in entries if (entry.get("time") or "") == newest})
-    return Seen(namespace=metadata.get("namespace") or "", name=metadata.get("name") or "",
+    return Seen(namespace=sys.intern(metadata.get("namespace") or ""), name=metadata.get("name") or "",
                 resource_version=metadata.get("resourceVersion") or "",
-                labels=tuple(sorted((metadata.get("labels") or {}).items())),
-                last_writer=",".join(writers),
-                writes=tuple(sorted((entry.get("manager") or "", entry.get("time") or "", _digest(entry.get("fieldsV1")))
-                                    for entry in entries)))
+                owner=sys.intern((metadata.get("labels") or {}).get(owner_label) or ""),
+                last_writer=sys.intern(",".join(writers)),
+                writes=tuple(sorted((sys.intern(entry.get("manager") or ""), entry.get("time") or "",
+                                     _digest(entry.get("fieldsV1"))) for entry in entries)))
 
 
 def _digest(fields: object) -> str:
@@ -104,14 +104,17 @@ async def watch_metadata(client: KubeClient, api_version: str, kind: str, label_
 
 
 class Reflector:
-    """The metadata of every `api_version`/`kind` object matching `label_selector`, kept current."""
+    """The metadata of every `api_version`/`kind` object matching `label_selector`, kept current,
+    each object's owner read from the label `owner_label`."""
 
-    def __init__(self, client: KubeClient, api_version: str, kind: str, label_selector: str, changed: Changed):
+    def __init__(self, client: KubeClient, api_version: str, kind: str, label_selector: str, changed: Changed,
+                 owner_label: str):
         self.client = client
         self.api_version = api_version
         self.kind = kind
         self.label_selector = label_selector
         self.changed = changed
+        self.owner_label = owner_label
         self.objects: dict[tuple[str, str], Seen] = {}
         self.synced = asyncio.Event()
         """Set once the first listing is held."""
@@ -140,7 +143,7 @@ class Reflector:
 
     async def _list(self) -> None:
         items, resource_version = await list_metadata(self.client, self.api_version, self.kind, self.label_selector)
-        listed = {(item.namespace, item.name): item for item in map(seen, items)}
+        listed = {(item.namespace, item.name): item for item in (seen(m, self.owner_label) for m in items)}
         before, self.objects = self.objects, listed
         self._resource_version = resource_version
         log.log(logging.DEBUG if self.synced.is_set() else logging.INFO, "watching %s %s (%d now) as metadata",
@@ -157,7 +160,7 @@ class Reflector:
             self._resource_version = metadata.get("resourceVersion") or self._resource_version
             if event_type == "BOOKMARK":
                 continue
-            after = seen(metadata)
+            after = seen(metadata, self.owner_label)
             key = (after.namespace, after.name)
             before = self.objects.get(key)
             if event_type == "DELETED":

@@ -61,7 +61,7 @@ def drifted_tenant(before: Seen | None, after: Seen | None, field_manager: str) 
     current = after or before
     if current is None:
         return None
-    tenant = current.label(naming.TENANT_LABEL)
+    tenant = current.owner
     if not tenant:
         return None
     if after is None:

@@ -1,4 +1,4 @@
-"""One idempotent pipeline for create, resume, update and the drift timer.
+"""One idempotent pipeline for create, resume, update and the resync.
 
 spec -> validated model -> policy decision -> rendered objects -> the steps of `steps.STEPS` ->
 status. Each step sets its condition; a step that fails sets it False with a named reason and stops
@@ -96,7 +96,7 @@ class Reconciler:
         `current`: `body` is the tenant as `current` read it (its status the newest there is), so it
         is not read again. `recheck`: a look again at a tenant that waits (its control plane
         starting), which leaves alone the object steps that ended in place on the same rendered
-        objects at an earlier pass; drift in them is the resync timer's to find, as it is between
+        objects at an earlier pass; drift in them is the resync's to find, as it is between
         passes anyway."""
         started = time.perf_counter()
         metadata = body["metadata"]

@@ -1,6 +1,6 @@
 """When to look again at a tenant that waits for something normal (a control plane starting, pods
 stopping), and whether a change of its control-plane pod is news. A wait is not a failure: it never
-grows a backoff, and after MAX_LOOKS looks in a row the resync timer and the control-plane pod
+grows a backoff, and after MAX_LOOKS looks in a row the resync and the control-plane pod
 watch are what remain. The cell asks; its work queue runs the looks (`gputenant.work_queue`)."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Rechecks:
         looks = self._looks.get(name, 0)
         if looks >= self.max_looks:
             if looks == self.max_looks:
-                log.info("tenant %s: still waiting after %d looks; the resync timer and the control-plane "
+                log.info("tenant %s: still waiting after %d looks; the resync and the control-plane "
                          "pod watch take over", name, looks)
                 self._looks[name] = looks + 1
             return None
