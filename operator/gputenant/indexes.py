@@ -25,6 +25,25 @@ def _kept(body: kopf.Body) -> dict:
     return kept
 
 
+POD_SPEC_KEPT = ("nodeName", "schedulerName", "priorityClassName")
+CONTAINER_KEPT = ("name", "resources")
+
+
+def kept_pod(body: kopf.Body) -> dict:
+    """What a pass reads of a host pod (its control plane's readiness, the tenant's view): all its
+    metadata but managedFields, its status, and of its spec only where it runs and each container's
+    name and resources. The rest (volumes, commands, environment, probes) is most of a pod and
+    nobody here reads it; client-go's informers drop such parts with a transform likewise."""
+    kept = _kept(body)
+    spec = kept.get("spec") or {}
+    slim = {key: spec[key] for key in POD_SPEC_KEPT if key in spec}
+    for containers in ("initContainers", "containers"):
+        if containers in spec:
+            slim[containers] = [{key: c[key] for key in CONTAINER_KEPT if key in c} for c in spec[containers]]
+    kept["spec"] = slim
+    return kept
+
+
 def register(registry: kopf.OperatorRegistry, cell: Cell) -> None:
     """The three indexes, into the cell's registry."""
 
@@ -33,9 +52,9 @@ def register(registry: kopf.OperatorRegistry, cell: Cell) -> None:
 
     @kopf.index("v1", "pods", id=HOST_PODS_INDEX, when=in_a_host_namespace, registry=registry)
     def host_pods(namespace: str | None, body: kopf.Body, **_) -> dict[str, dict]:
-        """Each pod of a host namespace, under its namespace: a pass that reads the index after a pod's
-        change was handled sees the change."""
-        return {namespace or "": _kept(body)}
+        """Each pod of a host namespace (`kept_pod`), under its namespace: a pass that reads the index
+        after a pod's change was handled sees the change."""
+        return {namespace or "": kept_pod(body)}
 
     @kopf.index("scheduling.run.ai", "v2", "queues", id=QUEUES_INDEX, registry=registry)
     def queues(name: str, body: kopf.Body, **_) -> dict[str, dict]:
