@@ -3,6 +3,10 @@ the pods of the tenants' host namespaces, the KAI Queues and the GpuTenants. The
 the pod watch the operator runs anyway (control planes, gang PodGroups), the tenant index on its
 GpuTenant watch; the Queues are few and small.
 
+Each index handler is a coroutine: kopf runs plain functions in its thread pool, and what a thread
+allocates lands in a malloc arena of its own, which fragments the process's memory (and the thread
+hand-off costs more than the copy).
+
 Registered into a cell's kopf registry by `gputenant.handlers.register`.
 """
 
@@ -51,18 +55,18 @@ def register(registry: kopf.OperatorRegistry, cell: Cell) -> None:
         return naming.tenant_of_namespace(namespace or "", cell.config) is not None
 
     @kopf.index("v1", "pods", id=HOST_PODS_INDEX, when=in_a_host_namespace, registry=registry)
-    def host_pods(namespace: str | None, body: kopf.Body, **_) -> dict[str, dict]:
+    async def host_pods(namespace: str | None, body: kopf.Body, **_) -> dict[str, dict]:
         """Each pod of a host namespace (`kept_pod`), under its namespace: a pass that reads the index
         after a pod's change was handled sees the change."""
         return {namespace or "": kept_pod(body)}
 
     @kopf.index("scheduling.run.ai", "v2", "queues", id=QUEUES_INDEX, registry=registry)
-    def queues(name: str, body: kopf.Body, **_) -> dict[str, dict]:
+    async def queues(name: str, body: kopf.Body, **_) -> dict[str, dict]:
         """Each Queue under its name: the queue step tells "absent" from "someone else's" from it."""
         return {name: _kept(body)}
 
     @kopf.index(GROUP, VERSION, PLURAL, id=TENANTS_INDEX, registry=registry)
-    def tenants(name: str, body: kopf.Body, **_) -> dict[str, dict]:
+    async def tenants(name: str, body: kopf.Body, **_) -> dict[str, dict]:
         """Each GpuTenant under its name: a pass starts from it (`Reconciler.current`). Without
         managedFields, the larger part of a tenant, unless they still hold a record of status merge
         patches, which the pass hands over once (`pipeline.release_merge_patched_status`)."""

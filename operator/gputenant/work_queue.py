@@ -80,6 +80,8 @@ class TenantQueue:
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self._closed = False
+        self.finished = 0
+        """Passes finished so far (`loops.memory` releases memory after a burst of them)."""
 
     # -- adding ---------------------------------------------------------------------------------
 
@@ -148,6 +150,11 @@ class TenantQueue:
     def running(self, name: str) -> bool:
         return name in self._in_flight
 
+    def busy(self) -> bool:
+        """Whether a pass is in flight or a name is ready to run now."""
+        now = self._now()
+        return bool(self._in_flight) or any(entry.ready_at <= now for entry in self._entries.values())
+
     # -- the workers ----------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -188,6 +195,7 @@ class TenantQueue:
                 requeue = self.failed_again
             finally:
                 self._in_flight.pop(name, None)
+                self.finished += 1
             self._after_pass(name, requeue)
 
     def _after_pass(self, name: str, requeue: Requeue | None) -> None:

@@ -1,0 +1,73 @@
+"""Give the system back the memory a burst of passes used, once the burst is over.
+
+Hundreds of tenants applied at once make hundreds of passes allocate at the same time (bodies,
+rendered objects, Helm's output); once they are done, CPython frees those objects, but glibc's
+malloc keeps the freed pages in its heaps, so the process's RSS stays at the burst's high-water mark
+for good. `malloc_trim(0)` hands every free page of every heap back (madvise), so RSS follows what
+the operator holds (measured in docs/performance.md, "Memory at 500 tenants"). It runs only when the
+work queue has finished passes since the last release and none is in flight or ready, at most once
+per `MIN_INTERVAL_SECONDS` (a full garbage collection of hundreds of tenants' objects takes tens of
+milliseconds); elsewhere than glibc there is no `malloc_trim` and only the collection runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import gc
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+CHECK_SECONDS = 2.0
+"""How often the loop looks whether a burst of passes ended."""
+MIN_INTERVAL_SECONDS = 30.0
+"""The least time between two releases."""
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+MALLOC_TRIM = _malloc_trim()
+
+
+def release_free_memory() -> bool:
+    """Collect unreachable cycles, then hand malloc's free pages back; whether any were."""
+    gc.collect()
+    return bool(MALLOC_TRIM(0)) if MALLOC_TRIM is not None else False
+
+
+@dataclass
+class QueueActivity:
+    """What the loop reads of the work queue: passes finished so far, and whether any pass is in
+    flight or ready to run."""
+
+    finished: Callable[[], int]
+    busy: Callable[[], bool]
+
+
+async def keep_memory_released(activity: QueueActivity, check_seconds: float = CHECK_SECONDS,
+                               min_interval_seconds: float = MIN_INTERVAL_SECONDS,
+                               release: Callable[[], bool] = release_free_memory) -> None:
+    """Forever: after each burst of passes, once the queue is idle, `release` (at most once per
+    `min_interval_seconds`)."""
+    released_after, released_at = activity.finished(), float("-inf")
+    while True:
+        await asyncio.sleep(check_seconds)
+        finished = activity.finished()
+        if finished == released_after or activity.busy() or time.monotonic() - released_at < min_interval_seconds:
+            continue
+        released_after, released_at = finished, time.monotonic()
+        if release():
+            log.debug("released free memory after %d passes", finished)
