@@ -18,15 +18,17 @@ import kopf
 
 from gputenant import GROUP, PLURAL, VERSION, naming
 from gputenant.cell import Cell
+from gputenant.kube.interning import interned_copy
 from gputenant.reconcile.cache import HOST_PODS_INDEX, QUEUES_INDEX, TENANTS_INDEX
 from gputenant.tenant_status.fields import has_merge_patched_status
 
 
 def _kept(body: kopf.Body) -> dict:
-    """The object as the watch last saw it, without its managedFields (nobody reads them here)."""
-    kept = copy.deepcopy(dict(body))
-    kept.get("metadata", {}).pop("managedFields", None)
-    return kept
+    """The object as the watch last saw it, without its managedFields (nobody reads them here), its
+    repeated strings shared with every other kept object (`interned_copy`)."""
+    raw = dict(body)
+    metadata = {key: value for key, value in (raw.get("metadata") or {}).items() if key != "managedFields"}
+    return interned_copy({**raw, "metadata": metadata})
 
 
 POD_SPEC_KEPT = ("nodeName", "schedulerName", "priorityClassName")

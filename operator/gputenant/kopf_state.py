@@ -24,6 +24,7 @@ import copy
 import kopf
 
 from gputenant import GROUP
+from gputenant.kube.interning import interned_copy
 
 TOUCH_ANNOTATION = f"{GROUP}/kopf-touch"
 """What kopf changes on a tenant to be called again when a handler's retry delay is over."""
@@ -46,7 +47,7 @@ class ProcessDiffBase(kopf.DiffBaseStorage):
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
         if _uid(body):
-            self._essences[_uid(body)] = copy.deepcopy(essence)
+            self._essences[_uid(body)] = interned_copy(essence)
 
     def forget(self, uid: str) -> None:
         self._essences.pop(uid, None)

@@ -70,3 +70,31 @@ def test_the_queue_counts_finished_passes_and_is_busy_only_with_a_pass_in_flight
         await queue.close()
         return seen
     assert asyncio.run(scenario()) == [(0, False), (0, True), (0, True), (1, False)]
+
+
+def test_the_arena_cap_leaves_a_platform_engineers_malloc_arena_max_alone(monkeypatch):
+    calls: list[tuple[int, int]] = []
+    monkeypatch.setattr(memory, "MALLOPT", lambda parameter, value: calls.append((parameter, value)) or 1)
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert not memory.limit_malloc_arenas()
+    monkeypatch.delenv("MALLOC_ARENA_MAX")
+    assert memory.limit_malloc_arenas()
+    assert calls == [(memory.M_ARENA_MAX, memory.MALLOC_ARENAS)]
+
+
+def test_an_interned_copy_is_equal_independent_and_shares_its_strings():
+    from gputenant.kube.interning import interned_copy
+
+    def decoded(name: str) -> dict:
+        import json
+        return json.loads(json.dumps({"metadata": {"name": name}, "status": {"conditions": [
+            {"type": "Ready", "status": "True", "message": "m" * 100}]}, "spec": {"gpu": {"quota": 1.5}}}))
+
+    first, second = decoded("team-a"), decoded("team-b")
+    assert next(iter(first)) is not next(iter(second))  # json decodes each body's keys anew
+    copies = interned_copy(first), interned_copy(second)
+    assert copies[0] == first and copies[0] is not first and copies[0]["status"] is not first["status"]
+    assert next(iter(copies[0])) is next(iter(copies[1]))
+    assert copies[0]["status"]["conditions"][0]["status"] is copies[1]["status"]["conditions"][0]["status"]
+    copies[0]["status"]["conditions"].clear()
+    assert first["status"]["conditions"]

@@ -95,9 +95,11 @@ def run(args: argparse.Namespace) -> int:
     from gputenant.commands.cluster import with_cluster
     from gputenant.commands.render import load_config
     from gputenant.handlers import lead, prepare, register
+    from gputenant.loops.memory import limit_malloc_arenas
     from gputenant.metrics import OperatorMetrics
     from gputenant.pools import device_plugin_config_data
 
+    limit_malloc_arenas()  # before any thread starts
     config = load_config(str(settings.config) if settings.config else None)
     try:  # what needs no cluster is refused before one is asked
         device_plugin_config_data(config)

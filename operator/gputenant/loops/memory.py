@@ -8,6 +8,11 @@ the operator holds (measured in docs/performance.md, "Memory at 500 tenants"). I
 work queue has finished passes since the last release and none is in flight or ready, at most once
 per `MIN_INTERVAL_SECONDS` (a full garbage collection of hundreds of tenants' objects takes tens of
 milliseconds); elsewhere than glibc there is no `malloc_trim` and only the collection runs.
+
+`limit_malloc_arenas` caps glibc's heaps at `MALLOC_ARENAS` before any thread starts (what
+``MALLOC_ARENA_MAX`` does): glibc gives threads heaps of their own, up to eight per core, and the
+operator's few threads (the resolver's, kopf's executor, the child watchers of Helm's processes)
+would each leave a heap of freed but split pages behind.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import ctypes
 import ctypes.util
 import gc
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,17 +35,30 @@ MIN_INTERVAL_SECONDS = 30.0
 """The least time between two releases."""
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
+MALLOC_ARENAS = 2
+M_ARENA_MAX = -8
+"""glibc's mallopt parameter number for the arena cap (malloc.h)."""
+
+
+def _libc_function(name: str, argtypes: list) -> Callable[..., int] | None:
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
+        function = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
     except (OSError, AttributeError):
         return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
+    function.argtypes, function.restype = argtypes, ctypes.c_int
+    return function
 
 
-MALLOC_TRIM = _malloc_trim()
+MALLOC_TRIM = _libc_function("malloc_trim", [ctypes.c_size_t])
+MALLOPT = _libc_function("mallopt", [ctypes.c_int, ctypes.c_int])
+
+
+def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
+    """Cap glibc's heaps at `arenas` (call before threads start); whether glibc took it. Left
+    alone when ``MALLOC_ARENA_MAX`` is set: the platform engineer's choice wins."""
+    if MALLOPT is None or "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    return bool(MALLOPT(M_ARENA_MAX, arenas))
 
 
 def release_free_memory() -> bool:
