@@ -61,10 +61,22 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
     return bool(MALLOPT(M_ARENA_MAX, arenas))
 
 
+def resident_mib() -> float:
+    """This process's resident memory (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def release_free_memory() -> bool:
     """Collect unreachable cycles, then hand malloc's free pages back; whether any were."""
+    before = resident_mib()
     gc.collect()
-    return bool(MALLOC_TRIM(0)) if MALLOC_TRIM is not None else False
+    released = bool(MALLOC_TRIM(0)) if MALLOC_TRIM is not None else False
+    log.info("released free memory after a burst of passes: RSS %.1f -> %.1f MiB", before, resident_mib())
+    return released
 
 
 @dataclass
@@ -88,5 +100,4 @@ async def keep_memory_released(activity: QueueActivity, check_seconds: float = C
         if finished == released_after or activity.busy() or time.monotonic() - released_at < min_interval_seconds:
             continue
         released_after, released_at = finished, time.monotonic()
-        if release():
-            log.debug("released free memory after %d passes", finished)
+        release()
