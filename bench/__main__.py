@@ -197,9 +197,10 @@ class Bench(BenchTables):
         self.onboarding.append((repeat, result))
         self.save()
 
-    def steady_state(self, plane, operator, shim, _sampler, result: OnboardingResult, with_quota: bool) -> None:
+    def steady_state(self, plane, operator, shim, sampler, result: OnboardingResult, with_quota: bool) -> None:
         self.log(f"  steady state: waiting one resync period ({operator.resync_seconds:.0f}s + 5s)")
         steady = measure_resync(plane, operator, shim, result.tenants)
+        steady.rss_at_rest_mib = sampler.steady(time.monotonic() - 5)
         self.steadies.append(steady)
         self.log(f"  -> {steady.tenants_resynced} tenants resynced, {steady.requests.writes} writes, "
                  f"{steady.helm.invocations} helm")

@@ -87,6 +87,9 @@ class SteadyResult:
     drift_repair_seconds: dict[str, float | None] = field(default_factory=dict)
     """After the window: seconds from another hand's change of an owned object to its repair, by
     what was changed (None: not repaired within the bound)."""
+    rss_at_rest_mib: float | None = None
+    """The operator's median RSS over the window's last 5 s: every tenant Ready for a whole resync
+    period, the onboarding burst over (its memory handed back, `gputenant.loops.memory`)."""
 
 
 @dataclass
