@@ -29,7 +29,7 @@ from gputenant.guard.standalone import GuardProcess
 from gputenant.kube import ApiError, KubeClient
 from gputenant.kube.lease import LeaseElector, acquire_standing_by
 from gputenant.loops.attestation import keep_attestation
-from gputenant.loops.memory import QueueActivity, keep_memory_released
+from gputenant.loops.memory import keep_memory_released
 from gputenant.loops.pools import PoolsLoop, pool_summary
 from gputenant.loops.usage import keep_usage
 from gputenant.metrics import OperatorMetrics
@@ -214,7 +214,7 @@ def _unheld_to_pools(rt: Cell):
 
 def start_loops(rt: Cell) -> None:
     """The background loops `prepare` asked for, the owned-kind watches and the release of memory
-    after bursts of passes, under the cell's supervisor (a loop that fails unexpectedly starts again
+    passes no longer use, under the cell's supervisor (a loop that fails unexpectedly starts again
     `loop_seconds` later)."""
     elector, period = rt.elector, rt.loop_seconds
     if elector is not None:
@@ -228,8 +228,7 @@ def start_loops(rt: Cell) -> None:
                                                    on_unheld=_unheld_to_pools(rt)), period)
     if rt.watch_owned:
         start_owned_watches(rt)
-    rt.loops.start("memory", lambda: keep_memory_released(QueueActivity(lambda: rt.queue.finished, rt.queue.busy)),
-                   period)
+    rt.loops.start("memory", lambda: keep_memory_released(lambda: rt.queue.finished), period)
     if rt.attestor is not None:
         attestor = rt.attestor
         rt.loops.start("attestation", lambda: keep_attestation(rt.client, rt.config, attestor, period),

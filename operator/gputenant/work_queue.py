@@ -81,7 +81,7 @@ class TenantQueue:
         self._tasks: list[asyncio.Task] = []
         self._closed = False
         self.finished = 0
-        """Passes finished so far (`loops.memory` releases memory after a burst of them)."""
+        """Passes finished so far (`loops.memory` releases memory once passes finished)."""
 
     # -- adding ---------------------------------------------------------------------------------
 
@@ -149,11 +149,6 @@ class TenantQueue:
 
     def running(self, name: str) -> bool:
         return name in self._in_flight
-
-    def busy(self) -> bool:
-        """Whether a pass is in flight or a name is ready to run now."""
-        now = self._now()
-        return bool(self._in_flight) or any(entry.ready_at <= now for entry in self._entries.values())
 
     # -- the workers ----------------------------------------------------------------------------
 

@@ -1,29 +1,28 @@
-"""The release of free memory after a burst of passes (gputenant.loops.memory): once per burst,
-only while the queue is idle, no oftener than its interval; and malloc_trim is reached on glibc."""
+"""The release of free memory passes no longer use (gputenant.loops.memory): once passes finished,
+no oftener than its interval, also while more run; malloc_trim is reached on glibc; the arena cap;
+interned copies of kept objects."""
 
 from __future__ import annotations
 
 import asyncio
 
 from gputenant.loops import memory
-from gputenant.loops.memory import QueueActivity, keep_memory_released, release_free_memory
+from gputenant.loops.memory import keep_memory_released, release_free_memory
 from gputenant.work_queue import Requeue, TenantQueue, Urgency
 
 
-def test_memory_is_released_once_per_burst_only_while_the_queue_is_idle():
+def test_memory_is_released_once_passes_finished_also_while_more_run():
     async def scenario() -> list[int]:
-        state = {"finished": 0, "busy": False}
+        state = {"finished": 0}
         releases: list[int] = []
         loop = asyncio.create_task(keep_memory_released(
-            QueueActivity(lambda: state["finished"], lambda: state["busy"]), check_seconds=0.01,
-            min_interval_seconds=0, release=lambda: releases.append(state["finished"]) is None))
+            lambda: state["finished"], check_seconds=0.01, min_interval_seconds=0,
+            release=lambda: releases.append(state["finished"]) is None))
         await asyncio.sleep(0.05)                      # nothing finished: nothing released
-        state.update(finished=40, busy=True)
-        await asyncio.sleep(0.05)                      # a burst still running: nothing released
-        state["busy"] = False
-        await asyncio.sleep(0.05)                      # the burst ended: released once
+        state["finished"] = 40
+        await asyncio.sleep(0.05)                      # forty finished: released once
         state["finished"] = 41
-        await asyncio.sleep(0.05)                      # one more pass: released once more
+        await asyncio.sleep(0.05)                      # one more: released once more
         loop.cancel()
         return releases
     assert asyncio.run(scenario()) == [40, 41]
@@ -34,8 +33,8 @@ def test_releases_are_at_least_the_interval_apart():
         state = {"finished": 0}
         releases: list[int] = []
         loop = asyncio.create_task(keep_memory_released(
-            QueueActivity(lambda: state["finished"], lambda: False), check_seconds=0.01,
-            min_interval_seconds=60, release=lambda: releases.append(1) is None))
+            lambda: state["finished"], check_seconds=0.01, min_interval_seconds=60,
+            release=lambda: releases.append(1) is None))
         for _ in range(5):
             state["finished"] += 1
             await asyncio.sleep(0.03)
@@ -49,27 +48,21 @@ def test_malloc_trim_is_found_and_called_on_glibc():
     assert release_free_memory() in (True, False)
 
 
-def test_the_queue_counts_finished_passes_and_is_busy_only_with_a_pass_in_flight_or_ready():
-    async def scenario() -> list[tuple[int, bool]]:
-        release = asyncio.Event()
-
+def test_the_queue_counts_finished_passes_failed_ones_too():
+    async def scenario() -> int:
         async def process(name: str, urgency: Urgency) -> Requeue | None:
-            await release.wait()
-            return Requeue(3600, Urgency.DRIFT)
+            if name == "broken":
+                raise RuntimeError("a bug")
+            return None
 
         queue = TenantQueue(process, workers=1)
-        seen = [(queue.finished, queue.busy())]
-        queue.add("team-a", Urgency.CHANGE)
-        seen.append((queue.finished, queue.busy()))    # ready, not started
         queue.start()
-        await asyncio.sleep(0.01)
-        seen.append((queue.finished, queue.busy()))    # in flight
-        release.set()
-        await asyncio.sleep(0.01)
-        seen.append((queue.finished, queue.busy()))    # done; its resync an hour away is not work now
+        queue.add("team-a", Urgency.CHANGE)
+        queue.add("broken", Urgency.CHANGE)
+        await asyncio.sleep(0.05)
         await queue.close()
-        return seen
-    assert asyncio.run(scenario()) == [(0, False), (0, True), (0, True), (1, False)]
+        return queue.finished
+    assert asyncio.run(scenario()) == 2
 
 
 def test_the_arena_cap_leaves_a_platform_engineers_malloc_arena_max_alone(monkeypatch):

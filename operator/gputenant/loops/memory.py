@@ -1,13 +1,14 @@
-"""Give the system back the memory a burst of passes used, once the burst is over.
+"""Give the system back the memory passes no longer use.
 
 Hundreds of tenants applied at once make hundreds of passes allocate at the same time (bodies,
-rendered objects, Helm's output); once they are done, CPython frees those objects, but glibc's
-malloc keeps the freed pages in its heaps, so the process's RSS stays at the burst's high-water mark
-for good. `malloc_trim(0)` hands every free page of every heap back (madvise), so RSS follows what
-the operator holds (measured in docs/performance.md, "Memory at 500 tenants"). It runs only when the
-work queue has finished passes since the last release and none is in flight or ready, at most once
-per `MIN_INTERVAL_SECONDS` (a full garbage collection of hundreds of tenants' objects takes tens of
-milliseconds); elsewhere than glibc there is no `malloc_trim` and only the collection runs.
+rendered objects, Helm's output); CPython frees those objects when the passes end, but glibc's
+malloc keeps the freed pages in its heaps, so the process's RSS stays at the high-water mark for
+good. `malloc_trim(0)` hands every free page of every heap back (madvise), so RSS follows what the
+operator holds (measured in docs/performance.md, "Memory at 500 to 2,000 tenants"). It runs when the
+work queue has finished passes since the last release, at most once per `MIN_INTERVAL_SECONDS`,
+also while passes keep running (thousands of tenants resyncing keep the queue busy, and an
+onboarding burst lasts minutes): a full garbage collection of thousands of tenants' objects takes
+tens of milliseconds. Elsewhere than glibc there is no `malloc_trim` and only the collection runs.
 
 `limit_malloc_arenas` caps glibc's heaps at `MALLOC_ARENAS` before any thread starts (what
 ``MALLOC_ARENA_MAX`` does): glibc gives threads heaps of their own, up to eight per core, and the
@@ -25,12 +26,11 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
 CHECK_SECONDS = 2.0
-"""How often the loop looks whether a burst of passes ended."""
+"""How often the loop looks whether passes finished."""
 MIN_INTERVAL_SECONDS = 30.0
 """The least time between two releases."""
 
@@ -75,29 +75,20 @@ def release_free_memory() -> bool:
     before = resident_mib()
     gc.collect()
     released = bool(MALLOC_TRIM(0)) if MALLOC_TRIM is not None else False
-    log.info("released free memory after a burst of passes: RSS %.1f -> %.1f MiB", before, resident_mib())
+    log.info("released free memory after passes: RSS %.1f -> %.1f MiB", before, resident_mib())
     return released
 
 
-@dataclass
-class QueueActivity:
-    """What the loop reads of the work queue: passes finished so far, and whether any pass is in
-    flight or ready to run."""
-
-    finished: Callable[[], int]
-    busy: Callable[[], bool]
-
-
-async def keep_memory_released(activity: QueueActivity, check_seconds: float = CHECK_SECONDS,
+async def keep_memory_released(finished: Callable[[], int], check_seconds: float = CHECK_SECONDS,
                                min_interval_seconds: float = MIN_INTERVAL_SECONDS,
                                release: Callable[[], bool] = release_free_memory) -> None:
-    """Forever: after each burst of passes, once the queue is idle, `release` (at most once per
-    `min_interval_seconds`)."""
-    released_after, released_at = activity.finished(), float("-inf")
+    """Forever: `release` once passes finished since the last time (`finished` counts them), at
+    most once per `min_interval_seconds`."""
+    released_after, released_at = finished(), float("-inf")
     while True:
         await asyncio.sleep(check_seconds)
-        finished = activity.finished()
-        if finished == released_after or activity.busy() or time.monotonic() - released_at < min_interval_seconds:
+        now_finished = finished()
+        if now_finished == released_after or time.monotonic() - released_at < min_interval_seconds:
             continue
-        released_after, released_at = finished, time.monotonic()
+        released_after, released_at = now_finished, time.monotonic()
         release()
