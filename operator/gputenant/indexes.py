@@ -23,12 +23,13 @@ from gputenant.reconcile.cache import HOST_PODS_INDEX, QUEUES_INDEX, TENANTS_IND
 from gputenant.tenant_status.fields import has_merge_patched_status
 
 
-def _kept(body: kopf.Body) -> dict:
+def _kept(body: kopf.Body, spec: dict | None = None) -> dict:
     """The object as the watch last saw it, without its managedFields (nobody reads them here), its
-    repeated strings shared with every other kept object (`interned_copy`)."""
+    spec replaced by `spec` when given, its repeated strings shared with every other kept object
+    (`interned_copy`)."""
     raw = dict(body)
     metadata = {key: value for key, value in (raw.get("metadata") or {}).items() if key != "managedFields"}
-    return interned_copy({**raw, "metadata": metadata})
+    return interned_copy({**raw, "metadata": metadata, **({"spec": spec} if spec is not None else {})})
 
 
 POD_SPEC_KEPT = ("nodeName", "schedulerName", "priorityClassName")
@@ -40,14 +41,12 @@ def kept_pod(body: kopf.Body) -> dict:
     metadata but managedFields, its status, and of its spec only where it runs and each container's
     name and resources. The rest (volumes, commands, environment, probes) is most of a pod and
     nobody here reads it; client-go's informers drop such parts with a transform likewise."""
-    kept = _kept(body)
-    spec = kept.get("spec") or {}
+    spec = dict(body.get("spec") or {})
     slim = {key: spec[key] for key in POD_SPEC_KEPT if key in spec}
     for containers in ("initContainers", "containers"):
         if containers in spec:
             slim[containers] = [{key: c[key] for key in CONTAINER_KEPT if key in c} for c in spec[containers]]
-    kept["spec"] = slim
-    return kept
+    return _kept(body, spec=slim)
 
 
 def register(registry: kopf.OperatorRegistry, cell: Cell) -> None:
