@@ -25,6 +25,7 @@ from kubernetes.client.rest import ApiException
 
 from gputenant.api import conditions as reasons
 from gputenant.config.pools import Pool
+from gputenant.reconcile.steps.namespace import access_review
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import REAL_VCLUSTER_CHART, chart_operator_access, install_kai_queue_crd
 from kubeplane.gpu_nodes import create_nodes, gpu_node
@@ -300,3 +301,26 @@ def test_the_chart_service_account_is_refused_what_it_must_not_do(rbac_plane, in
         allowed = status_of(lambda: kubernetes.client.CoreV1Api(client).create_namespace({
             "metadata": {"name": "tenant-allowed", "labels": {"app.kubernetes.io/managed-by": "gpu-tenant-operator"}}}))
     assert allowed[0] == 200, allowed
+
+
+def test_the_access_review_is_refused_until_the_operators_rolebinding_is_in_force(rbac_plane, installed):
+    """The operator waits for its new RoleBinding with a review only that binding can allow. The
+    chart's cluster-wide role grants list and watch on ResourceQuotas (drift repair), so a `list`
+    review passed at once and CI saw the quota's first PATCH refused (403) on a brand-new tenant."""
+    token_kubeconfig, _ = installed
+    namespace = "tenant-access-review"
+    ensure_namespace(rbac_plane, namespace)
+    authorization = kubernetes.client.AuthorizationV1Api
+
+    def allowed() -> bool:
+        with rbac_plane.api_client(token_kubeconfig) as client:
+            return bool(authorization(client).create_self_subject_access_review(access_review(namespace)).status.allowed)
+
+    assert not allowed()
+    with rbac_plane.api_client() as admin:
+        kubernetes.client.RbacAuthorizationV1Api(admin).create_namespaced_role_binding(namespace, {
+            "metadata": {"name": "gpu-tenant-operator"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": f"{FULLNAME}-tenant-namespace"},
+            "subjects": [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]})
+    wait_for(allowed, timeout=30, interval=0.2, what="the access review allowed once the RoleBinding exists")

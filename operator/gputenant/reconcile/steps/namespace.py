@@ -77,14 +77,22 @@ async def ensure_operator_access(run: Pass) -> None:
 ACCESS_WAIT_SECONDS = 10.0
 
 
+def access_review(host_namespace: str) -> dict:
+    """The SelfSubjectAccessReview that says whether the operator's RoleBinding is in force in
+    `host_namespace`: `patch resourcequotas`, the quota step's first write. Only that binding grants
+    it; `list` would not do, as the chart's cluster-wide role grants list and watch on
+    ResourceQuotas for drift repair, so a list review is allowed before the binding is in force."""
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "metadata": {},
+            "spec": {"resourceAttributes": {"namespace": host_namespace, "verb": "patch",
+                                            "resource": "resourcequotas"}}}
+
+
 async def wait_until_granted(run: Pass) -> None:
     """The API server's RBAC authorizer learns of a new RoleBinding from its own watch, a moment
-    after the write: until then the next step's namespaced LIST is refused (403). Ask the API
-    server (a SelfSubjectAccessReview, which every user may create) until the binding is in force;
-    if it is not within ACCESS_WAIT_SECONDS, retry the pass later rather than report a refusal."""
-    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "metadata": {},
-              "spec": {"resourceAttributes": {"namespace": run.host_namespace, "verb": "list",
-                                              "resource": "resourcequotas"}}}
+    after the write: until then the next step's write is refused (403). Ask the API server (a
+    SelfSubjectAccessReview, which every user may create) until the binding is in force; if it is
+    not within ACCESS_WAIT_SECONDS, retry the pass later rather than report a refusal."""
+    review = access_review(run.host_namespace)
     deadline = time.monotonic() + ACCESS_WAIT_SECONDS
     while not ((await run.client.create(review)).get("status") or {}).get("allowed"):
         if time.monotonic() > deadline:
