@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-LINTED := operator e2e bench
+LINTED := operator e2e bench tools/kai/key_uses.py
 # Test processes, each with its own planes: the tests against real vClusters mostly wait, so two
 # cores keep three busy (docs/development.md, "How long the suite takes").
 TEST_WORKERS ?= 3
@@ -27,6 +27,7 @@ generate: venv ## Rewrite every generated file: the CRD, its field reference, th
 	$(BIN)/gputenant crd > crds/tenant.yaml
 	$(BIN)/gputenant crd --markdown > docs/reference/gputenant.md
 	$(BIN)/python charts/gpu-tenant-operator/generate_schema.py
+	$(BIN)/python tools/kai/key_uses.py
 	$(BIN)/python docs/generate.py
 
 lint: venv ## ruff, import-linter's layering contracts (.importlinter) and mypy on the package and the test harness

@@ -89,10 +89,17 @@ def mechanism_table() -> str:
     return "\n".join(rows)
 
 
+def kai_key_table() -> str:
+    from gputenant.guard.kai_vocabulary import markdown_table
+
+    return markdown_table()
+
+
 SECTIONS: dict[tuple[str, str], tuple[str, Callable[[], str]]] = {
     ("admission-guard.md", "guard-rules"): ("gputenant.guard.rules.rule_table()", guard_rule_table),
     ("operations.md", "condition-reasons"): ("the reasons of gputenant/api/conditions.py", reason_table),
     ("trust-levels.md", "sharing-mechanisms"): ("gputenant.sharing.registry.MECHANISMS", mechanism_table),
+    ("threat-model.md", "kai-keys"): ("gputenant.guard.kai_vocabulary.VOCABULARY", kai_key_table),
 }
 """(doc file under docs/, section name) -> (where the table comes from, in words; its generator)."""
 

@@ -2,32 +2,78 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from test_guard_registry import pod, refused
 
 from gputenant.api.v1alpha1 import Trust
-from gputenant.guard import kai_sharing, kai_vocabulary, keys
+from gputenant.guard import kai_key_uses, kai_sharing, kai_vocabulary, keys
 from gputenant.guard.kai_vocabulary import VOCABULARY, KaiKey
 
 ROOT = Path(__file__).resolve().parents[2]
+SCANNER = ROOT / "tools" / "kai" / "key_uses.py"
+
+
+def scanner():
+    spec = importlib.util.spec_from_file_location("kai_key_uses_scanner", SCANNER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def kai_source() -> Path:
+    """The pinned KAI module's source in the Go module cache (`make tools` downloads it)."""
+    try:
+        return scanner().module_source(kai_vocabulary.KAI_VERSION)
+    except (OSError, subprocess.CalledProcessError) as error:
+        pytest.fail(f"KAI {kai_vocabulary.KAI_VERSION}'s source is not in the Go module cache and `go mod download` "
+                    f"failed ({error}): run `make tools`, which downloads it")
+
+
+def test_the_generated_key_uses_are_what_the_pinned_kai_source_gives(kai_source):
+    current = scanner().rendered(kai_vocabulary.KAI_VERSION, scanner().scan(kai_source))
+    assert current == Path(kai_key_uses.__file__).read_text(), (
+        "operator/gputenant/guard/kai_key_uses.py differs from KAI's source: run `make generate`, then make "
+        "kai_vocabulary account for what changed (this module's other tests say what)")
+
+
+def test_the_vocabulary_accounts_for_every_key_kai_uses():
+    assert kai_vocabulary.unaccounted() == []
+
+
+def test_a_key_kai_starts_using_is_found_and_refused_until_accounted_for(kai_source, tmp_path):
+    """An altered copy of KAI's source: a changed constant, a new label read and a new configurable
+    key. The scan finds all three and the vocabulary names each as unaccounted."""
+    copy = tmp_path / "kai"
+    shutil.copytree(kai_source / "pkg", copy / "pkg")
+    constants = copy / "pkg" / "common" / "constants" / "constants.go"
+    constants.chmod(0o644)
+    constants.write_text(constants.read_text().replace('SubGroupLabelKey         = "kai.scheduler/subgroup-name"',
+                                                       'SubGroupLabelKey         = "subgroup.kai.io/name"'))
+    (copy / "pkg" / "common" / "constants" / "new_reader.go").write_text(
+        'package constants\n\nconst TeamLabel = "kai.io/team"\n\n'
+        'func team(pod podLike) string { return pod.Labels[TeamLabel] + pod.Annotations[pod.priorityKey] }\n')
+    uses = tuple(scanner().scan(copy))
+    assert ("label", "subgroup.kai.io/name", True) in {use[:3] for use in uses}
+    problems = "\n".join(kai_vocabulary.unaccounted(uses))
+    assert "'subgroup.kai.io/name' used at pkg/" in problems
+    assert "'kai.io/team' used at pkg/common/constants/new_reader.go:5" in problems
+    assert "`pod.priorityKey` at pkg/common/constants/new_reader.go:5" in problems
+    assert "'kai.scheduler/subgroup-name' is used nowhere" in problems
 
 
 def test_the_table_was_derived_from_the_kai_version_the_tools_pin():
     go_mod = (ROOT / "tools" / "kai" / "go.mod").read_text()
     [pinned] = re.findall(rf"^\s*{re.escape(kai_vocabulary.KAI_MODULE)} (v\S+)", go_mod, flags=re.MULTILINE)
     assert pinned == kai_vocabulary.KAI_VERSION, (
-        f"tools/kai/go.mod pins KAI {pinned}, the vocabulary was derived from {kai_vocabulary.KAI_VERSION}: re-derive "
-        "gputenant/guard/kai_vocabulary.py from KAI's source at the new version (label and annotation constants "
-        "and their uses), then set KAI_VERSION and paste markdown_table() into docs/threat-model.md")
-
-
-def test_the_threat_models_table_is_the_vocabulary():
-    assert kai_vocabulary.markdown_table() in (ROOT / "docs" / "threat-model.md").read_text(), (
-        "docs/threat-model.md's KAI key table differs; paste the output of .venv/bin/python -c "
-        "'from gputenant.guard.kai_vocabulary import markdown_table; print(markdown_table())'")
+        f"tools/kai/go.mod pins KAI {pinned}, the key uses were generated from {kai_vocabulary.KAI_VERSION}: run "
+        "`make generate`, make kai_vocabulary account for what changed, and `make generate` again for the docs")
 
 
 TENANT_KEYS = [k for k in VOCABULARY if k.key not in (keys.QUEUE_LABEL, *keys.FRACTION_ANNOTATIONS)]

@@ -3,9 +3,14 @@
 A tenant shapes its host pods as it likes, so every key KAI's scheduler, binder, pod-grouper,
 pod-group controller or admission reads off a pod (or copies from a pod onto its PodGroup) is a
 lever on whose queue, gang, priority or GPU the pod gets. ``guard.keys`` reserves all of them; the
-table in docs/threat-model.md is written from ``VOCABULARY`` (``markdown_table``) and a unit test
-fails when it differs, or when tools/kai/go.mod pins another KAI version than ``KAI_VERSION``: then
-re-derive the table (grep KAI's ``pkg/`` for label and annotation constants and their uses).
+table in docs/threat-model.md is written from ``VOCABULARY`` (``markdown_table``).
+
+The keys were read off KAI's source by hand; ``kai_key_uses`` is generated from that source at the
+pinned version (tools/kai/key_uses.py, ``make generate``) and lists every place it uses a label or
+annotation key. ``unaccounted`` says which of those uses this module does not account for: a key no
+entry covers, a configurable key (a Go expression) not named in ``EXPRESSIONS``, an entry KAI no
+longer uses. operator/tests/test_kai_vocabulary.py fails on any of them, and on a generated file
+that differs from what the pinned module gives now.
 
 Node-scoped keys are listed too: a tenant cannot label nodes, but reserving them on pods costs
 nothing and keeps the list the whole vocabulary. Keys under a prefix ``keys.RESERVED_PREFIXES``
@@ -17,8 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-KAI_VERSION = "v0.12.0"
-"""The KAI-Scheduler version the table was derived from; tools/kai/go.mod must pin the same."""
+from gputenant.guard.kai_key_uses import KAI_VERSION, KEY_USES
+
+__all__ = ["KAI_VERSION", "VOCABULARY", "KaiKey", "markdown_table", "reserved", "reserved_values", "unaccounted"]
+
 KAI_MODULE = "github.com/NVIDIA/KAI-scheduler"
 GPU_GROUP_LABEL = "runai-gpu-group"
 """The GPU a fraction shares: on KAI's reservation pod and on every share KAI's binder bound onto it."""
@@ -137,6 +144,12 @@ VOCABULARY: tuple[KaiKey, ...] = (
            f"{_CONSTANTS}:19-20, pkg/scheduler/api/node_info/node_info.go:351",
            "hold GPUs that KAI does not count on the node", ("kai-resource-reservation", "scaling-pod",
                                                              "kai-scale-adjust")),
+    KaiKey("shared-gpu-pod-name", "label", "exact", "node-scale adjuster reads off its scaling pods: the pod it holds "
+           "a node for", "pkg/nodescaleadjuster/scaler/scaler.go:97, pkg/nodescaleadjuster/scaler/scaling_pod.go:46",
+           "pose as a scaling pod's pending GPU share (read in KAI's namespace only)"),
+    KaiKey("shared-gpu-pod-namespace", "label", "exact", "node-scale adjuster reads off its scaling pods",
+           "pkg/nodescaleadjuster/scaler/scaler.go:98, pkg/nodescaleadjuster/scaler/scaling_pod.go:47",
+           "pose as a scaling pod's pending GPU share (read in KAI's namespace only)"),
     KaiKey("karpenter.sh/do-not-disrupt", "annotation", "exact", "binder writes on reservation pods",
            f"{_RESERVATION}:477", "pin a node against consolidation as a reservation does"),
     # Node keys: KAI reads them off nodes, which tenants cannot write.
@@ -151,6 +164,71 @@ VOCABULARY: tuple[KaiKey, ...] = (
     KaiKey("beta.amd.com/gpu.vram", "label", "prefix", "pod-group controller reads (nodes)",
            "pkg/podgroupcontroller/controllers/resources/fraction.go:22, :115", "none on a pod (node key)"),
 )
+
+
+_GROUPER = "pkg/podgrouper/podgrouper/plugins/defaultgrouper/default_grouper.go"
+_POOL_KEY, _QUEUE_KEY = "kai.scheduler/node-pool", "kai.scheduler/queue"
+EXPRESSIONS: dict[tuple[str, str], str] = {
+    # Keys KAI takes from its configuration (flags, its config CR): the key each holds by default.
+    (_GROUPER, "dg.queueLabelKey"): _QUEUE_KEY,
+    ("pkg/podgrouper/podgroup/handler.go", "h.queueLabelKey"): _QUEUE_KEY,
+    ("pkg/queuecontroller/metrics/metrics.go", "queueLabelKey"): _QUEUE_KEY,
+    ("pkg/queuecontroller/controllers/resource_updater/resource_updater.go", "ru.QueueLabelKey"): _QUEUE_KEY,
+    (_GROUPER, "dg.nodePoolLabelKey"): _POOL_KEY,
+    ("pkg/podgrouper/podgroup/handler.go", "h.nodePoolKey"): _POOL_KEY,
+    ("pkg/podgrouper/pod_controller.go", "nodePoolKey"): _POOL_KEY,
+    ("pkg/scheduler/utils/node_pool_utils.go", "nodePoolLabelKey"): _POOL_KEY,
+    ("pkg/scheduler/cache/cache.go", "sc.schedulingNodePoolParams.NodePoolLabelKey"): _POOL_KEY,
+    ("pkg/scheduler/cache/cluster_info/cluster_info.go", "cpuWorkerLabelKey"): "node-role.kubernetes.io/cpu-worker",
+    ("pkg/scheduler/plugins/predicates/predicates.go", "cpuWorkerLabelKey"): "node-role.kubernetes.io/cpu-worker",
+    ("pkg/scheduler/cache/cluster_info/cluster_info.go", "gpuWorkerLabelKey"): "node-role.kubernetes.io/gpu-worker",
+    ("pkg/scheduler/plugins/predicates/predicates.go", "gpuWorkerLabelKey"): "node-role.kubernetes.io/gpu-worker",
+    ("pkg/scheduler/plugins/proportion/proportion.go", "gpuWorkerLabelKey"): "node-role.kubernetes.io/gpu-worker",
+    ("pkg/scheduler/api/node_info/node_info.go", "migWorkerLabelKey"): "node-role.kubernetes.io/mig-enabled",
+    # Keys of other modules or computed ones.
+    ("pkg/binder/binding/resourcereservation/resource_reservation.go", "karpenterv1.DoNotDisruptAnnotationKey"):
+        "karpenter.sh/do-not-disrupt",
+    ("pkg/binder/binding/resourcereservation/resource_reservation.go", "labelKey"): MULTI_GPU_GROUP_PREFIX,
+    ("pkg/binder/binding/resourcereservation/resource_reservation.go", "multiGroupKey"): MULTI_GPU_GROUP_PREFIX,
+}
+"""A key KAI's source gives by a Go expression (``kai_key_uses`` keeps it as written): the key it holds."""
+NOT_KEYS_OF_ITS_OWN: dict[tuple[str, str], str] = {
+    ("pkg/scheduler/cache/cache.go", "k"): "the scheduler copies its node-pool parameters' labels onto a BindRequest",
+    ("pkg/podgrouper/pod_controller.go", "key"): "matches a namespace's labels against a configured selector",
+    ("pkg/scheduler/plugins/topology/common.go", "level.NodeLabel"): "node labels a Topology object names (nodes only)",
+    ("pkg/scheduler/plugins/topology/topology_structs.go", "levelLabel"): "node labels a Topology object names "
+                                                                          "(nodes only)",
+}
+"""Go expressions that index labels without being a key KAI gives a meaning: why each is not one."""
+
+
+def _covers(entry: KaiKey, kind: str, key: str) -> bool:
+    return entry.kind == kind and (entry.key == key or (entry.match == "prefix" and key.startswith(entry.key)))
+
+
+def unaccounted(uses: tuple[tuple[str, str, bool, str], ...] = KEY_USES) -> list[str]:
+    """What of KAI's key uses (``kai_key_uses.KEY_USES``'s shape) this module does not account for,
+    one line each naming the key and where; empty when the vocabulary is complete and current."""
+    problems, found = [], set()
+    for kind, key, resolved, where in uses:
+        path = where.rsplit(":", 1)[0]
+        if not resolved:
+            if (path, key) in NOT_KEYS_OF_ITS_OWN:
+                continue
+            if (path, key) not in EXPRESSIONS:
+                problems.append(f"{kind} key given by `{key}` at {where}: name the key it holds in EXPRESSIONS "
+                                "or say why it is none in NOT_KEYS_OF_ITS_OWN")
+                continue
+            key = EXPRESSIONS[(path, key)]
+        found.add((kind, key))
+        if not any(_covers(entry, kind, key) for entry in VOCABULARY):
+            problems.append(f"{kind} {key!r} used at {where} is in no entry of VOCABULARY: add it, with who reads "
+                            "it and what a tenant setting it could do")
+    for entry in VOCABULARY:
+        if not any(_covers(entry, kind, key) for kind, key in found):
+            problems.append(f"VOCABULARY's {entry.kind} {entry.key!r} is used nowhere in KAI {KAI_VERSION}: remove it "
+                            "or find the use the scan misses")
+    return problems
 
 
 def reserved(kind: Kind, match: Match) -> tuple[str, ...]:
