@@ -3,13 +3,13 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-LINTED := operator e2e bench tools/kai/key_uses.py
+LINTED := operator e2e bench release tools/kai/key_uses.py
 # Test processes, each with its own planes: the tests against real vClusters mostly wait, so two
 # cores keep three busy (docs/development.md, "How long the suite takes").
 TEST_WORKERS ?= 3
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test test-vcluster unit bench lint generate venv tools
+.PHONY: help dev test test-vcluster unit bench lint generate venv tools release
 
 ##@ General
 
@@ -22,6 +22,9 @@ help: ## Show the targets and what they do
 
 dev: venv tools ## Local demo: control plane, operator, example tenants; status until Ready (DEV_ARGS=--exit-when-ready for CI)
 	$(BIN)/python -m kubeplane.demo up $(DEV_ARGS)
+
+release: venv tools ## The release into dist/: the image as an OCI archive, the packaged chart naming it by digest, an SPDX SBOM, SHA256SUMS (RELEASE_ARGS=--fresh)
+	$(BIN)/python -m release $(RELEASE_ARGS)
 
 generate: venv ## Rewrite every generated file: the CRD, its field reference, the chart's values schema, the docs' tables
 	$(BIN)/gputenant crd > crds/tenant.yaml

@@ -53,6 +53,8 @@ def chart_values_schema() -> dict:
             "image": _object({
                 "repository": {"type": "string", "minLength": 1, "description": "Image repository."},
                 "tag": {"type": "string", "description": "Image tag; empty: the chart's appVersion."},
+                "digest": {"type": "string", "pattern": "^(sha256:[0-9a-f]{64})?$",
+                           "description": "Image manifest digest; set: the image is named by it, not by tag."},
                 "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
             }, "The operator image (built from the repository's Dockerfile).", ("repository",)),
             "replicas": {"type": "integer", "minimum": 1, "description": (

@@ -1,7 +1,8 @@
-"""The operator installed in-cluster from its own chart (charts/gpu-tenant-operator) on a plane with
-a real node: its image (operator_image.py) imported into the node's containerd, `helm install`
-with the plane's helm, the host routed to the guard's Service (service_routes.py), and everything
-removed again by `uninstall`."""
+"""The operator installed in-cluster from its own chart on a plane with a real node: its image
+imported into the node's containerd, `helm install` with the plane's helm, the host routed to the
+guard's Service (service_routes.py), and everything removed again by `uninstall`. By default the
+chart is the source tree's (charts/gpu-tenant-operator) and the image operator_image.py's; a
+release's packaged chart and image archive (`python -m release`) can be given instead."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ class InClusterOperator:
     plane: ControlPlane
     namespace: str
     values: dict = field(default_factory=dict)
+    chart: Path = CHART
+    image_archive: Path | None = None
     guard_ip: str | None = None
 
     @property
@@ -39,7 +42,7 @@ class InClusterOperator:
     def install(self, values_dir: Path, timeout: float = 240) -> InClusterOperator:
         """Import the image, install the chart and wait until the Deployment is available and
         the guard's webhook configurations name its Service."""
-        _, archive = operator_image(self.plane.bin_dir)
+        archive = self.image_archive or operator_image(self.plane.bin_dir)[1]
         self.plane.require_node().containerd.import_images([archive])
         values_file = values_dir / "operator-values.yaml"
         values = {"crd": {"install": False}, **self.values}
@@ -47,7 +50,7 @@ class InClusterOperator:
         # link too, from where this API server calls the guard; a platform names its own networks.
         values["config"] = {"clusterNetworks": cluster_networks(self.plane), **values.get("config", {})}
         values_file.write_text(yaml.safe_dump(values))
-        self.plane.helm("install", RELEASE, str(CHART), "--namespace", self.namespace, "--create-namespace",
+        self.plane.helm("install", RELEASE, str(self.chart), "--namespace", self.namespace, "--create-namespace",
                         "--values", str(values_file))
         with self.plane.api_client() as client:
             core = kubernetes.client.CoreV1Api(client)
@@ -68,7 +71,7 @@ class InClusterOperator:
         merged = {"crd": {"install": False}, **self.values}
         merged["config"] = {"clusterNetworks": cluster_networks(self.plane), **merged.get("config", {})}
         values_file.write_text(yaml.safe_dump(merged))
-        self.plane.helm("upgrade", RELEASE, str(CHART), "--namespace", self.namespace, "--values", str(values_file))
+        self.plane.helm("upgrade", RELEASE, str(self.chart), "--namespace", self.namespace, "--values", str(values_file))
         try:
             wait_for(self.rolled_out, timeout=timeout, interval=1, what=f"deployment {RELEASE} rolled out")
         except TimeoutError as error:

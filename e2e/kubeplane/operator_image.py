@@ -1,5 +1,6 @@
 """The operator's own image, built here without a container engine or a registry, so the e2e tests
-can run the operator in-cluster from its Helm chart (charts/gpu-tenant-operator).
+can run the operator in-cluster from its Helm chart (charts/gpu-tenant-operator), and `make
+release` (release/) ships the same archive.
 
 It follows the repository's Dockerfile (the production recipe), part for part:
 
@@ -55,6 +56,8 @@ uid /etc/passwd does not know."""
 _PRUNED = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt",
            "var/lib/apt/lists", "var/log")
 _EPOCH = 1700000000
+ARCHIVE_FORMAT = "2"
+"""Part of the cache key: 2 names the image by digest as well as by tag (write_archive)."""
 
 
 def operator_image_reference() -> str:
@@ -80,7 +83,8 @@ def build_wheel(directory: Path) -> Path:
 def _fingerprint(wheel: Path, helm: Path) -> str:
     """The digest of what goes into the image: the wheel's members (not its zip bytes, which carry
     timestamps), the packages, the pinned requirements (inside the wheel's METADATA) and helm."""
-    digest = hashlib.sha256(f"{SUITE}\0{' '.join(PACKAGES)}\0{ENV}\0{CMD}\0{USER}\0{PASSWD_ENTRY}\0{GROUP_ENTRY}".encode())
+    digest = hashlib.sha256(f"{ARCHIVE_FORMAT}\0{SUITE}\0{' '.join(PACKAGES)}\0{ENV}\0{CMD}\0{USER}\0{PASSWD_ENTRY}\0"
+                            f"{GROUP_ENTRY}".encode())
     with zipfile.ZipFile(wheel) as archive:
         for name in sorted(archive.namelist()):
             if not name.endswith("/RECORD"):
@@ -140,19 +144,23 @@ def _write_layer(root: Path, path: Path) -> dict:
 
 def write_archive(reference: str, layer_path: Path, layer: dict, path: Path) -> None:
     """An OCI image-layout tarball of one linux/amd64 image named `reference`, as `ctr images
-    import` reads it; the layer is copied in from its file."""
+    import` reads it; the layer is copied in from its file. The index names the image twice, by
+    tag and by its manifest digest (`repository@sha256:...`), so a chart that names it by digest
+    (a release's, docs/install.md) finds it imported too."""
     config = {"architecture": "amd64", "os": "linux",
               "config": {"Entrypoint": ENTRYPOINT, "Cmd": CMD, "Env": ENV, "User": USER},
               "rootfs": {"type": "layers", "diff_ids": [layer["digest"]]}}
     config_descriptor, config_blob = _blob(json.dumps(config, sort_keys=True).encode(), _CONFIG)
     manifest = {"schemaVersion": 2, "mediaType": _MANIFEST, "config": config_descriptor, "layers": [layer]}
     manifest_descriptor, manifest_blob = _blob(json.dumps(manifest, sort_keys=True).encode(), _MANIFEST)
-    manifest_descriptor.update(
-        platform={"architecture": "amd64", "os": "linux"},
-        annotations={"io.containerd.image.name": reference,
-                     "org.opencontainers.image.ref.name": reference.rsplit(":", 1)[1]})
+    manifest_descriptor.update(platform={"architecture": "amd64", "os": "linux"})
+    repository = reference.rsplit(":", 1)[0]
+    by_tag = {**manifest_descriptor, "annotations": {"io.containerd.image.name": reference,
+                                                     "org.opencontainers.image.ref.name": reference.rsplit(":", 1)[1]}}
+    by_digest = {**manifest_descriptor, "annotations": {
+        "io.containerd.image.name": f"{repository}@{manifest_descriptor['digest']}"}}
     index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-             "manifests": [manifest_descriptor]}
+             "manifests": [by_tag, by_digest]}
     small = {"oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode(),
              "index.json": json.dumps(index, sort_keys=True).encode(),
              f"blobs/sha256/{config_descriptor['digest'][7:]}": config_blob,
@@ -165,8 +173,17 @@ def write_archive(reference: str, layer_path: Path, layer: dict, path: Path) -> 
             tar.addfile(info, content)
 
 
-def operator_image(bin_dir: Path | None = None) -> tuple[str, Path]:
-    """(reference, OCI tarball) of the operator's image, built if the cache lacks it."""
+def manifest_digest(archive: Path) -> str:
+    """The image's manifest digest (`sha256:...`), from the archive's index."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("index.json")
+        assert member is not None
+        return json.load(member)["manifests"][0]["digest"]
+
+
+def operator_image(bin_dir: Path | None = None, fresh: bool = False) -> tuple[str, Path]:
+    """(reference, OCI tarball) of the operator's image, built if the cache lacks it, or always
+    with `fresh` (what shows the build reproducible: the same inputs give the same digest)."""
     bin_dir = bin_dir or tools_bin_dir()
     cache_dir = bin_dir.parent / "images"
     reference = operator_image_reference()
@@ -176,7 +193,7 @@ def operator_image(bin_dir: Path | None = None) -> tuple[str, Path]:
         wheel = build_wheel(work / "wheel")
         name = reference.rsplit("/", 1)[1].replace(":", "-")
         path = cache_dir / f"{name}-{_fingerprint(wheel, helm)}.oci.tar"
-        if path.is_file():
+        if path.is_file() and not fresh:
             return reference, path
         print(f"kubeplane: building the operator image {reference} into {path} (minutes)",
               file=sys.stderr, flush=True)

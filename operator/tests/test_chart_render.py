@@ -372,3 +372,14 @@ def test_attestation_is_off_by_default_and_when_on_names_its_image_and_holds_pod
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "create", "delete"]}]
     refused = helm("template", "t", str(CHART), "--set", "attestation.enabled=true", check=False)
     assert refused.returncode != 0 and "attestation.image is required" in refused.stderr
+
+
+def test_the_image_is_named_by_digest_when_one_is_set_and_by_tag_otherwise():
+    digest = "sha256:" + "0f" * 32
+    name = f"{RELEASE}-gpu-tenant-operator"
+    by_tag = find(render(), "Deployment", name)["spec"]["template"]["spec"]["containers"][0]["image"]
+    by_digest = find(render("--set", f"image.digest={digest}"), "Deployment", name)
+    assert by_tag == "gpu-tenant-operator:0.1.0"
+    assert by_digest["spec"]["template"]["spec"]["containers"][0]["image"] == f"gpu-tenant-operator@{digest}"
+    refused = helm("template", RELEASE, str(CHART), "--set", "image.digest=latest", check=False)
+    assert refused.returncode and "digest" in refused.stderr

@@ -1,0 +1,58 @@
+"""The release's steps in order: the image (cached by its inputs unless fresh), the chart naming it by
+digest, the SBOM read from the image, and the checksums of the three."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+from kubeplane.operator_image import manifest_digest, operator_image
+from kubeplane.tools import pinned_versions, tools_bin_dir
+from release import chart, sbom
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+IMAGE_NAME = "gpu-tenant-operator"
+CHECKSUMS = "SHA256SUMS"
+
+
+def project_version() -> str:
+    """The one version: pyproject.toml's. The packaged chart's version and appVersion are set from
+    it; the source tree's Chart.yaml must agree (operator/tests/test_release_parts.py)."""
+    return tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def source_time() -> int:
+    """The time every packed file carries: the commit's (SOURCE_DATE_EPOCH's convention)."""
+    return int(subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, check=True).stdout)
+
+
+def checksums(paths: list[Path]) -> str:
+    return "".join(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}\n" for path in sorted(paths))
+
+
+def build(dist: Path, fresh: bool = False, bin_dir: Path | None = None,
+          image_repository: str | None = None) -> dict[str, Path]:
+    """Write the artifacts into `dist` (emptied first); returns them by kind. `image_repository` is
+    where the image will be pushed (the packaged chart names it there); default: the chart's."""
+    bin_dir = bin_dir or tools_bin_dir()
+    version, mtime = project_version(), source_time()
+    if dist.exists():
+        shutil.rmtree(dist)
+    dist.mkdir(parents=True)
+    _, cached = operator_image(bin_dir, fresh=fresh)
+    image = dist / f"{IMAGE_NAME}-{version}.oci.tar"
+    shutil.copyfile(cached, image)
+    digest = manifest_digest(image)
+    packaged = chart.package(bin_dir / "helm", version, digest, mtime, dist, image_repository)
+    bom = dist / f"{IMAGE_NAME}-{version}.spdx.json"
+    with open(image, "rb") as archive:
+        document = sbom.document(archive, IMAGE_NAME, version, digest, pinned_versions()["helm"], mtime)
+    bom.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    sums = dist / CHECKSUMS
+    sums.write_text(checksums([image, packaged, bom]))
+    return {"image": image, "chart": packaged, "sbom": bom, "checksums": sums}
