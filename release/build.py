@@ -19,36 +19,52 @@ IMAGE_NAME = "gpu-tenant-operator"
 CHECKSUMS = "SHA256SUMS"
 
 
-def project_version() -> str:
+PREVIOUS_RELEASE = "5284c0ed4c0a17086acd2a0a4bbbfe0d5b4640d5"
+"""0.1.0: the last commit that landed before releases were built (none was tagged). The upgrade
+e2e builds the previous release from it (`git archive`, then `build(source=...)`)."""
+
+
+def project_version(source: Path = REPO_ROOT) -> str:
     """The one version: pyproject.toml's. The packaged chart's version and appVersion are set from
     it; the source tree's Chart.yaml must agree (operator/tests/test_release_parts.py)."""
-    return tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    return tomllib.loads((source / "pyproject.toml").read_text())["project"]["version"]
 
 
-def source_time() -> int:
+def source_time(commit: str = "HEAD") -> int:
     """The time every packed file carries: the commit's (SOURCE_DATE_EPOCH's convention)."""
-    return int(subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=REPO_ROOT, capture_output=True,
+    return int(subprocess.run(["git", "log", "-1", "--format=%ct", commit], cwd=REPO_ROOT, capture_output=True,
                               text=True, check=True).stdout)
+
+
+def checkout(commit: str, directory: Path) -> Path:
+    """The project's tree at `commit` in `directory` (git archive: no .git, as a release tarball)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", commit], cwd=REPO_ROOT, capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
+    return directory
 
 
 def checksums(paths: list[Path]) -> str:
     return "".join(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}\n" for path in sorted(paths))
 
 
-def build(dist: Path, fresh: bool = False, bin_dir: Path | None = None,
-          image_repository: str | None = None) -> dict[str, Path]:
-    """Write the artifacts into `dist` (emptied first); returns them by kind. `image_repository` is
-    where the image will be pushed (the packaged chart names it there); default: the chart's."""
+def build(dist: Path, fresh: bool = False, bin_dir: Path | None = None, image_repository: str | None = None,
+          source: Path = REPO_ROOT, commit: str = "HEAD") -> dict[str, Path]:
+    """Write the artifacts of the tree `source` (at `commit`) into `dist` (emptied first); returns
+    them by kind. `image_repository` is where the image will be pushed (the packaged chart names it
+    there); default: the chart's. A tree whose chart cannot name its image by digest (before 0.2.0)
+    gets its chart packaged naming it by tag."""
     bin_dir = bin_dir or tools_bin_dir()
-    version, mtime = project_version(), source_time()
+    version, mtime = project_version(source), source_time(commit)
     if dist.exists():
         shutil.rmtree(dist)
     dist.mkdir(parents=True)
-    _, cached = operator_image(bin_dir, fresh=fresh)
+    _, cached = operator_image(bin_dir, fresh=fresh, source=source)
     image = dist / f"{IMAGE_NAME}-{version}.oci.tar"
     shutil.copyfile(cached, image)
     digest = manifest_digest(image)
-    packaged = chart.package(bin_dir / "helm", version, digest, mtime, dist, image_repository)
+    packaged = chart.package(bin_dir / "helm", version, digest, mtime, dist, image_repository, source=source)
     bom = dist / f"{IMAGE_NAME}-{version}.spdx.json"
     with open(image, "rb") as archive:
         document = sbom.document(archive, IMAGE_NAME, version, digest, pinned_versions()["helm"], mtime)

@@ -16,6 +16,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHART = REPO_ROOT / "charts" / "gpu-tenant-operator"
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST_VALUE = re.compile(r"^  digest: ", re.MULTILINE)
+"""values.yaml's `image.digest`, absent from charts before 0.2.0."""
 
 
 def with_image(values: str, repository: str | None, digest: str) -> str:
@@ -48,14 +50,16 @@ def normalised(package: bytes, mtime: int) -> bytes:
     return gzip.compress(out.getvalue(), compresslevel=9, mtime=0)
 
 
-def package(helm: Path, version: str, digest: str, mtime: int, destination: Path, repository: str | None = None) -> Path:
-    """dist/gpu-tenant-operator-<version>.tgz, naming the image `repository` (default: the chart's)
-    at `digest`."""
+def package(helm: Path, version: str, digest: str, mtime: int, destination: Path, repository: str | None = None,
+            source: Path = REPO_ROOT) -> Path:
+    """dist/gpu-tenant-operator-<version>.tgz of the chart in the tree `source`, naming the image
+    `repository` (default: the chart's) at `digest`; by tag when that chart has no `image.digest`."""
     with tempfile.TemporaryDirectory(prefix="gputenant-chart-") as scratch:
         copy = Path(scratch) / CHART.name
-        shutil.copytree(CHART, copy)  # the CRD symlink is copied as the file it names
+        shutil.copytree(source / CHART.relative_to(REPO_ROOT), copy)  # the CRD symlink copied as its file
         values = copy / "values.yaml"
-        values.write_text(with_image(values.read_text(), repository, digest))
+        if DIGEST_VALUE.search(values.read_text()):
+            values.write_text(with_image(values.read_text(), repository, digest))
         subprocess.run([str(helm), "package", str(copy), "--version", version, "--app-version", version,
                         "--destination", scratch], check=True, capture_output=True, text=True)
         packed = Path(scratch) / f"{CHART.name}-{version}.tgz"

@@ -12,14 +12,34 @@ from pathlib import Path
 import kubernetes
 import yaml
 
+from .node import API_FORWARD_PORT
 from .operator_image import CHART, operator_image
 from .operator_process import GUARD_CONFIGURATION, cluster_networks, remove_guard_configurations
 from .plane import ControlPlane
 from .process import wait_for
 from .service_routes import remove_service_route, route_service_to_node
+from .tools import REPO_ROOT
 
 RELEASE = "gpu-tenant-operator"
 """The chart's full name is then the release name, as in docs/install.md."""
+
+
+def real_vcluster_values(plane: ControlPlane, chart_repository_url: str) -> dict:
+    """The chart's `config` for an in-cluster operator that runs real vClusters on the plane's node:
+    examples/config.yaml, the vCluster chart from `chart_repository_url` (as from charts.loft.sh),
+    exposed by NodePort at the node's address (no cluster DNS serves the host's pods here), the API
+    server where pods reach it. Creates the device-plugin namespace the example's pools need (a
+    prerequisite, docs/install.md)."""
+    config = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
+    for set_by_chart in ("operatorNamespace", "operatorServiceAccount", "tenantNamespaceClusterRole"):
+        config.pop(set_by_chart, None)
+    node_ip = plane.require_node().network.node_ip
+    config["vcluster"].update(repository=chart_repository_url, exposure={"type": "NodePort", "address": node_ip})
+    config.update(apiServerNetworks=[f"{node_ip}/32"], apiServerPort=API_FORWARD_PORT)
+    namespace = config["devicePluginConfigMap"]["namespace"]
+    if plane.kubectl("get", "namespace", namespace, check=False).returncode:
+        plane.create_namespace(namespace)
+    return config
 
 
 @dataclass

@@ -60,23 +60,24 @@ ARCHIVE_FORMAT = "2"
 """Part of the cache key: 2 names the image by digest as well as by tag (write_archive)."""
 
 
-def operator_image_reference() -> str:
-    """The image as the chart names it by default (repository, tag = the chart's appVersion),
-    normalised the way the kubelet asks containerd for it."""
-    values = yaml.safe_load((CHART / "values.yaml").read_text())["image"]
-    tag = values["tag"] or str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
+def operator_image_reference(source: Path = REPO_ROOT) -> str:
+    """The image as the chart of the tree `source` names it by default (repository, tag = the
+    chart's appVersion), normalised the way the kubelet asks containerd for it."""
+    chart = source / CHART.relative_to(REPO_ROOT)
+    values = yaml.safe_load((chart / "values.yaml").read_text())["image"]
+    tag = values["tag"] or str(yaml.safe_load((chart / "Chart.yaml").read_text())["appVersion"])
     repository = values["repository"]
     if "/" not in repository:
         repository = f"docker.io/library/{repository}"
     return f"{repository}:{tag}"
 
 
-def build_wheel(directory: Path) -> Path:
-    """The project's wheel in `directory`. setuptools builds in the tree and packs whatever an
-    earlier build left in the git-ignored build/lib, so that goes first."""
-    shutil.rmtree(REPO_ROOT / "build", ignore_errors=True)
+def build_wheel(directory: Path, source: Path = REPO_ROOT) -> Path:
+    """The wheel of the project's tree `source` in `directory`. setuptools builds in the tree and
+    packs whatever an earlier build left in the git-ignored build/lib, so that goes first."""
+    shutil.rmtree(source / "build", ignore_errors=True)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--wheel-dir", str(directory), str(REPO_ROOT)], check=True)
+                    "--wheel-dir", str(directory), str(source)], check=True)
     return next(directory.glob("gpu_tenant_operator-*.whl"))
 
 
@@ -181,16 +182,17 @@ def manifest_digest(archive: Path) -> str:
         return json.load(member)["manifests"][0]["digest"]
 
 
-def operator_image(bin_dir: Path | None = None, fresh: bool = False) -> tuple[str, Path]:
-    """(reference, OCI tarball) of the operator's image, built if the cache lacks it, or always
-    with `fresh` (what shows the build reproducible: the same inputs give the same digest)."""
+def operator_image(bin_dir: Path | None = None, fresh: bool = False, source: Path = REPO_ROOT) -> tuple[str, Path]:
+    """(reference, OCI tarball) of the operator's image from the project's tree `source` (another
+    commit's, for an upgrade from it), built if the cache lacks it, or always with `fresh` (what
+    shows the build reproducible: the same inputs give the same digest)."""
     bin_dir = bin_dir or tools_bin_dir()
     cache_dir = bin_dir.parent / "images"
-    reference = operator_image_reference()
+    reference = operator_image_reference(source)
     helm = bin_dir / "helm"
     with tempfile.TemporaryDirectory(prefix="gputenant-image-") as scratch:
         work = Path(scratch)
-        wheel = build_wheel(work / "wheel")
+        wheel = build_wheel(work / "wheel", source)
         name = reference.rsplit("/", 1)[1].replace(":", "-")
         path = cache_dir / f"{name}-{_fingerprint(wheel, helm)}.oci.tar"
         if path.is_file() and not fresh:

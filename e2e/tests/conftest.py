@@ -29,7 +29,8 @@ from gputenant import naming
 from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, builders, wait_for
 from kubeplane.argocd import ArgoCD
-from kubeplane.fixtures import ARGOCD_NAMESPACE, install_crds, install_kai_queue_crd, label_cpu_node
+from kubeplane.chart_repository import ChartRepository
+from kubeplane.fixtures import ARGOCD_NAMESPACE, REAL_VCLUSTER_CHART, install_crds, install_kai_queue_crd, label_cpu_node
 from kubeplane.inprocess import inprocess, op  # noqa: F401 (fixtures: the in-process reconciler, test_reconciler_inprocess*)
 from kubeplane.kai_fixtures import gpu_scheduling
 from kubeplane.operator_process import RESYNC_SECONDS, OperatorProcess, guarded_operator
@@ -178,6 +179,16 @@ def vcluster_node(node_plane: ControlPlane):
     provisioner = LocalPathProvisioner().start(node_plane)
     yield node_plane
     provisioner.stop()
+
+
+@pytest.fixture(scope="module")
+def vcluster_chart_repository(vcluster_node: ControlPlane, tmp_path_factory):
+    """The real vCluster chart served over HTTP from the host, where the node's pods reach it: for
+    operators running in-cluster, which cannot read ../shared (kubeplane.chart_repository)."""
+    repository = ChartRepository(tmp_path_factory.mktemp("charts")).start(
+        vcluster_node, REAL_VCLUSTER_CHART, vcluster_node.require_node().network.host_ip)
+    yield repository
+    repository.stop()
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections import Counter
 
@@ -27,7 +26,7 @@ import pytest
 from gputenant.kube import KubeClient
 from gputenant.kube.lease import LeaseElector
 from kubeplane import wait_for
-from kubeplane.images import TEST_IMAGE
+from kubeplane.admission_stream import CREATIONS_PER_SECOND, CreationStream, probe_pod
 from kubeplane.incluster import RELEASE, InClusterOperator
 
 pytestmark = pytest.mark.plane
@@ -37,7 +36,6 @@ TENANT = "ha"
 TENANT_NAMESPACE = f"tenant-{TENANT}"
 LEASE_SECONDS = 15
 """gputenant run's default lease (client-go's): a standby takes an abandoned Lease after this."""
-CREATIONS_PER_SECOND = 5
 
 
 def test_one_replica_holds_the_lease_and_another_takes_it_when_released_or_abandoned(plane):
@@ -81,53 +79,6 @@ def replicas(vcluster_node, tmp_path_factory):
 def lease_holder(plane) -> str | None:
     with plane.api_client() as client:
         return kubernetes.client.CoordinationV1Api(client).read_namespaced_lease(RELEASE, NAMESPACE).spec.holder_identity
-
-
-def probe_pod(number: int) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"probe-{number}"},
-            "spec": {"securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
-                                         "seccompProfile": {"type": "RuntimeDefault"}},
-                     "containers": [{"name": "main", "image": TEST_IMAGE, "command": ["sleep", "60"],
-                                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
-                                                   "limits": {"cpu": "100m", "memory": "32Mi"}},
-                                     "securityContext": {"allowPrivilegeEscalation": False,
-                                                         "capabilities": {"drop": ["ALL"]}}}]}}
-
-
-class CreationStream:
-    """Pod creations at a steady rate from a thread; each outcome recorded with its time."""
-
-    def __init__(self, plane):
-        self.plane = plane
-        self.outcomes: list[tuple[float, str]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        with self.plane.api_client() as client:
-            core = kubernetes.client.CoreV1Api(client)
-            number = 0
-            while not self._stop.is_set():
-                number += 1
-                started = time.monotonic()
-                try:
-                    core.create_namespaced_pod(TENANT_NAMESPACE, probe_pod(number), dry_run="All",
-                                               _request_timeout=15)
-                    outcome = "admitted"
-                except kubernetes.client.ApiException as error:
-                    outcome = f"{error.status} {error.reason}: {(error.body or '')[:160]}"
-                except Exception as error:  # noqa: BLE001 (a connection error is an outcome to count)
-                    outcome = f"error: {error!r}"[:200]
-                self.outcomes.append((started, outcome))
-                self._stop.wait(max(0.0, 1 / CREATIONS_PER_SECOND - (time.monotonic() - started)))
-
-    def __enter__(self) -> CreationStream:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_) -> None:
-        self._stop.set()
-        self._thread.join(30)
 
 
 def generation_reconciled(plane, generation: int) -> bool:
@@ -188,7 +139,7 @@ def test_admission_and_reconciliation_survive_losing_the_leading_replica(replica
     body = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", TENANT)
     quota = body["spec"]["gpu"]["quota"] + 1
 
-    with CreationStream(plane) as stream:
+    with CreationStream(plane, TENANT_NAMESPACE) as stream:
         time.sleep(3)
         killed_at = time.monotonic()
         kill(plane, leader)
@@ -237,7 +188,7 @@ def test_an_upgrade_and_a_drained_replica_refuse_no_tenant_pod(replicas, tenant,
     does), while tenant pods are created at a steady rate: every one is admitted."""
     plane = vcluster_node
     wait_for(replicas.rolled_out, timeout=120, interval=1, what="both replicas rolled out")
-    with CreationStream(plane) as stream:
+    with CreationStream(plane, TENANT_NAMESPACE) as stream:
         time.sleep(3)
         started = time.monotonic()
         replicas.upgrade(tmp_path, {"podAnnotations": {"gputenant.io/rollout-test": str(time.time())}})

@@ -66,7 +66,7 @@ def test_the_dockerfile_and_the_local_image_start_the_same_way():
 def test_the_deployment_runs_the_operator_as_its_service_account(incluster, vcluster_node):
     [pod] = incluster.pods()
     assert pod.status.phase == "Running" and pod.spec.service_account_name == RELEASE
-    assert pod.spec.containers[0].image == "gpu-tenant-operator:0.1.0"
+    assert pod.spec.containers[0].image == "gpu-tenant-operator:0.2.0"
     result = vcluster_node.kubectl("exec", "-n", NAMESPACE, pod.metadata.name, "--", "python3", "-c",
                                    SELF_SUBJECT_REVIEW)
     assert json.loads(result.stdout)["username"] == incluster.service_account

@@ -22,12 +22,9 @@ import yaml
 
 from gputenant import naming
 from kubeplane import wait_for
-from kubeplane.chart_repository import ChartRepository
-from kubeplane.fixtures import REAL_VCLUSTER_CHART
-from kubeplane.incluster import InClusterOperator
-from kubeplane.node import API_FORWARD_PORT
+from kubeplane.incluster import InClusterOperator, real_vcluster_values
 from kubeplane.operator_image import manifest_digest
-from kubeplane.tools import REPO_ROOT, pinned_versions
+from kubeplane.tools import pinned_versions
 from release import build as release
 from release import chart
 
@@ -71,28 +68,10 @@ def test_packing_the_same_chart_twice_gives_the_same_bytes(vcluster_node, dist, 
 
 
 @pytest.fixture(scope="module")
-def chart_repository(vcluster_node, tmp_path_factory):
-    repository = ChartRepository(tmp_path_factory.mktemp("charts")).start(
-        vcluster_node, REAL_VCLUSTER_CHART, vcluster_node.require_node().network.host_ip)
-    yield repository
-    repository.stop()
-
-
-@pytest.fixture(scope="module")
-def from_dist(vcluster_node, dist, chart_repository, tmp_path_factory):
+def from_dist(vcluster_node, dist, vcluster_chart_repository, tmp_path_factory):
     """The operator from the release alone, configured as examples/config.yaml but for where the
-    vCluster chart comes from and how the vClusters are exposed (NodePort at the node's address:
-    no cluster DNS serves the host's pods here)."""
-    config = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
-    for set_by_chart in ("operatorNamespace", "operatorServiceAccount", "tenantNamespaceClusterRole"):
-        config.pop(set_by_chart, None)
-    node_ip = vcluster_node.require_node().network.node_ip
-    config["vcluster"].update(repository=chart_repository.url,
-                              exposure={"type": "NodePort", "address": node_ip})
-    config.update(apiServerNetworks=[f"{node_ip}/32"], apiServerPort=API_FORWARD_PORT)
-    device_plugin_namespace = config["devicePluginConfigMap"]["namespace"]  # a prerequisite (docs/install.md)
-    if vcluster_node.kubectl("get", "namespace", device_plugin_namespace, check=False).returncode:
-        vcluster_node.create_namespace(device_plugin_namespace)
+    vCluster chart comes from and how the vClusters are exposed (`real_vcluster_values`)."""
+    config = real_vcluster_values(vcluster_node, vcluster_chart_repository.url)
     operator = InClusterOperator(vcluster_node, NAMESPACE, values={"replicas": 1, "config": config},
                                  chart=dist["chart"], image_archive=dist["image"])
     try:

@@ -379,7 +379,7 @@ def test_the_image_is_named_by_digest_when_one_is_set_and_by_tag_otherwise():
     name = f"{RELEASE}-gpu-tenant-operator"
     by_tag = find(render(), "Deployment", name)["spec"]["template"]["spec"]["containers"][0]["image"]
     by_digest = find(render("--set", f"image.digest={digest}"), "Deployment", name)
-    assert by_tag == "gpu-tenant-operator:0.1.0"
+    assert by_tag == "gpu-tenant-operator:0.2.0"
     assert by_digest["spec"]["template"]["spec"]["containers"][0]["image"] == f"gpu-tenant-operator@{digest}"
     refused = helm("template", RELEASE, str(CHART), "--set", "image.digest=latest", check=False)
     assert refused.returncode and "digest" in refused.stderr

@@ -1,0 +1,214 @@
+"""The operator's own upgrade and rollback with tenants running (issue 39 item 3), from releases as
+a platform team gets them (`release.build`): the previous release, 0.1.0, built from the commit it
+was (`release.build.PREVIOUS_RELEASE`, no tag existed) and this tree's. Each is its image archive
+imported into the node's containerd and its packaged chart; 0.1.0's chart names its image by tag,
+this one's by digest.
+
+Three tenants, one per trust level, each with a REAL vCluster (0.36.1, pulled by the operator's helm
+from a chart repository served from the host) and a GPU pod in it that the real KAI-Scheduler bound
+to a SIMULATED GPU node (kwok): a time-slice replica (Trusted), a KAI fraction under HAMi-core
+(Internal), a whole GPU (Untrusted). Then `helm upgrade` to this release and `helm rollback` to the
+previous one, with the chart's defaults (two replicas, surge-first rollout), while tenant pod
+creations stream through the fail-closed admission guard. Asserted after each: no creation refused
+or failed, no tenant's Ready condition changed (its lastTransitionTime is the same), no vCluster
+control-plane pod or GPU pod replaced or restarted (same uid, same restart count), no vCluster
+release upgraded, the owners' kubeconfig Secrets unchanged and still answering. The figures are printed; docs/operations.md
+records them with the procedure.
+
+The GpuTenant CRD is the same in both releases (one version, v1alpha1; the plane installs it), so
+this shows no API conversion: that comes with v1beta1.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from gputenant import naming
+from kubeplane import ControlPlane, builders, wait_for
+from kubeplane.admission_stream import CREATIONS_PER_SECOND, CreationStream
+from kubeplane.builders import RESTRICTED
+from kubeplane.images import TEST_IMAGE
+from kubeplane.incluster import RELEASE, InClusterOperator, real_vcluster_values
+from kubeplane.operator_image import manifest_digest
+from kubeplane.virtual_cluster import VIRTUAL_NAMESPACE, VirtualCluster, issued_kubeconfig, synced_host_pods
+from release.build import PREVIOUS_RELEASE, build, checkout
+
+pytestmark = pytest.mark.plane
+
+NAMESPACE = "gputenant-upgrade"
+READY_TIMEOUT_SECONDS = 600
+"""Three real virtual control planes at once on a 2-core machine."""
+FLOW_TIMEOUT_SECONDS = 240
+TENANTS = {
+    "up-trusted": builders.tenant("up-trusted", "Trusted", gpus=1, sharing={"mode": "TimeSlicing"},
+                                  kubeconfig={"roles": ["admin"]}, preventDeletion=False),
+    "up-internal": builders.tenant("up-internal", "Internal", gpus=0.25,
+                                   sharing={"mode": "HAMi", "hami": {"corePercent": 25}},
+                                   kubeconfig={"roles": ["admin"]}, preventDeletion=False),
+    "up-untrusted": builders.tenant("up-untrusted", "Untrusted", gpu={"limit": 1}, sharing={"mode": "Exclusive"},
+                                    kubeconfig={"roles": ["admin"]}, preventDeletion=False),
+}
+
+
+def gpu_pod(tenant: str) -> dict:
+    """The tenant's GPU pod as its trust level allows one: a time-slice replica or a whole GPU by
+    resource, a fraction by KAI's annotation."""
+    resources: dict = {"limits": {"cpu": "100m", "memory": "64Mi"}, "requests": {"cpu": "100m", "memory": "64Mi"}}
+    annotations = {}
+    if tenant == "up-internal":
+        annotations["gpu-fraction"] = "0.25"
+    else:
+        resources["limits"]["nvidia.com/gpu"] = "1"
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "gpu-work", "namespace": VIRTUAL_NAMESPACE, "annotations": annotations},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "work", "image": TEST_IMAGE, "command": ["sleep", "36000"], "securityContext": dict(RESTRICTED),
+                "resources": resources}]}}
+
+
+@pytest.fixture(scope="module")
+def releases(vcluster_node, tmp_path_factory) -> dict[str, dict[str, Path]]:
+    work = tmp_path_factory.mktemp("releases")
+    previous_tree = checkout(PREVIOUS_RELEASE, work / "previous-tree")
+    return {"previous": build(work / "previous", bin_dir=vcluster_node.bin_dir, source=previous_tree,
+                              commit=PREVIOUS_RELEASE),
+            "current": build(work / "current", bin_dir=vcluster_node.bin_dir)}
+
+
+@pytest.fixture(scope="module")
+def installed(vcluster_kai, vcluster_chart_repository, releases, tmp_path_factory):
+    """The previous release installed with the chart's defaults, and the three tenants Ready with
+    their GPU pods Running in their vClusters; offboarded and uninstalled at the end."""
+    plane = vcluster_kai.plane
+    config = real_vcluster_values(plane, vcluster_chart_repository.url)
+    operator = InClusterOperator(plane, NAMESPACE, values={"config": config}, chart=releases["previous"]["chart"],
+                                 image_archive=releases["previous"]["image"])
+    directory = tmp_path_factory.mktemp("upgrade")
+    try:
+        operator.install(directory)
+        for body in TENANTS.values():
+            plane.kubectl("apply", "-f", "-", input=json.dumps(body))
+        virtual = {}
+        for name in TENANTS:
+            wait_ready(plane, operator, name)
+            path = issued_kubeconfig(plane, name, f"tenant-{name}", directory / f"{name}.kubeconfig")
+            virtual[name] = VirtualCluster(plane, path)
+            virtual[name].apply(gpu_pod(name))
+        for name in TENANTS:
+            try:
+                wait_for(lambda name=name: (virtual[name].pod("gpu-work") or {}).get("status", {}).get("phase") == "Running",
+                         timeout=FLOW_TIMEOUT_SECONDS, interval=2, what=f"{name}'s GPU pod Running in its vCluster")
+            except TimeoutError as error:
+                raise AssertionError(f"{error}\n{virtual[name].describe('gpu-work')}") from None
+        yield operator, virtual, directory
+    finally:
+        for name in TENANTS:
+            plane.kubectl("delete", "gputenant", name, "--ignore-not-found", "--wait=false", check=False)
+        for name in TENANTS:
+            wait_for(lambda name=name: plane.kubectl("get", "gputenant", name, check=False).returncode != 0,
+                     timeout=240, interval=2, what=f"{name} offboarded")
+        operator.uninstall()
+
+
+def tenant(plane: ControlPlane, name: str) -> dict:
+    return json.loads(plane.kubectl("get", "gputenant", name, "-o", "json").stdout)
+
+
+def ready_condition(plane: ControlPlane, name: str) -> dict:
+    return next((c for c in tenant(plane, name).get("status", {}).get("conditions") or [] if c["type"] == "Ready"), {})
+
+
+def wait_ready(plane: ControlPlane, operator: InClusterOperator, name: str) -> None:
+    try:
+        wait_for(lambda: ready_condition(plane, name).get("status") == "True", timeout=READY_TIMEOUT_SECONDS,
+                 interval=2, what=f"{name} Ready")
+    except TimeoutError as error:
+        raise AssertionError(f"{error}: {tenant(plane, name).get('status')}\n{operator.describe()}") from None
+
+
+def running_state(plane: ControlPlane, virtual: dict[str, VirtualCluster]) -> dict:
+    """What must not change across an upgrade: per tenant, Ready's transition time, the control
+    plane's and the GPU pod's host pods (uid, restarts), the virtual pod's uid and phase, the
+    vCluster's Helm revision and the owner's kubeconfig."""
+    state = {}
+    for name, cluster in virtual.items():
+        namespace = f"tenant-{name}"
+        control_plane = json.loads(plane.kubectl("get", "pods", "-n", namespace, "-l", "app=vcluster",
+                                                 "-o", "json").stdout)["items"]
+        gpu = cluster.pod("gpu-work") or {}
+        state[name] = {
+            "ready": (ready_condition(plane, name).get("status"), ready_condition(plane, name).get("lastTransitionTime")),
+            "control plane": sorted((p["metadata"]["uid"], restarts(p)) for p in control_plane),
+            "gpu pod": (gpu.get("metadata", {}).get("uid"), gpu.get("status", {}).get("phase")),
+            "gpu host pod": sorted((p["metadata"]["uid"], restarts(p), p["spec"].get("nodeName"))
+                                   for p in synced_host_pods(plane, namespace, "gpu-work")),
+            "vcluster revision": [release["revision"] for release in json.loads(plane.helm(
+                "list", "--namespace", namespace, "--output", "json").stdout)],
+            "kubeconfig": plane.kubectl("get", "secret", naming.kubeconfig_secret_name(name, "admin"), "-n", namespace,
+                                        "-o", "jsonpath={.data}").stdout,
+        }
+    return state
+
+
+def restarts(pod: dict) -> int:
+    return sum(c.get("restartCount", 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
+def answering(cluster: VirtualCluster) -> bool:
+    return cluster.kubectl("get", "pods", "-n", VIRTUAL_NAMESPACE, "-o", "name", check=False).returncode == 0
+
+
+def deployment_images(operator: InClusterOperator) -> set[str]:
+    return {pod.spec.containers[0].image for pod in operator.pods()}
+
+
+def change_release(plane: ControlPlane, operator: InClusterOperator, virtual: dict[str, VirtualCluster],
+                   change, what: str) -> None:
+    """Run `change` (an upgrade or a rollback) while tenant pods are created, then assert that
+    nothing the tenants run noticed."""
+    before = running_state(plane, virtual)
+    assert all(value["gpu pod"][1] == "Running" and value["gpu host pod"] for value in before.values()), before
+    with CreationStream(plane, "tenant-up-trusted") as stream:
+        time.sleep(3)
+        started = time.monotonic()
+        change()
+        wait_for(operator.rolled_out, timeout=300, interval=1, what=f"the operator rolled out ({what})")
+        took = time.monotonic() - started
+        time.sleep(5)
+    during = [outcome for at, outcome in stream.outcomes if at >= started]
+    failures = Counter(outcome for outcome in during if outcome != "admitted")
+    after = running_state(plane, virtual)
+    print(f"\n{what}: rolled out in {took:.0f} s; {len(during)} tenant pod creations at {CREATIONS_PER_SECOND}/s, "
+          f"{sum(failures.values())} refused or failed; tenants' Ready, control planes, GPU pods and kubeconfigs "
+          f"{'unchanged' if after == before else 'CHANGED'}")
+    assert len(during) >= CREATIONS_PER_SECOND * 10
+    assert not failures, failures
+    assert after == before
+    assert all(answering(cluster) for cluster in virtual.values())
+
+
+def test_upgrade_and_rollback_with_tenants_running_disturb_none_of_them(installed, releases, vcluster_kai):
+    plane = vcluster_kai.plane
+    operator, virtual, directory = installed
+    assert deployment_images(operator) == {"gpu-tenant-operator:0.1.0"}
+    current = releases["current"]
+
+    def upgrade() -> None:
+        plane.require_node().containerd.import_images([current["image"]])
+        operator.chart = current["chart"]
+        plane.helm("upgrade", RELEASE, str(current["chart"]), "--namespace", NAMESPACE,
+                    "--reset-then-reuse-values")
+    change_release(plane, operator, virtual, upgrade, "upgrade 0.1.0 -> 0.2.0")
+    assert deployment_images(operator) == {f"gpu-tenant-operator@{manifest_digest(current['image'])}"}
+    history = json.loads(plane.helm("history", RELEASE, "--namespace", NAMESPACE, "--output", "json").stdout)
+    assert [(h["revision"], h["chart"], h["status"]) for h in history] == [
+        (1, "gpu-tenant-operator-0.1.0", "superseded"), (2, "gpu-tenant-operator-0.2.0", "deployed")]
+
+    change_release(plane, operator, virtual, lambda: plane.helm("rollback", RELEASE, "1", "--namespace", NAMESPACE),
+                   "rollback 0.2.0 -> 0.1.0")
+    assert deployment_images(operator) == {"gpu-tenant-operator:0.1.0"}
