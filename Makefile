@@ -63,5 +63,6 @@ $(VENV)/.installed: pyproject.toml
 	echo '$(CURDIR)/e2e' > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/kubeplane-harness.pth"
 	touch $@
 
-tools: ## Build the pinned control-plane tools into ~/.cache/gputenant-operator/tools (cached)
+tools: venv ## Build the pinned control-plane tools into ~/.cache/gputenant-operator/tools (cached), and check the vCluster chart (made from its Go module without ../shared)
 	bash tools/build.sh
+	$(BIN)/python -m kubeplane.vcluster_chart

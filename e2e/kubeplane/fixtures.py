@@ -18,6 +18,7 @@ from .builders import container, pod
 from .plane import ControlPlane
 from .process import wait_for
 from .tools import REPO_ROOT
+from .vcluster_chart import chart_dir
 from .virtual_apiserver import VirtualAPIServer
 
 Target = ControlPlane | VirtualAPIServer
@@ -27,9 +28,10 @@ THIRD_PARTY_DIR = REPO_ROOT.parent / "shared" / "third_party"
 UPSTREAM_QUEUE_CRD = THIRD_PARTY_DIR / "kai-scheduler-v0.12.17" / "scheduling.run.ai_queues.yaml"
 UPSTREAM_PODGROUP_CRD = THIRD_PARTY_DIR / "kai-scheduler-v0.12.17" / "scheduling.run.ai_podgroups.yaml"
 UPSTREAM_CLUSTERPOLICY_CRD = THIRD_PARTY_DIR / "gpu-operator" / "nvidia.com_clusterpolicies.yaml"
-REAL_VCLUSTER_CHART = THIRD_PARTY_DIR / "vcluster-0.36.1" / "chart"
+REAL_VCLUSTER_CHART = chart_dir()
 """The upstream chart, unmodified but for its version stamp: what `helm install --repo
-https://charts.loft.sh vcluster --version 0.36.1` installs."""
+https://charts.loft.sh vcluster --version 0.36.1` installs; ../shared's copy, or the one `make
+tools` made from the vCluster Go module (kubeplane.vcluster_chart)."""
 ARGOCD_NAMESPACE = "argocd"
 MINIMAL_QUEUE_CRD = REPO_ROOT / "e2e" / "fixtures" / "kai-queue-crd.yaml"
 

@@ -1,5 +1,5 @@
 """The operator, installed by its Helm chart and running as the chart's ServiceAccount, installs the
-REAL vCluster chart (0.36.1, read from ../shared/third_party, never copied) for every example tenant;
+REAL vCluster chart (0.36.1, kubeplane.vcluster_chart: ../shared/third_party's, never copied) for every example tenant;
 then `helm uninstall` of the operator leaves the tenants' namespaces usable.
 
 Issue 10 found that this identity could not install a single real vCluster: Helm was refused the
@@ -27,12 +27,11 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 from kubeplane import ControlPlane, wait_for
-from kubeplane.fixtures import chart_operator_access, install_kai_queue_crd
+from kubeplane.fixtures import REAL_VCLUSTER_CHART, chart_operator_access, install_kai_queue_crd
 from kubeplane.operator_process import OperatorProcess, guard_flags
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "gpu-tenant-operator"
-REAL_VCLUSTER_CHART = REPO_ROOT.parent / "shared" / "third_party" / "vcluster-0.36.1" / "chart"
 EXAMPLE_CONFIG = REPO_ROOT / "examples" / "config.yaml"
 EXAMPLE_TENANTS = sorted((REPO_ROOT / "examples" / "tenants").glob("*.yaml"))
 RELEASE = NAMESPACE = FULLNAME = "gpu-tenant-operator"

@@ -13,6 +13,7 @@ import yaml
 from test_chart_render import EXAMPLE_CONFIG, FULLNAME, NAMESPACE, REPO_ROOT, example_values, find, helm, render, rules_of
 
 from gputenant.config.models import OperatorConfig
+from kubeplane.vcluster_chart import chart_dir
 
 OWNED_KINDS_WATCHED = {"configmaps", "resourcequotas", "limitranges", "roles", "rolebindings", "networkpolicies"}
 OWN_ROLE_BINDING = {"get", "create", "patch"}
@@ -66,7 +67,7 @@ def _grants(rules: list[dict]) -> set[tuple[str, str, str]]:
             for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
 
 
-REAL_VCLUSTER_CHART = REPO_ROOT.parent / "shared" / "third_party" / "vcluster-0.36.1" / "chart"
+REAL_VCLUSTER_CHART = chart_dir()
 EXAMPLE_TENANTS = sorted((REPO_ROOT / "examples" / "tenants").glob("*.yaml"))
 PLANE_KUBE_VERSION = "1.35.4"
 """tools/versions.env's KUBE_VERSION: the chart's rules depend on the cluster's version (pods/resize

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import gputenant
 
+from ..vcluster_chart import chart_dir
+
 SOURCE_ROOT = Path(gputenant.__file__).resolve().parents[2]
 TENANT_CRD = SOURCE_ROOT / "crds" / "tenant.yaml"
-LOCAL_CHART = SOURCE_ROOT.parent / "shared" / "third_party" / "vcluster-0.36.1" / "chart"
+LOCAL_CHART = chart_dir()
 """The vCluster chart the demo installs from a local path (config vcluster.localPath): the REAL
-upstream chart in ../shared/third_party (kubeplane.fixtures.REAL_VCLUSTER_CHART), as no chart
-repository is reachable here."""
+upstream chart, ../shared/third_party's or the one `make tools` made from the vCluster Go module
+(kubeplane.vcluster_chart), as no chart repository is reachable here."""
 DEFAULT_CONFIG = SOURCE_ROOT / "examples" / "config.yaml"
 DEFAULT_TENANTS = SOURCE_ROOT / "examples" / "tenants"
 SIMULATION_NOTICE = (
