@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import tomllib
@@ -17,11 +18,15 @@ from release import chart, sbom
 REPO_ROOT = Path(__file__).resolve().parents[1]
 IMAGE_NAME = "gpu-tenant-operator"
 CHECKSUMS = "SHA256SUMS"
+RELEASE_FILE = re.compile(rf"^({IMAGE_NAME}-[^/]+\.(oci\.tar|tgz|spdx\.json)|{CHECKSUMS})$")
+"""What a release writes into its directory: the only files `build` removes from it."""
 
 
-PREVIOUS_RELEASE = "5284c0ed4c0a17086acd2a0a4bbbfe0d5b4640d5"
-"""0.1.0: the last commit that landed before releases were built (none was tagged). The upgrade
-e2e builds the previous release from it (`git archive`, then `build(source=...)`)."""
+PREVIOUS_RELEASE = "e1b505b2e9794991f43326a5a04e9a56a451e218"
+"""0.1.0 as the upgrade e2e builds it (`git archive`, then `build(source=...)`): none was tagged, and
+this is the last commit before release artifacts existed. The last landed commit before it
+(5284c0e) can leave a new tenant's quota refused for good (the RoleBinding race fixed here), which
+would make an upgrade test of it fail on onboarding, not on the upgrade."""
 
 
 def project_version(source: Path = REPO_ROOT) -> str:
@@ -45,6 +50,12 @@ def checkout(commit: str, directory: Path) -> Path:
     return directory
 
 
+def uncommitted_changes() -> list[str]:
+    """`git status --porcelain` of the repository: a release of a tree with changes matches no commit."""
+    return subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT, capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+
+
 def checksums(paths: list[Path]) -> str:
     return "".join(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}\n" for path in sorted(paths))
 
@@ -58,6 +69,10 @@ def build(dist: Path, fresh: bool = False, bin_dir: Path | None = None, image_re
     bin_dir = bin_dir or tools_bin_dir()
     version, mtime = project_version(source), source_time(commit)
     if dist.exists():
+        others = [path.name for path in dist.iterdir() if not RELEASE_FILE.match(path.name)]
+        if others:
+            raise ValueError(f"{dist} holds files no release writes ({', '.join(sorted(others)[:5])}): "
+                             "name an empty or new directory")
         shutil.rmtree(dist)
     dist.mkdir(parents=True)
     _, cached = operator_image(bin_dir, fresh=fresh, source=source)

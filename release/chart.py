@@ -60,6 +60,8 @@ def package(helm: Path, version: str, digest: str, mtime: int, destination: Path
         values = copy / "values.yaml"
         if DIGEST_VALUE.search(values.read_text()):
             values.write_text(with_image(values.read_text(), repository, digest))
+        elif repository:
+            raise ValueError(f"the chart of {source} has no image.digest value to name {repository} by digest")
         subprocess.run([str(helm), "package", str(copy), "--version", version, "--app-version", version,
                         "--destination", scratch], check=True, capture_output=True, text=True)
         packed = Path(scratch) / f"{CHART.name}-{version}.tgz"

@@ -77,7 +77,8 @@ def document(image_archive: IO[bytes], image_name: str, version: str, digest: st
     packages += [package(spdx_id("deb", name), name, deb_version,
                          f"pkg:deb/debian/{name}@{quote(deb_version)}?arch={arch}&distro={DEBIAN_SUITE}")
                  for name, deb_version, arch in debian]
-    packages += [package(spdx_id("pypi", name), name, py_version, f"pkg:pypi/{name.lower()}@{py_version}")
+    packages += [package(spdx_id("pypi", name), name, py_version,
+                         f"pkg:pypi/{re.sub(r'[-_.]+', '-', name).lower()}@{quote(py_version)}")
                  for name, py_version in python]
     packages.append(package("SPDXRef-helm", "helm", helm_version, f"pkg:golang/helm.sh/helm/v3@{helm_version}"))
     contained = [p["SPDXID"] for p in packages[1:]]

@@ -51,13 +51,18 @@ def content_digest(directory: Path) -> str:
 def stamp(module_dir: Path, destination: Path) -> None:
     """The module's chart as released: no tests/, the version stamped, the LICENSE inside."""
     shutil.copytree(module_dir / "chart", destination, ignore=shutil.ignore_patterns("tests"))
+    writable(destination)
     chart_yaml = destination / "Chart.yaml"
     text = chart_yaml.read_text()
     if _STAMP not in text:
         raise ChartUnavailable(f"{MODULE}@v{VERSION}'s chart/Chart.yaml has no {_STAMP.strip()!r} line to stamp")
     chart_yaml.write_text(text.replace(_STAMP, f"version: {VERSION}\nappVersion: {VERSION}\n"))
     shutil.copyfile(module_dir / "LICENSE", destination / "LICENSE")
-    for path in destination.rglob("*"):
+
+
+def writable(directory: Path) -> None:
+    """The module cache is read-only (directories 0555, files 0444) and copytree keeps that."""
+    for path in [directory, *directory.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
 
@@ -98,7 +103,7 @@ def check(directory: Path) -> None:
 def main() -> int:
     try:
         print(f"vcluster chart {VERSION}: {prepare()}", file=sys.stderr)
-    except ChartUnavailable as error:
+    except (ChartUnavailable, OSError) as error:
         print(f"vcluster chart: {error}", file=sys.stderr)
         return 1
     return 0

@@ -316,11 +316,14 @@ def test_the_access_review_is_refused_until_the_operators_rolebinding_is_in_forc
         with rbac_plane.api_client(token_kubeconfig) as client:
             return bool(authorization(client).create_self_subject_access_review(access_review(namespace)).status.allowed)
 
-    assert not allowed()
-    with rbac_plane.api_client() as admin:
-        kubernetes.client.RbacAuthorizationV1Api(admin).create_namespaced_role_binding(namespace, {
-            "metadata": {"name": "gpu-tenant-operator"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": f"{FULLNAME}-tenant-namespace"},
-            "subjects": [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]})
-    wait_for(allowed, timeout=30, interval=0.2, what="the access review allowed once the RoleBinding exists")
+    try:
+        assert not allowed()
+        with rbac_plane.api_client() as admin:
+            kubernetes.client.RbacAuthorizationV1Api(admin).create_namespaced_role_binding(namespace, {
+                "metadata": {"name": "gpu-tenant-operator"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": f"{FULLNAME}-tenant-namespace"},
+                "subjects": [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]})
+        wait_for(allowed, timeout=30, interval=0.2, what="the access review allowed once the RoleBinding exists")
+    finally:
+        rbac_plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)

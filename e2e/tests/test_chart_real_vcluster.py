@@ -1,5 +1,6 @@
 """The operator, installed by its Helm chart and running as the chart's ServiceAccount, installs the
-REAL vCluster chart (0.36.1, kubeplane.vcluster_chart: ../shared/third_party's, never copied) for every example tenant;
+REAL vCluster chart (0.36.1: ../shared/third_party's, or the one `make tools` made from the vCluster Go
+module, kubeplane.vcluster_chart; never copied into the project) for every example tenant;
 then `helm uninstall` of the operator leaves the tenants' namespaces usable.
 
 Issue 10 found that this identity could not install a single real vCluster: Helm was refused the

@@ -1,6 +1,6 @@
 """The operator's own upgrade and rollback with tenants running (issue 39 item 3), from releases as
-a platform team gets them (`release.build`): the previous release, 0.1.0, built from the commit it
-was (`release.build.PREVIOUS_RELEASE`, no tag existed) and this tree's. Each is its image archive
+a platform team gets them (`release.build`): the previous release, 0.1.0, built from the last commit
+before release artifacts existed (`release.build.PREVIOUS_RELEASE`; no tag existed), and this tree's. Each is its image archive
 imported into the node's containerd and its packaged chart; 0.1.0's chart names its image by tag,
 this one's by digest.
 
@@ -9,7 +9,9 @@ from a chart repository served from the host) and a GPU pod in it that the real 
 to a SIMULATED GPU node (kwok): a time-slice replica (Trusted), a KAI fraction under HAMi-core
 (Internal), a whole GPU (Untrusted). Then `helm upgrade` to this release and `helm rollback` to the
 previous one, with the chart's defaults (two replicas, surge-first rollout), while tenant pod
-creations stream through the fail-closed admission guard. Asserted after each: no creation refused
+creations stream through the fail-closed admission guard, until the new leader (the Lease holder
+among the new pods) has finished a pass of every tenant (its metrics name each Ready). Asserted
+after each: no creation refused
 or failed, no tenant's Ready condition changed (its lastTransitionTime is the same), no vCluster
 control-plane pod or GPU pod replaced or restarted (same uid, same restart count), no vCluster
 release upgraded, the owners' kubeconfig Secrets unchanged and still answering. The figures are printed; docs/operations.md
@@ -22,6 +24,7 @@ this shows no API conversion: that comes with v1beta1.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -167,10 +170,29 @@ def deployment_images(operator: InClusterOperator) -> set[str]:
     return {pod.spec.containers[0].image for pod in operator.pods()}
 
 
+METRICS_PORT = 8081
+"""The chart's metrics.port."""
+READ_METRICS = f"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{METRICS_PORT}/metrics').read().decode())"
+
+
+def leader_passed_every_tenant(plane: ControlPlane, operator: InClusterOperator) -> bool:
+    """The Lease is held by a pod of the current rollout, and that pod has finished a pass of every
+    tenant and found it Ready (`gputenant_tenant_ready` has a tenant's series only after a pass in
+    that process)."""
+    holder = plane.kubectl("get", "lease", RELEASE, "-n", NAMESPACE, "-o", "jsonpath={.spec.holderIdentity}",
+                           check=False).stdout
+    pod = holder.rsplit("_", 1)[0]
+    if not holder or pod not in {p.metadata.name for p in operator.pods()}:
+        return False
+    metrics = plane.kubectl("exec", "-n", NAMESPACE, pod, "--", "python3", "-c", READ_METRICS, check=False).stdout
+    return all(re.search(rf'^gputenant_tenant_ready{{[^}}]*tenant="{name}"[^}}]*}} 1\.0$', metrics, re.MULTILINE)
+               for name in TENANTS)
+
+
 def change_release(plane: ControlPlane, operator: InClusterOperator, virtual: dict[str, VirtualCluster],
                    change, what: str) -> None:
-    """Run `change` (an upgrade or a rollback) while tenant pods are created, then assert that
-    nothing the tenants run noticed."""
+    """Run `change` (an upgrade or a rollback) while tenant pods are created, until the new release's
+    leader has reconciled every tenant; then assert that nothing the tenants run noticed."""
     before = running_state(plane, virtual)
     assert all(value["gpu pod"][1] == "Running" and value["gpu host pod"] for value in before.values()), before
     with CreationStream(plane, "tenant-up-trusted") as stream:
@@ -179,11 +201,17 @@ def change_release(plane: ControlPlane, operator: InClusterOperator, virtual: di
         change()
         wait_for(operator.rolled_out, timeout=300, interval=1, what=f"the operator rolled out ({what})")
         took = time.monotonic() - started
-        time.sleep(5)
+        try:
+            wait_for(lambda: leader_passed_every_tenant(plane, operator), timeout=180, interval=2,
+                     what=f"the new leader's pass of every tenant ({what})")
+        except TimeoutError as error:
+            raise AssertionError(f"{error}\n{operator.describe()}") from None
+        passed = time.monotonic() - started
     during = [outcome for at, outcome in stream.outcomes if at >= started]
     failures = Counter(outcome for outcome in during if outcome != "admitted")
     after = running_state(plane, virtual)
-    print(f"\n{what}: rolled out in {took:.0f} s; {len(during)} tenant pod creations at {CREATIONS_PER_SECOND}/s, "
+    print(f"\n{what}: rolled out in {took:.0f} s, every tenant reconciled by the new leader after {passed:.0f} s; "
+          f"{len(during)} tenant pod creations at {CREATIONS_PER_SECOND}/s, "
           f"{sum(failures.values())} refused or failed; tenants' Ready, control planes, GPU pods and kubeconfigs "
           f"{'unchanged' if after == before else 'CHANGED'}")
     assert len(during) >= CREATIONS_PER_SECOND * 10
@@ -197,6 +225,12 @@ def test_upgrade_and_rollback_with_tenants_running_disturb_none_of_them(installe
     operator, virtual, directory = installed
     assert deployment_images(operator) == {"gpu-tenant-operator:0.1.0"}
     current = releases["current"]
+
+    # Helm's pitfall that docs/operations.md warns of: --reuse-values renders the new chart with the
+    # old chart's defaults, so the new release's image digest is dropped.
+    reused = json.loads(plane.helm("upgrade", RELEASE, str(current["chart"]), "--namespace", NAMESPACE, "--reuse-values",
+                                   "--dry-run=server", "--output", "json").stdout)["manifest"]
+    assert "image: gpu-tenant-operator:0.2.0" in reused and "@sha256:" not in reused
 
     def upgrade() -> None:
         plane.require_node().containerd.import_images([current["image"]])

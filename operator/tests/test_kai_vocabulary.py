@@ -14,6 +14,7 @@ from test_guard_registry import pod, refused
 from gputenant.api.v1alpha1 import Trust
 from gputenant.guard import kai_key_uses, kai_sharing, kai_vocabulary, keys
 from gputenant.guard.kai_vocabulary import VOCABULARY, KaiKey
+from kubeplane.vcluster_chart import writable
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNER = ROOT / "tools" / "kai" / "key_uses.py"
@@ -48,23 +49,32 @@ def test_the_vocabulary_accounts_for_every_key_kai_uses():
 
 
 def test_a_key_kai_starts_using_is_found_and_refused_until_accounted_for(kai_source, tmp_path):
-    """An altered copy of KAI's source: a changed constant, a new label read and a new configurable
-    key. The scan finds all three and the vocabulary names each as unaccounted."""
+    """An altered copy of KAI's source: a changed constant, a new label read, a new configurable key,
+    a prefix read of a key the vocabulary reserves only exactly, and two keys of a one-line map
+    literal. The scan finds each and the vocabulary names each as unaccounted."""
     copy = tmp_path / "kai"
     shutil.copytree(kai_source / "pkg", copy / "pkg")
+    writable(copy)
     constants = copy / "pkg" / "common" / "constants" / "constants.go"
-    constants.chmod(0o644)
     constants.write_text(constants.read_text().replace('SubGroupLabelKey         = "kai.scheduler/subgroup-name"',
                                                        'SubGroupLabelKey         = "subgroup.kai.io/name"'))
     (copy / "pkg" / "common" / "constants" / "new_reader.go").write_text(
         'package constants\n\nconst TeamLabel = "kai.io/team"\n\n'
-        'func team(pod podLike) string { return pod.Labels[TeamLabel] + pod.Annotations[pod.priorityKey] }\n')
+        'func team(pod podLike) string { return pod.Labels[TeamLabel] + pod.Annotations[pod.priorityKey] }\n\n'
+        'func projects(pod podLike) (n int) {\n'
+        '\tfor key := range pod.Labels {\n\t\tif strings.HasPrefix(key, "project") {\n\t\t\tn++\n\t\t}\n\t}\n'
+        '\treturn n\n}\n\n'
+        'var written = Pod{Labels: map[string]string{"kai.io/first": "1", "kai.io/second": f(1, 2)}}\n')
     uses = tuple(scanner().scan(copy))
     assert ("label", "subgroup.kai.io/name", True) in {use[:3] for use in uses}
     problems = "\n".join(kai_vocabulary.unaccounted(uses))
-    assert "'subgroup.kai.io/name' used at pkg/" in problems
-    assert "'kai.io/team' used at pkg/common/constants/new_reader.go:5" in problems
+    assert "label key 'subgroup.kai.io/name' used at pkg/" in problems
+    assert "label key 'kai.io/team' used at pkg/common/constants/new_reader.go:5" in problems
     assert "`pod.priorityKey` at pkg/common/constants/new_reader.go:5" in problems
+    assert "label every key starting with 'project' used at pkg/common/constants/new_reader.go:9" in problems, (
+        "a prefix KAI reads is covered only by a prefix entry, not by the exact `project` entry")
+    assert "'kai.io/first' used at pkg/common/constants/new_reader.go:16" in problems
+    assert "'kai.io/second' used at pkg/common/constants/new_reader.go:16" in problems
     assert "'kai.scheduler/subgroup-name' is used nowhere" in problems
 
 

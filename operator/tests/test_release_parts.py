@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from release import chart, sbom
-from release.build import REPO_ROOT, checksums, project_version
+from release.build import REPO_ROOT, build, checksums, project_version
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -80,7 +80,7 @@ Status: install ok installed
 Architecture: amd64
 Version: 2.36-9+deb12u10
 """
-METADATA = "Metadata-Version: 2.1\nName: kopf\nVersion: 1.45.2\nSummary: operators\n"
+METADATA = "Metadata-Version: 2.1\nName: typing_extensions\nVersion: 4.15.0+local\nSummary: types\n"
 
 
 def _image_archive() -> bytes:
@@ -88,7 +88,8 @@ def _image_archive() -> bytes:
     layer_bytes = io.BytesIO()
     with tarfile.open(fileobj=layer_bytes, mode="w") as layer:
         for name, text in ((sbom.DPKG_STATUS, DPKG_STATUS),
-                           ("opt/gputenant/lib/python3.11/site-packages/kopf-1.45.2.dist-info/METADATA", METADATA),
+                           ("opt/gputenant/lib/python3.11/site-packages/typing_extensions-4.15.0.dist-info/METADATA",
+                            METADATA),
                            ("opt/gputenant/lib/python3.11/site-packages/kopf/__init__.py", "")):
             info = tarfile.TarInfo(name)
             info.size = len(text.encode())
@@ -111,7 +112,7 @@ def test_the_sbom_lists_what_the_image_holds():
     assert purls == ["pkg:oci/gpu-tenant-operator@sha256%3A" + "ab" * 32,
                      "pkg:deb/debian/libc6@2.36-9%2Bdeb12u10?arch=amd64&distro=bookworm",
                      "pkg:deb/debian/python3@3.11.2-1%2Bb1?arch=amd64&distro=bookworm",
-                     "pkg:pypi/kopf@1.45.2", "pkg:golang/helm.sh/helm/v3@v3.22.0"]
+                     "pkg:pypi/typing-extensions@4.15.0%2Blocal", "pkg:golang/helm.sh/helm/v3@v3.22.0"]
     assert document["documentDescribes"] == ["SPDXRef-image"]
     assert len(document["relationships"]) == len(document["packages"]) - 1
     assert document["creationInfo"]["created"] == "1970-01-01T00:00:00Z"
@@ -123,3 +124,19 @@ def test_checksums_are_in_sha256sums_format(tmp_path):
     assert checksums([tmp_path / "b", tmp_path / "a"]) == (
         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855  a\n"
         "3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d  b\n")
+
+
+def test_a_release_never_empties_a_directory_holding_other_files(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="holds files no release writes \\(notes.txt\\)"):
+        build(tmp_path, bin_dir=tmp_path / "no-tools")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_a_chart_that_cannot_name_its_image_by_digest_refuses_a_repository(tmp_path):
+    old_chart = tmp_path / "tree" / "charts" / "gpu-tenant-operator"
+    old_chart.mkdir(parents=True)
+    (old_chart / "values.yaml").write_text('image:\n  repository: gpu-tenant-operator\n  tag: ""\n')
+    with pytest.raises(ValueError, match="no image.digest value"):
+        chart.package(tmp_path / "no-helm", "0.1.0", DIGEST, 0, tmp_path, "registry.example.com/gto",
+                      source=tmp_path / "tree")

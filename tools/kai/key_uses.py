@@ -8,12 +8,12 @@ fails on any change, and fails on any key or key expression the vocabulary does 
 
 What counts as a use (a scan of Go text, not a type check): an index into something named
 `...Labels`/`...labels`/`...Annotations`/`...annotations` (a field, a variable or a `Get...()`
-call); the keys of a `Labels:`/`Annotations: map[string]string{...}`, `client.MatchingLabels{...}`
-or `labels.Set{...}` literal; `client.HasLabels{...}`; and `strings.HasPrefix(k, prefix)` where `k`
-ranges over labels or annotations (a prefix KAI reads).
-A key given by a string literal or a package-level string constant (of the same package, or of an
-imported package of the module) is resolved to its value; any other expression (a struct field
-holding a configurable key, a loop variable) is kept as written, with its file, so a new one shows.
+call) and `delete` from one; the keys of a `map[string]string{...}` literal given as `Labels:`,
+`Annotations:`, `MatchLabels:`, `"labels":`/`"annotations":` (a patch) or to a variable named so, and
+of `client.MatchingLabels{...}`, `labels.Set{...}`, `client.HasLabels{...}`; the key of
+`labels.NewRequirement(key, ...)`; and `strings.HasPrefix(k, prefix)` where `k` ranges over labels
+or annotations (a prefix KAI reads: `prefix` True). A key reached another way (a helper taking the
+key as an argument from elsewhere) is not found.
 Scanned: the module's `pkg/` without the KAI operator's own deployments (`pkg/operator/`), its
 environment tests and test helpers.
 
@@ -43,21 +43,28 @@ _CONST_BLOCK = re.compile(r"^(?:const|var)\s*\((.*?)^\)", re.MULTILINE | re.DOTA
 _SINGLE_CONST = re.compile(r"^(?:const|var)\s+(\w+)(?:\s+\w+)?\s*=\s*(.+)$", re.MULTILINE)
 _DECLARATION = re.compile(r"^\s*(\w+)(?:\s+[\w.]+)?\s*=\s*(.+?)\s*(?://.*)?$")
 _INDEX = re.compile(r"(\w*)(Labels|labels|Annotations|annotations)(\(\))?\[([^\[\]\n]+)\]")
-_LITERAL_MAP = re.compile(r"\b(?:(Labels|Annotations):\s*map\[string\]string|Matching(Labels)|labels\.(Set))\{")
+_LITERAL_MAP = re.compile(r"(?:\b(?:Match)?(Labels|Annotations):\s*map\[string\]string"
+                          r"|\"(labels|annotations)\":\s*map\[string\](?:string|any|interface\{\})"
+                          r"|\b\w*?(Labels|labels|Annotations|annotations)\s*:?=\s*map\[string\]string"
+                          r"|\bMatching(Labels)|\blabels\.(Set))\{")
+_DELETE = re.compile(r"\bdelete\(\s*[\w.()]*?(Labels|labels|Annotations|annotations)(?:\(\))?\s*,\s*([^()\n]+)\)")
+_REQUIREMENT = re.compile(r"\blabels\.NewRequirement\(\s*([^,()\n]+),")
 _RANGE = re.compile(r"\bfor\s+(\w+)(?:\s*,\s*\w+)?\s*:=\s*range\s+[\w.()]*?(Labels|labels|Annotations|annotations)(?:\(\))?\s*\{")
 _HAS_PREFIX = re.compile(r"\bstrings\.HasPrefix\((\w+),\s*([^()\n]+)\)")
 _HAS_LABELS = re.compile(r"\bHasLabels\{([^}]*)\}")
-_KEY_IN_MAP = re.compile(rf"^\s*((?:{_STRING})|[\w.]+)\s*:", re.MULTILINE)
+_KEY_OF_ELEMENT = re.compile(rf"^\s*((?:{_STRING})|[\w.]+)\s*:")
 
 
 class KeyUse(NamedTuple):
     """One label or annotation key KAI's source uses: `key` is its value when it resolved to a
-    string, else the Go expression as written (`resolved` False); `where` is `path:line`."""
+    string, else the Go expression as written (`resolved` False); `where` is `path:line`; `prefix`
+    when KAI reads every key that starts with it."""
 
     kind: str
     key: str
     resolved: bool
     where: str
+    prefix: bool = False
 
 
 def go_files(module_dir: Path) -> list[Path]:
@@ -146,14 +153,40 @@ class Module:
 
 
 def map_literal_keys(source: str, start: int) -> list[tuple[str, int]]:
-    """The keys of the map literal whose `{` ends at `start`, with their offsets."""
-    depth, end = 1, start
+    """The keys of the map literal whose `{` ends at `start`, with their offsets: its elements split
+    at commas outside nested brackets and strings, each element's text before its `:`."""
+    depth, end, in_string = 1, start, ""
     while depth and end < len(source):
-        depth += {"{": 1, "}": -1}.get(source[end], 0)
+        char = source[end]
+        if in_string:
+            in_string = "" if char == in_string and source[end - 1] != "\\" else in_string
+        elif char in "\"`":
+            in_string = char
+        else:
+            depth += {"{": 1, "}": -1, "(": 1, ")": -1, "[": 1, "]": -1}.get(char, 0)
         end += 1
-    body = source[start:end - 1]
-    flat = re.sub(r"\{[^{}]*\}", lambda m: " " * len(m.group(0)), body)
-    return [(m.group(1), start + m.start(1)) for m in _KEY_IN_MAP.finditer(flat)]
+    keys, element_start, depth, in_string = [], start, 0, ""
+    for offset in range(start, end - 1):
+        char = source[offset]
+        if in_string:
+            in_string = "" if char == in_string and source[offset - 1] != "\\" else in_string
+        elif char in "\"`":
+            in_string = char
+        elif char in "{([":
+            depth += 1
+        elif char in "})]":
+            depth -= 1
+        elif char == "," and depth == 0:
+            keys += _element_key(source, element_start, offset)
+            element_start = offset + 1
+    return keys + _element_key(source, element_start, end - 1)
+
+
+def _element_key(source: str, start: int, end: int) -> list[tuple[str, int]]:
+    element = source[start:end]
+    stripped = re.sub(r"^(\s*//[^\n]*\n)+", lambda m: " " * len(m.group(0)), element)
+    match = _KEY_OF_ELEMENT.match(stripped)
+    return [(match.group(1), start + match.start(1))] if match else []
 
 
 def uses_in(module: Module, path: Path) -> list[KeyUse]:
@@ -165,24 +198,30 @@ def uses_in(module: Module, path: Path) -> list[KeyUse]:
     for match in _INDEX.finditer(source):
         found.append((kind_of(match.group(2)), match.group(4).strip(), match.start(4)))
     for match in _LITERAL_MAP.finditer(source):
-        kind = kind_of(match.group(1) or match.group(2) or "labels")
+        kind = kind_of(next(group for group in match.groups() if group))
         found += [(kind, key, offset) for key, offset in map_literal_keys(source, match.end())]
+    for match in _DELETE.finditer(source):
+        found.append((kind_of(match.group(1)), match.group(2).strip(), match.start(2)))
+    for match in _REQUIREMENT.finditer(source):
+        found.append(("label", match.group(1).strip(), match.start(1)))
+    prefixes = []
     ranged = {match.group(1): kind_of(match.group(2)) for match in _RANGE.finditer(source)}
     for match in _HAS_PREFIX.finditer(source):
         if match.group(1) in ranged:
-            found.append((ranged[match.group(1)], match.group(2).strip(), match.start(2)))
+            prefixes.append((ranged[match.group(1)], match.group(2).strip(), match.start(2)))
     for match in _HAS_LABELS.finditer(source):
         found += [("label", key.strip(), match.start(1)) for key in match.group(1).split(",") if key.strip()]
     uses = []
-    for kind, expression, offset in found:
+    for (kind, expression, offset), prefix in [*((use, False) for use in found), *((use, True) for use in prefixes)]:
         value = module.resolve(expression, package, aliases)
         line = source.count("\n", 0, offset) + 1
-        uses.append(KeyUse(kind, value if value is not None else expression, value is not None, f"{relative}:{line}"))
+        uses.append(KeyUse(kind, value if value is not None else expression, value is not None, f"{relative}:{line}",
+                           prefix))
     return uses
 
 
 def kind_of(word: str) -> str:
-    return "label" if word.lower() == "labels" else "annotation"
+    return "label" if word.lower().endswith("labels") else "annotation"
 
 
 def scan(module_dir: Path) -> list[KeyUse]:
@@ -194,8 +233,8 @@ def rendered(version: str, uses: list[KeyUse]) -> str:
     lines = [f'"""Generated by tools/kai/key_uses.py from KAI-Scheduler {version} (`make generate`); do not edit.', "",
              "Every label and annotation key KAI's source uses (see that script for what counts), with where.", '"""',
              "", f'KAI_VERSION = "{version}"', "",
-             "KEY_USES: tuple[tuple[str, str, bool, str], ...] = (",
-             "    # (kind, key or the Go expression when it did not resolve, resolved, path:line)"]
+             "KEY_USES: tuple[tuple[str, str, bool, str, bool], ...] = (",
+             "    # (kind, key or the Go expression when it did not resolve, resolved, path:line, a prefix read)"]
     lines += [f"    {tuple(use)!r}," for use in uses]
     return "\n".join([*lines, ")", ""])
 

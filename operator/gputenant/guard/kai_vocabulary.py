@@ -6,10 +6,11 @@ lever on whose queue, gang, priority or GPU the pod gets. ``guard.keys`` reserve
 table in docs/threat-model.md is written from ``VOCABULARY`` (``markdown_table``).
 
 The keys were read off KAI's source by hand; ``kai_key_uses`` is generated from that source at the
-pinned version (tools/kai/key_uses.py, ``make generate``) and lists every place it uses a label or
-annotation key. ``unaccounted`` says which of those uses this module does not account for: a key no
-entry covers, a configurable key (a Go expression) not named in ``EXPRESSIONS``, an entry KAI no
-longer uses. operator/tests/test_kai_vocabulary.py fails on any of them, and on a generated file
+pinned version (tools/kai/key_uses.py, ``make generate``) and lists the places it uses a label or
+annotation key that the scan recognises (that script says which). ``unaccounted`` says which of
+those uses this module does not account for: a key no entry covers (a prefix KAI reads only by a
+prefix entry), a configurable key (a Go expression) not named in ``EXPRESSIONS``, a use not set
+aside in ``SET_ASIDE``, an entry KAI no longer uses. operator/tests/test_kai_vocabulary.py fails on any of them, and on a generated file
 that differs from what the pinned module gives now.
 
 Node-scoped keys are listed too: a tenant cannot label nodes, but reserving them on pods costs
@@ -172,13 +173,13 @@ EXPRESSIONS: dict[tuple[str, str], str] = {
     # Keys KAI takes from its configuration (flags, its config CR): the key each holds by default.
     (_GROUPER, "dg.queueLabelKey"): _QUEUE_KEY,
     ("pkg/podgrouper/podgroup/handler.go", "h.queueLabelKey"): _QUEUE_KEY,
-    ("pkg/queuecontroller/metrics/metrics.go", "queueLabelKey"): _QUEUE_KEY,
     ("pkg/queuecontroller/controllers/resource_updater/resource_updater.go", "ru.QueueLabelKey"): _QUEUE_KEY,
     (_GROUPER, "dg.nodePoolLabelKey"): _POOL_KEY,
     ("pkg/podgrouper/podgroup/handler.go", "h.nodePoolKey"): _POOL_KEY,
     ("pkg/podgrouper/pod_controller.go", "nodePoolKey"): _POOL_KEY,
     ("pkg/scheduler/utils/node_pool_utils.go", "nodePoolLabelKey"): _POOL_KEY,
     ("pkg/scheduler/cache/cache.go", "sc.schedulingNodePoolParams.NodePoolLabelKey"): _POOL_KEY,
+    ("pkg/scheduler/conf/scheduler_conf.go", "s.NodePoolLabelKey"): _POOL_KEY,
     ("pkg/scheduler/cache/cluster_info/cluster_info.go", "cpuWorkerLabelKey"): "node-role.kubernetes.io/cpu-worker",
     ("pkg/scheduler/plugins/predicates/predicates.go", "cpuWorkerLabelKey"): "node-role.kubernetes.io/cpu-worker",
     ("pkg/scheduler/cache/cluster_info/cluster_info.go", "gpuWorkerLabelKey"): "node-role.kubernetes.io/gpu-worker",
@@ -192,38 +193,48 @@ EXPRESSIONS: dict[tuple[str, str], str] = {
     ("pkg/binder/binding/resourcereservation/resource_reservation.go", "multiGroupKey"): MULTI_GPU_GROUP_PREFIX,
 }
 """A key KAI's source gives by a Go expression (``kai_key_uses`` keeps it as written): the key it holds."""
-NOT_KEYS_OF_ITS_OWN: dict[tuple[str, str], str] = {
+SET_ASIDE: dict[tuple[str, str], str] = {
     ("pkg/scheduler/cache/cache.go", "k"): "the scheduler copies its node-pool parameters' labels onto a BindRequest",
+    ("pkg/scheduler/cache/cache.go", "pod-name"): "a label the scheduler writes on its BindRequest, not read off a pod",
+    ("pkg/scheduler/cache/cache.go", "selected-node"): "a label the scheduler writes on its BindRequest, not read off "
+                                                       "a pod",
     ("pkg/podgrouper/pod_controller.go", "key"): "matches a namespace's labels against a configured selector",
+    ("pkg/queuecontroller/metrics/metrics.go", "queueLabelKey"): "labels of a Queue copied into metrics, "
+                                                                 "not read off a pod",
     ("pkg/scheduler/plugins/topology/common.go", "level.NodeLabel"): "node labels a Topology object names (nodes only)",
     ("pkg/scheduler/plugins/topology/topology_structs.go", "levelLabel"): "node labels a Topology object names "
                                                                           "(nodes only)",
 }
-"""Go expressions that index labels without being a key KAI gives a meaning: why each is not one."""
+"""Uses that are no key a tenant's pod could carry, by (file, key or Go expression): why."""
 
 
-def _covers(entry: KaiKey, kind: str, key: str) -> bool:
-    return entry.kind == kind and (entry.key == key or (entry.match == "prefix" and key.startswith(entry.key)))
+def _covers(entry: KaiKey, kind: str, key: str, prefix: bool = False) -> bool:
+    """A key KAI reads exactly is covered by an entry of that key or a prefix of it; a prefix KAI
+    reads (every key starting with it) only by a prefix entry."""
+    if entry.kind != kind:
+        return False
+    return (entry.match == "prefix" and key.startswith(entry.key)) or (not prefix and entry.key == key)
 
 
-def unaccounted(uses: tuple[tuple[str, str, bool, str], ...] = KEY_USES) -> list[str]:
+def unaccounted(uses: tuple[tuple[str, str, bool, str, bool], ...] = KEY_USES) -> list[str]:
     """What of KAI's key uses (``kai_key_uses.KEY_USES``'s shape) this module does not account for,
     one line each naming the key and where; empty when the vocabulary is complete and current."""
     problems, found = [], set()
-    for kind, key, resolved, where in uses:
+    for kind, key, resolved, where, prefix in uses:
         path = where.rsplit(":", 1)[0]
+        if (path, key) in SET_ASIDE:
+            continue
         if not resolved:
-            if (path, key) in NOT_KEYS_OF_ITS_OWN:
-                continue
             if (path, key) not in EXPRESSIONS:
                 problems.append(f"{kind} key given by `{key}` at {where}: name the key it holds in EXPRESSIONS "
-                                "or say why it is none in NOT_KEYS_OF_ITS_OWN")
+                                "or say why it is none in SET_ASIDE")
                 continue
             key = EXPRESSIONS[(path, key)]
         found.add((kind, key))
-        if not any(_covers(entry, kind, key) for entry in VOCABULARY):
-            problems.append(f"{kind} {key!r} used at {where} is in no entry of VOCABULARY: add it, with who reads "
-                            "it and what a tenant setting it could do")
+        if not any(_covers(entry, kind, key, prefix) for entry in VOCABULARY):
+            read = "every key starting with" if prefix else "key"
+            problems.append(f"{kind} {read} {key!r} used at {where} is in no entry of VOCABULARY: add it, with who "
+                            "reads it and what a tenant setting it could do")
     for entry in VOCABULARY:
         if not any(_covers(entry, kind, key) for kind, key in found):
             problems.append(f"VOCABULARY's {entry.kind} {entry.key!r} is used nowhere in KAI {KAI_VERSION}: remove it "

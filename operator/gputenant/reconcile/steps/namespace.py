@@ -52,8 +52,9 @@ def operator_access_binding(config: OperatorConfig, host_namespace: str) -> dict
 
 
 async def ensure_operator_access(run: Pass) -> None:
-    """Read with GET: a namespaced LIST needs the very rights this binding grants. Not read in a
-    namespace this pass created: it cannot be there yet. Once per tenant and process the binding is
+    """Read with GET: the operator may lack a namespaced LIST of RoleBindings there until this binding
+    is in force (the chart's drift watch grants a cluster-wide one, but only when drift.watch is on).
+    Not read in a namespace this pass created: it cannot be there yet. Once per tenant and process the binding is
     also seen in force, even when it was there already: a pass that wrote it and failed before the
     API server applied it (a transient error, under load) left the next pass to write in that
     namespace refused (a 403 seen once in CI, QuotaReady on a brand-new tenant)."""
