@@ -15,6 +15,7 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 from .builders import container, pod
+from .conversion import point_tenant_crd_here
 from .plane import ControlPlane
 from .process import wait_for
 from .tools import REPO_ROOT
@@ -34,11 +35,13 @@ https://charts.loft.sh vcluster --version 0.36.1` installs; ../shared's copy, or
 tools` made from the vCluster Go module (kubeplane.vcluster_chart)."""
 ARGOCD_NAMESPACE = "argocd"
 MINIMAL_QUEUE_CRD = REPO_ROOT / "e2e" / "fixtures" / "kai-queue-crd.yaml"
+TENANT_CRD_NAME = "gputenants.gputenant.io"
 
 
 def install_crds(target: Target, path: Path, timeout: float = 30) -> list[str]:
     """Create or update every CRD in the YAML file `path`, wait until each is Established and
-    served, and return their names. Updating keeps existing custom objects."""
+    served, and return their names. Updating keeps existing custom objects. The GpuTenant CRD's
+    conversion webhook is this process's (kubeplane.conversion) until an operator points it at its own."""
     documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
     with target.api_client() as client:
         extensions = kubernetes.client.ApiextensionsV1Api(client)
@@ -51,6 +54,8 @@ def install_crds(target: Target, path: Path, timeout: float = 30) -> list[str]:
                 existing = extensions.read_custom_resource_definition(crd["metadata"]["name"])
                 crd["metadata"]["resourceVersion"] = existing.metadata.resource_version  # type: ignore[union-attr]
                 extensions.replace_custom_resource_definition(crd["metadata"]["name"], crd)
+            if crd["metadata"]["name"] == TENANT_CRD_NAME:
+                point_tenant_crd_here(client)
         names = [crd["metadata"]["name"] for crd in documents]
         for name in names:
             wait_for(functools.partial(_established, extensions, name), timeout=timeout,

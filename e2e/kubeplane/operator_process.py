@@ -24,6 +24,7 @@ from gputenant.config.models import OperatorConfig
 
 from .apiserver import SERVICE_CIDR
 from .containerd import POD_CIDR
+from .conversion import point_tenant_crd_here
 from .fixtures import REAL_VCLUSTER_CHART
 from .node import API_FORWARD_PORT
 from .plane import ControlPlane
@@ -142,15 +143,19 @@ class OperatorProcess:
 
 
 def guard_flags(cert_dir: Path) -> list[str]:
-    """`gputenant run` flags that serve the admission guard on a free loopback port."""
-    [port] = free_ports(1)
-    return ["--webhook-host", "127.0.0.1", "--webhook-port", str(port), "--webhook-cert-dir", str(cert_dir)]
+    """`gputenant run` flags that serve the admission guard and the GpuTenant CRD's conversion
+    webhook on free loopback ports."""
+    port, conversion_port = free_ports(2)
+    return ["--webhook-host", "127.0.0.1", "--webhook-port", str(port), "--webhook-conversion-port",
+            str(conversion_port), "--webhook-cert-dir", str(cert_dir)]
 
 
 def remove_guard_configurations(plane: ControlPlane) -> None:
     """The guard's webhook configurations, removed once its operator stopped: it fails closed, so
-    a configuration left behind would refuse every tenant pod of later tests."""
+    a configuration left behind would refuse every tenant pod of later tests. The GpuTenant CRD's
+    conversion goes back to this process's webhook (kubeplane.conversion)."""
     with plane.api_client() as client:
+        point_tenant_crd_here(client)
         admission = kubernetes.client.AdmissionregistrationV1Api(client)
         for delete in (admission.delete_mutating_webhook_configuration,
                        admission.delete_validating_webhook_configuration):

@@ -84,6 +84,22 @@ def test_the_operator_registers_its_webhook_configurations(operator, guarded_ten
     assert [hook["failurePolicy"] for hook in mutating["webhooks"]] == ["Fail"]
 
 
+def test_the_operator_serves_the_crds_conversion_on_its_own_port(plane, operator, guarded_tenant):
+    """The guard points the GpuTenant CRD's conversion webhook at its conversion port, with the CA
+    bundle of its admission webhooks, and the API server converts the stored v1alpha1 tenant to
+    v1beta1 through it (the API server presents no client certificate there)."""
+    (mutating, _), _ = guarded_tenant
+    port = operator.extra_args[operator.extra_args.index("--webhook-conversion-port") + 1]
+    crd = plane.kubectl("get", "crd", "gputenants.gputenant.io", "-o", "json")
+    client_config = json.loads(crd.stdout)["spec"]["conversion"]["webhook"]["clientConfig"]
+    assert client_config == {"url": f"https://127.0.0.1:{port}/convert",
+                             "caBundle": mutating["webhooks"][0]["clientConfig"]["caBundle"]}
+    stored = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", TENANT)
+    served = plane.cluster_object("gputenant.io", "v1beta1", "gputenants", TENANT)
+    assert served["apiVersion"] == "gputenant.io/v1beta1" and served["spec"] == stored["spec"]
+    assert served["metadata"]["uid"] == stored["metadata"]["uid"]
+
+
 def test_the_vcluster_control_plane_pod_is_admitted_under_the_guard(plane, guarded_tenant):
     """The statefulset controller's pod came after the configurations and is stored as the chart
     wrote it but for NET_RAW, which the guard drops from every container: it asks for no GPU, so the

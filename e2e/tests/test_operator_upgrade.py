@@ -17,8 +17,9 @@ control-plane pod or GPU pod replaced or restarted (same uid, same restart count
 release upgraded, the owners' kubeconfig Secrets unchanged and still answering. The figures are printed; docs/operations.md
 records them with the procedure.
 
-The GpuTenant CRD is the same in both releases (one version, v1alpha1; the plane installs it), so
-this shows no API conversion: that comes with v1beta1.
+The plane installs this tree's GpuTenant CRD (v1alpha1 stored, v1beta1 served) before either
+release runs, and the charts do not install it (`crd.install: false`), so the CRD does not change
+between the releases here.
 """
 
 from __future__ import annotations

@@ -144,9 +144,14 @@ def test_webhook_service_certificates_and_rbac_follow_the_guard_design():
     flag = lambda name: command[command.index(name) + 1]
     service = find(objects, "Service", f"{FULLNAME}-guard")
     assert flag("--webhook-host") == f"{FULLNAME}-guard.{NAMESPACE}.svc"
-    [port] = service["spec"]["ports"]
+    port, conversion_port = service["spec"]["ports"]
     assert str(port["port"]) == flag("--webhook-port") == str(
         next(p["containerPort"] for p in container["ports"] if p["name"] == port["targetPort"]))
+    assert str(conversion_port["port"]) == flag("--webhook-conversion-port") == str(
+        next(p["containerPort"] for p in container["ports"] if p["name"] == conversion_port["targetPort"]))
+    crd = find(objects, "CustomResourceDefinition", "gputenants.gputenant.io")
+    assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"] == {
+        "namespace": NAMESPACE, "name": f"{FULLNAME}-guard", "port": conversion_port["port"], "path": "/convert"}
     assert flag("--webhook-listen") == "0.0.0.0"
     mount = next(m for m in container["volumeMounts"] if m["name"] == "webhook-tls")
     assert flag("--webhook-cert") == f"{mount['mountPath']}/tls.crt"
@@ -154,6 +159,8 @@ def test_webhook_service_certificates_and_rbac_follow_the_guard_design():
     assert {"apiGroups": ["admissionregistration.k8s.io"],
             "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
             "verbs": ["get", "patch"], "resourceNames": ["gputenant-guard"]} in rules
+    assert {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+            "resourceNames": ["gputenants.gputenant.io"], "verbs": ["patch"]} in rules
     generated = render("--set", "webhook.enabled=true", "--set", "replicas=1")
     command = find(generated, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[command.index("--webhook-cert-dir") + 1].startswith("/tmp/")
@@ -286,6 +293,9 @@ def test_crd_has_one_source_and_the_packaged_chart_carries_it(tmp_path):
     assert not any(name.endswith("generate_schema.py") for name in names)
     source = yaml.safe_load(CRD_SOURCE.read_text())
     rendered = find(render(chart=package), "CustomResourceDefinition", source["metadata"]["name"])
+    service = rendered["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+    assert service == {"namespace": NAMESPACE, "name": f"{FULLNAME}-guard", "port": 9444, "path": "/convert"}
+    source["spec"]["conversion"]["webhook"]["clientConfig"]["service"] = service
     assert rendered["spec"] == source["spec"]
     assert rendered["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert not any(o["kind"] == "CustomResourceDefinition" for o in render("--set", "crd.install=false"))

@@ -70,8 +70,12 @@ def test_crd_identity():
     assert crd["spec"]["scope"] == "Cluster"
     assert crd["spec"]["names"]["kind"] == "GpuTenant"
     assert "gput" in crd["spec"]["names"]["shortNames"]
-    [version] = crd["spec"]["versions"]
-    assert version["name"] == "v1alpha1" and version["storage"] and version["subresources"] == {"status": {}}
+    alpha, beta = crd["spec"]["versions"]
+    assert alpha["name"] == "v1alpha1" and alpha["storage"] and alpha["deprecated"]
+    assert beta["name"] == "v1beta1" and not beta["storage"] and "deprecated" not in beta
+    assert alpha["subresources"] == beta["subresources"] == {"status": {}}
+    assert crd["spec"]["conversion"]["strategy"] == "Webhook"
+    assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["path"] == "/convert"
 
 
 def test_every_field_has_a_description():

@@ -121,7 +121,7 @@ def test_the_operators_pods_admit_no_tenant_namespace_and_no_cluster_network():
     outside_cluster = {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16", "10.96.0.0/12"]}}
     guard, liveness, metrics = policy["spec"]["ingress"]
     assert guard == {"from": [outside_cluster, {"ipBlock": {"cidr": "192.168.0.10/32"}}],
-                     "ports": [{"protocol": "TCP", "port": 9443}]}
+                     "ports": [{"protocol": "TCP", "port": 9443}, {"protocol": "TCP", "port": 9444}]}
     assert liveness == {"from": [outside_cluster], "ports": [{"protocol": "TCP", "port": 8080}]}
     assert metrics == {"from": [{"namespaceSelector": {
         "matchLabels": {"kubernetes.io/metadata.name": "monitoring"},

@@ -152,3 +152,32 @@ def test_wrong_kind_exits_2(tmp_path, capsys):
     tenant_file.write_text("kind: ConfigMap\nmetadata: {name: x}\n")
     code, _, err = run_cli(capsys, "render", "-f", str(tenant_file))
     assert code == 2 and "kind: expected GpuTenant, got 'ConfigMap'" in err
+
+
+@pytest.mark.parametrize("command", ["render", "explain"])
+def test_both_served_versions_are_read_and_decided_alike(tmp_path, capsys, command):
+    hami = {"mode": "HAMi", "hami": {"corePercent": 25}}
+    alpha, beta = tmp_path / "alpha.yaml", tmp_path / "beta.yaml"
+    alpha.write_text(yaml.safe_dump({"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": "a"},
+                                     "spec": {"trust": "Internal", "owners": [{"kind": "User", "name": "x"}],
+                                              "sharing": {**hami, "hami": {"corePercent": 25, "memoryMiB": 20480}}}}))
+    beta.write_text(yaml.safe_dump({"apiVersion": "gputenant.io/v1beta1", "kind": "GpuTenant", "metadata": {"name": "a"},
+                                    "spec": {"trust": "Internal", "owners": [{"kind": "User", "name": "x"}],
+                                             "sharing": {**hami, "hami": {"corePercent": 25, "memory": "20Gi"}}}}))
+    outputs = [run_cli(capsys, command, "-f", str(path), "--config", str(EXAMPLE_CONFIG)) for path in (alpha, beta)]
+    assert outputs[0] == outputs[1] and outputs[0][0] == 0
+
+
+def test_a_v1beta1_error_names_the_v1beta1_field(tmp_path, capsys):
+    tenant_file = tmp_path / "tenant.yaml"
+    tenant_file.write_text(UNTRUSTED_TENANT.replace("v1alpha1", "v1beta1").replace(
+        "gpu: {quota: 2, limit: 3}", "sharing: {mode: HAMi, hami: {memory: 10.5Mi}}"))
+    code, _, err = run_cli(capsys, "render", "-f", str(tenant_file))
+    assert code == 2 and f"{tenant_file}: spec.sharing.hami.memory: " in err
+
+
+def test_an_apiversion_the_api_does_not_have_exits_2_naming_the_served_ones(tmp_path, capsys):
+    tenant_file = tmp_path / "tenant.yaml"
+    tenant_file.write_text(UNTRUSTED_TENANT.replace("v1alpha1", "v2"))
+    code, _, err = run_cli(capsys, "explain", "-f", str(tenant_file))
+    assert code == 2 and "gputenant.io/v2" in err and "gputenant.io/v1beta1" in err

@@ -81,6 +81,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - {{ include "gto.webhookHost" . }}
 - --webhook-port
 - {{ .Values.webhook.port | quote }}
+- --webhook-conversion-port
+- {{ .Values.webhook.conversionPort | quote }}
 - --webhook-listen
 - 0.0.0.0
 {{- if include "gto.webhookSecret" . }}

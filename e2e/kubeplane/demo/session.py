@@ -173,8 +173,11 @@ class Session:
         self._plane = ControlPlane(directory, node=True).start()
         # The operator and its helm calls inherit the plane's kubeconfig, pinned tools and helm homes.
         os.environ.update(self.plane.env())
-        self.say(f"control plane up at {self.plane.api_url}, node at {self.plane.require_node().network.node_ip}, "
-                 f"in {self.plane.start_seconds:.1f}s")
+        # As the server reports it, so a run on another version (GPUTENANT_KUBE_VERSION) says which.
+        with self.plane.api_client() as client:
+            served = kubernetes.client.VersionApi(client).get_code().git_version
+        self.say(f"control plane up at {self.plane.api_url} (Kubernetes {served}), node at "
+                 f"{self.plane.require_node().network.node_ip}, in {self.plane.start_seconds:.1f}s")
 
     def prepare_node(self, config: OperatorConfig) -> None:
         """The vCluster images (written by the project from binaries built from Go modules) in the
@@ -233,9 +236,10 @@ class Session:
         config_path = self.options.directory / "operator-config.yaml"
         config_path.write_text(yaml.safe_dump(config_document, sort_keys=False))
         log_path = self.plane.log_dir / "operator.log"
-        [guard_port] = free_ports(1)
+        guard_port, conversion_port = free_ports(2)
         self._operator = OperatorProcess(
             self.plane, config_path, log_path, ["--webhook-host", "127.0.0.1", "--webhook-port", str(guard_port),
+                                                "--webhook-conversion-port", str(conversion_port),
                                                 "--webhook-cert-dir", str(self.options.directory / "guard-certs")],
             resync_seconds=None, deletion_retry_seconds=None, kubeconfig_path=self.plane.kubeconfig_path).start()
         self.say(f"started the operator (pid {self.operator.pid}, log {log_path}); vClusters exposed by NodePort "

@@ -18,9 +18,10 @@ import yaml
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, NoDefault
 
-from gputenant import GROUP, KIND, PLURAL, VERSION
+from gputenant.api import v1alpha1, v1beta1
+from gputenant.api.group import DEPRECATED_VERSIONS, GROUP, KIND, PLURAL, PREFERRED_VERSION, SERVED_VERSIONS, STORAGE_VERSION
 from gputenant.api.rules import CEL_KEY
-from gputenant.api.v1alpha1 import TENANT_NAME_RULE, GpuTenantSpec, GpuTenantStatus
+from gputenant.api.v1alpha1 import TENANT_NAME_RULE, GpuTenantStatus
 
 SINGULAR = KIND.lower()
 SHORT_NAMES = ["gput"]
@@ -47,6 +48,12 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
 ]
 
 ROOT_RULES = [TENANT_NAME_RULE.cel()]
+SPEC_MODELS: dict[str, type[BaseModel]] = {"v1alpha1": v1alpha1.GpuTenantSpec, "v1beta1": v1beta1.GpuTenantSpec}
+"""Each served version's spec; the status is the same in every version."""
+CONVERSION_PATH = "/convert"
+CONVERSION_SERVICE = {"namespace": "gputenant-system", "name": "gpu-tenant-operator-webhook", "port": 9444}
+"""Where the API server sends ConversionReviews until the operator writes its own endpoint and CA
+bundle into the CRD (the chart fills in its Service; guard.conversion keeps both current)."""
 
 
 class _FactoryDefaults(GenerateJsonSchema):
@@ -134,11 +141,9 @@ def model_schema(model: type[BaseModel]) -> dict[str, Any]:
     return structural(generated, generated.get("$defs", {}))
 
 
-def build_crd() -> dict[str, Any]:
-    """The whole CustomResourceDefinition as a dict, ready to apply."""
-    spec = model_schema(GpuTenantSpec)
-    status = model_schema(GpuTenantStatus)
-    root = {
+def version_schema(version: str) -> dict[str, Any]:
+    """The openAPIV3Schema of one served version."""
+    return {
         "type": "object",
         "description": (
             "A team's GPU-enabled virtual cluster on the shared host cluster: its host namespace, KAI Queue, "
@@ -146,15 +151,36 @@ def build_crd() -> dict[str, Any]:
         ),
         "required": ["spec"],
         "properties": {
-            "apiVersion": {"type": "string", "description": "Versioned schema of this object: gputenant.io/v1alpha1."},
+            "apiVersion": {"type": "string", "description": f"Versioned schema of this object: {GROUP}/{version}."},
             "kind": {"type": "string", "description": "Always GpuTenant."},
             # The API server allows only name constraints here, and no description.
             "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
-            "spec": spec,
-            "status": status,
+            "spec": model_schema(SPEC_MODELS[version]),
+            "status": model_schema(GpuTenantStatus),
         },
         CEL_KEY: ROOT_RULES,
     }
+
+
+def _version(version: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": version, "served": True, "storage": version == STORAGE_VERSION}
+    if version in DEPRECATED_VERSIONS:
+        entry["deprecated"] = True
+        entry["deprecationWarning"] = (f"{GROUP}/{version} GpuTenant is deprecated; use {GROUP}/{PREFERRED_VERSION} "
+                                       "(docs/api-versions.md)")
+    entry.update({"subresources": {"status": {}}, "additionalPrinterColumns": PRINTER_COLUMNS,
+                  "schema": {"openAPIV3Schema": version_schema(version)}})
+    return entry
+
+
+def conversion(client_config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The CRD's ``spec.conversion``: the operator's webhook, at ``client_config`` when given."""
+    config = client_config or {"service": {**CONVERSION_SERVICE, "path": CONVERSION_PATH}}
+    return {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": config}}
+
+
+def build_crd() -> dict[str, Any]:
+    """The whole CustomResourceDefinition as a dict, ready to apply."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -170,16 +196,8 @@ def build_crd() -> dict[str, Any]:
                 "shortNames": SHORT_NAMES,
                 "categories": CATEGORIES,
             },
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
-                    "schema": {"openAPIV3Schema": root},
-                }
-            ],
+            "conversion": conversion(),
+            "versions": [_version(version) for version in SERVED_VERSIONS],
         },
     }
 
@@ -190,6 +208,6 @@ class _Dumper(yaml.SafeDumper):
 
 def render_crd_yaml() -> str:
     """``crds/tenant.yaml``: the CRD with a header saying where it comes from."""
-    header = "# Generated from operator/gputenant/api/v1alpha1/models.py by `gputenant crd`; do not edit.\n"
+    header = "# Generated from operator/gputenant/api/v1alpha1/ and v1beta1/ by `gputenant crd`; do not edit.\n"
     body = yaml.dump(json.loads(json.dumps(build_crd())), Dumper=_Dumper, sort_keys=False, width=1_000_000)
     return header + body

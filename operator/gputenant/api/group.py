@@ -1,15 +1,22 @@
 """The API group, kind and versions of GpuTenant: written here once, read everywhere else.
 
-Each served version is a package beside this module (``api/v1alpha1/``); the rest of the operator
-uses the internal model of ``api/hub.py`` and never names a version.
+Each served version is a package beside this module (``api/v1alpha1/``, ``api/v1beta1/``); the rest
+of the operator uses the internal model of ``api/hub.py`` and never names a version. What changed
+between versions, and why: docs/api-versions.md.
 """
 
 GROUP = "gputenant.io"
 KIND = "GpuTenant"
 PLURAL = "gputenants"
 V1ALPHA1 = "v1alpha1"
-SERVED_VERSIONS = (V1ALPHA1,)
+V1BETA1 = "v1beta1"
+SERVED_VERSIONS = (V1ALPHA1, V1BETA1)
+DEPRECATED_VERSIONS = (V1ALPHA1,)
 STORAGE_VERSION = V1ALPHA1
-"""The version the API server stores and the operator reads and writes."""
+"""The version the API server stores and the operator reads and writes. It moves to v1beta1 one
+release after v1beta1 is first served, so that a `helm rollback` to a release without v1beta1 never
+meets objects stored as v1beta1 (docs/api-versions.md, "Why storage moves a release later")."""
+PREFERRED_VERSION = V1BETA1
+"""What users, examples and the CLI write; the version kubectl and Argo CD pick when none is named."""
 API_VERSION = f"{GROUP}/{STORAGE_VERSION}"
 """``apiVersion`` of the objects the operator reads and writes."""

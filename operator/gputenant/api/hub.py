@@ -1,11 +1,18 @@
 """The internal GpuTenant model: what every layer outside ``api/`` reads and writes, whatever version
 a client sent (the conversion hub, as kubebuilder and Capsule name it).
 
-Today the one served version, v1alpha1, is the hub's shape, so the hub re-exports its models; a new
-version adds a package beside ``api/v1alpha1/`` with conversions to and from these, and no module
-outside ``api/`` changes. Group, kind and versions: ``api/group.py``.
+The hub has the storage version's shape (v1alpha1), so it re-exports that version's models;
+``GpuTenant.from_body`` reads an object of any served version (``api.conversion.to_hub``), so no
+module outside ``api/`` names a version. Group, kind and versions: ``api/group.py``.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
+from gputenant.api import v1beta1
+from gputenant.api.conversion import ConversionError, to_hub, version_of
+from gputenant.api.group import API_VERSION, GROUP, V1ALPHA1, V1BETA1
 from gputenant.api.v1alpha1 import (
     MAX_GPUS,
     MAX_TENANT_NAME_LENGTH,
@@ -22,7 +29,6 @@ from gputenant.api.v1alpha1 import (
     DnsSubdomain,
     Duration,
     GpuSpec,
-    GpuTenant,
     GpuTenantSpec,
     GpuTenantStatus,
     GrantedStatus,
@@ -59,8 +65,9 @@ from gputenant.api.v1alpha1 import (
     VClusterSpec,
     VClusterStatus,
 )
+from gputenant.api.v1alpha1 import GpuTenant as StoredGpuTenant
 
-__all__ = [
+__all__ = ["ConversionError",
     "MAX_GPUS", "MAX_TENANT_NAME_LENGTH", "MAX_TOKEN_LIFETIME", "MIN_TOKEN_LIFETIME", "TENANT_NAME_RULE", "ApiModel",
     "ArgoCDSpec", "ArgoCDStatus", "Condition", "ConditionStatus", "DeletionPolicy", "DnsLabel",
     "DnsSubdomain", "Duration", "GpuSpec", "GpuTenant", "GpuTenantSpec", "GpuTenantStatus",
@@ -71,3 +78,23 @@ __all__ = [
     "TimeSlicingSpec", "Trust", "UsageGpuStatus", "UsageStatus", "VClusterOIDC", "VClusterOverrides",
     "VClusterResources", "VClusterSpec", "VClusterStatus",
 ]
+
+
+class GpuTenant(StoredGpuTenant):
+    """A GpuTenant in the hub's shape, read from an object of any served version."""
+
+    @classmethod
+    def from_body(cls, body: Any) -> GpuTenant:
+        """Validated in its own version first, so an error names the field as its author wrote it;
+        ``ConversionError`` for an apiVersion no version of the API has."""
+        raw = dict(body)
+        api_version = raw.get("apiVersion", API_VERSION)
+        if api_version != API_VERSION:
+            version_of(raw)
+            SERVED_MODELS[api_version].model_validate(raw)
+            raw = to_hub(raw)
+        return cls.model_validate(raw)
+
+
+SERVED_MODELS: dict[str, type[StoredGpuTenant]] = {
+    f"{GROUP}/{V1ALPHA1}": StoredGpuTenant, f"{GROUP}/{V1BETA1}": v1beta1.GpuTenant}

@@ -109,7 +109,7 @@ def load_and_render(sources: Sequence[str], config_file: str | None) -> tuple[li
     the file and field."""
     import pydantic
 
-    from gputenant.api.hub import GpuTenant
+    from gputenant.api.hub import ConversionError, GpuTenant
     from gputenant.policy.choose import decide
     from gputenant.render import RenderError, render_tenant
 
@@ -125,6 +125,8 @@ def load_and_render(sources: Sequence[str], config_file: str | None) -> tuple[li
                 tenant = GpuTenant.from_body(document)
             except pydantic.ValidationError as error:
                 raise InputError(_validation_message(name, error)) from None
+            except ConversionError as error:
+                raise InputError(f"{name}: {error}") from None
             decision = decide(tenant.name, tenant.spec, config)
             try:
                 rendered = render_tenant(tenant, decision, config)

@@ -24,6 +24,10 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
                        "kube-system/extension-apiserver-authentication (the CA of the API server's front-proxy "
                        "certificate, which its admission configuration presents to webhooks); the guard does not "
                        "start without it.")
+    group.add_argument("--webhook-conversion-port", type=int, help="Serve the GpuTenant CRD's conversion webhook on "
+                       "this port (same certificate, no client certificate asked: the API server presents none to "
+                       "conversion webhooks) and point the CRD at it. Unset: not served (objects read and written "
+                       "in their stored version need none).")
     group.add_argument("--webhook-cert-dir", type=Path, help="Where generated certificates live (default: a temp dir).")
 
 

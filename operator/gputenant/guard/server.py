@@ -24,6 +24,7 @@ import kopf
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.certs import CertificatePaths, ensure_certificates
 from gputenant.guard.configuration import sync_webhook_configurations
+from gputenant.guard.conversion import ConversionServer, conversion_client_config, sync_crd_conversion
 from gputenant.guard.flags import CERT_WITHOUT_KEY
 from gputenant.guard.pod_reviews import PodReviews, route
 from gputenant.guard.service_reviews import ServiceReviews
@@ -65,13 +66,17 @@ class GuardServer:
     server publishes the CA of its front-proxy certificate (the chart's default).
 
     ``pod_reviews`` (set by ``standalone.GuardThread``, which holds the guard's decisions) answers
-    the pod webhooks; a server without it refuses to start rather than leave pods to kopf."""
+    the pod webhooks; a server without it refuses to start rather than leave pods to kopf.
+
+    With ``conversion_port`` it also serves the GpuTenant CRD's conversion webhook there, with the
+    same certificate, and points the CRD at it (``guard.conversion``)."""
 
     def __init__(self, client: KubeClient, config: OperatorConfig, *, host: str = "127.0.0.1", port: int | None = 9443,
                  listen: str | None = None, hostnames: list[str] | None = None,
                  cert_dir: Path | None = None, cert_file: Path | None = None, key_file: Path | None = None,
                  ca_file: Path | None = None, client_ca_file: Path | None = None, renewal_check_seconds: float = RENEWAL_CHECK_SECONDS,
-                 file_check_interval: float = 60.0, client_ca_from_cluster: bool = False):
+                 file_check_interval: float = 60.0, client_ca_from_cluster: bool = False,
+                 conversion_port: int | None = None):
         if (cert_file is None) != (key_file is None):
             raise ValueError(CERT_WITHOUT_KEY)
         self.client = client
@@ -94,6 +99,7 @@ class GuardServer:
         self.pod_reviews: PodReviews | None = None
         self.draining = threading.Event()
         self.service_reviews: ServiceReviews | None = None
+        self.conversion_port = conversion_port
 
     async def _renew_forever(self) -> None:
         while True:
@@ -118,15 +124,24 @@ class GuardServer:
                                     verify_cafile=str(self.client_ca_file) if self.client_ca_file else None)
         server.draining = self.draining
         renewer = asyncio.create_task(self._renew_forever()) if self.generated else None
+        converter = (ConversionServer(self.listen, self.conversion_port, self.cert_file, self.key_file)
+                     if self.conversion_port else None)
         try:
             async for client_config in server(served):
                 written = await sync_webhook_configurations(self.client, self.config, dict(client_config))
                 log.info("admission guard serving at %s; %d webhook configurations updated",
                          client_config["url"], written)
+                if converter is not None:
+                    await converter.start()
+                    if await sync_crd_conversion(self.client, conversion_client_config(dict(client_config),
+                                                                                      converter.port)):
+                        log.info("the GpuTenant CRD's conversion webhook now points at port %d", converter.port)
                 yield client_config
         finally:
             if renewer is not None:
                 renewer.cancel()
+            if converter is not None:
+                await converter.stop()
 
 
 class _NoObjectMemory:
@@ -181,4 +196,5 @@ def server_from_args(args: argparse.Namespace, client: KubeClient, config: Opera
     return GuardServer(client, config, host=args.webhook_host, port=args.webhook_port, listen=args.webhook_listen,
                        cert_dir=args.webhook_cert_dir, cert_file=args.webhook_cert, key_file=args.webhook_key,
                        ca_file=args.webhook_ca, client_ca_file=args.webhook_client_ca,
-                       client_ca_from_cluster=args.webhook_client_ca_from_cluster)
+                       client_ca_from_cluster=args.webhook_client_ca_from_cluster,
+                       conversion_port=args.webhook_conversion_port)

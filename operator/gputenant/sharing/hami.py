@@ -58,15 +58,15 @@ class Hami(Mechanism):
         if hami.memory_mi_b is not None and hami.memory_mi_b > pool.gpu_memory_mi_b:
             raise Refused(
                 reasons.MEMORY_ABOVE_GPU,
-                f"sharing.hami.memoryMiB {hami.memory_mi_b} is more than one GPU of pool {pool.name} has "
-                f"({pool.gpu_memory_mi_b} MiB); a share's memory is its portion of the GPU: unset memoryMiB",
+                f"sharing.hami.memory {hami.memory_mi_b}Mi (memoryMiB: {hami.memory_mi_b}) is more than one GPU of pool "
+                f"{pool.name} has ({pool.gpu_memory_mi_b} MiB); a share's memory is its portion of the GPU: unset it",
             )
         if hami.memory_mi_b is not None and hami.memory_mi_b != share_memory:
             raise Refused(
                 reasons.FRACTION_NOT_GRANTABLE,
-                f"sharing.hami.memoryMiB {hami.memory_mi_b}: a share's memory is its fraction of the GPU (HAMi-core "
-                f"caps a gpu-fraction at that portion), {share_memory} MiB for corePercent {cores} on pool "
-                f"{pool.name} ({pool.gpu_memory_mi_b} MiB per GPU); unset memoryMiB, or set corePercent to "
+                f"sharing.hami.memory {hami.memory_mi_b}Mi (memoryMiB: {hami.memory_mi_b}): a share's memory is its fraction "
+                f"of the GPU (HAMi-core caps a gpu-fraction at that portion), {share_memory} MiB for corePercent "
+                f"{cores} on pool {pool.name} ({pool.gpu_memory_mi_b} MiB per GPU); unset it, or set corePercent to "
                 f"{math.ceil(hami.memory_mi_b * 100 / pool.gpu_memory_mi_b)}",
             )
         whole_units(quota_gpus, shares_per_gpu, "gpu.quota", f"HAMi at corePercent {cores}", "shares")
