@@ -122,3 +122,27 @@ def test_a_tenant_pod_is_admitted_and_an_unclaimed_namespace_refused_by_the_guar
         except TimeoutError as error:
             raise AssertionError(f"{error}\n{incluster.describe()}") from None
     assert pod.metadata.namespace == TENANT_NAMESPACE
+
+
+def test_the_crds_conversion_is_answered_through_the_charts_service(incluster, vcluster_node):
+    """The operator points the GpuTenant CRD's conversion webhook at its Service's conversion port
+    with its CA bundle; the API server reaches it there past the chart's NetworkPolicy, without a
+    client certificate, and reads the stored v1alpha1 tenant as v1beta1."""
+    def client_config():
+        crd = json.loads(vcluster_node.kubectl("get", "crd", "gputenants.gputenant.io", "-o", "json").stdout)
+        config = crd["spec"]["conversion"]["webhook"]["clientConfig"]
+        return config if config.get("service") and config.get("caBundle") else None
+
+    config = wait_for(client_config, timeout=60, interval=1, what="the operator to point the CRD at its Service")
+    assert config["service"] == {"namespace": NAMESPACE, "name": f"{RELEASE}-guard", "port": 9444, "path": "/convert"}
+    stored = vcluster_node.cluster_object("gputenant.io", "v1alpha1", "gputenants", TENANT)
+    def as_v1beta1():
+        try:
+            return vcluster_node.cluster_object("gputenant.io", "v1beta1", "gputenants", TENANT)
+        except kubernetes.client.ApiException as error:
+            if error.status == 500 and "conversion webhook" in (error.body or ""):
+                return None  # the API server has not yet picked up the new CA bundle
+            raise
+
+    served = wait_for(as_v1beta1, timeout=60, interval=1, what="the tenant read as v1beta1")
+    assert served["apiVersion"] == "gputenant.io/v1beta1" and served["metadata"]["uid"] == stored["metadata"]["uid"]

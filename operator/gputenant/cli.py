@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "pools": "pools",
     "usage": "usage",
     "status": "status",
+    "migrate-storage": "migrate_storage",
 }
 
 
