@@ -8,8 +8,14 @@ LINTED := operator e2e bench release tools/kai/key_uses.py
 # cores keep three busy (docs/development.md, "How long the suite takes").
 TEST_WORKERS ?= 3
 
+# The opt-in check of the oldest supported Kubernetes minor (docs/install.md, Supported versions):
+# the onboarding journey on a plane of KUBE_COMPAT_VERSION, which `make tools-compat` builds.
+KUBE_COMPAT_VERSION := $(shell sed -n 's/^KUBE_COMPAT_VERSION=//p' tools/versions.env)
+COMPAT_TESTS := e2e/tests/test_kube_version.py e2e/tests/test_render_apiserver.py e2e/tests/test_chart_install.py \
+	e2e/tests/test_reconciler_inprocess.py e2e/tests/test_dev_up.py
+
 .DEFAULT_GOAL := help
-.PHONY: help dev test test-vcluster unit bench lint generate venv tools release
+.PHONY: help dev test test-vcluster test-compat unit bench lint generate venv tools tools-compat release
 
 ##@ General
 
@@ -46,6 +52,9 @@ test: venv tools ## Unit tests and tests against the real local control plane (w
 test-vcluster: venv tools ## Only the real vCluster 0.36.1 tests (part of `make test`): the operator driving one per example tenant
 	$(BIN)/pytest -ra e2e/tests/test_vcluster_real_operator.py
 
+test-compat: venv tools tools-compat ## Opt-in, not in CI: the onboarding journey on a plane of the oldest supported Kubernetes (KUBE_COMPAT_VERSION in tools/versions.env)
+	GPUTENANT_KUBE_VERSION=$(KUBE_COMPAT_VERSION) $(BIN)/pytest -ra $(COMPAT_TESTS)
+
 unit: venv ## Only the fast tests that need no control plane (seconds)
 	$(BIN)/pytest -ra -m 'not plane'
 
@@ -66,3 +75,6 @@ $(VENV)/.installed: pyproject.toml
 tools: venv ## Build the pinned control-plane tools into ~/.cache/gputenant-operator/tools (cached), and check the vCluster chart (made from its Go module without ../shared)
 	bash tools/build.sh
 	$(BIN)/python -m kubeplane.vcluster_chart
+
+tools-compat: ## Opt-in: build the six Kubernetes binaries at KUBE_COMPAT_VERSION into the tools cache's kube-<version>/bin (cached; the pinned ones untouched)
+	bash tools/build.sh --compat

@@ -11,6 +11,12 @@
 # cache lives outside the clone (default ~/.cache/gputenant-operator/tools) so fresh clones reuse
 # it; override with GPUTENANT_TOOLS_DIR. `build.sh --list` prints the plan and builds nothing.
 #
+# `build.sh --compat` (`make tools-compat`, opt-in: CI never runs it) builds only the six Kubernetes
+# binaries again at the oldest supported minor, KUBE_COMPAT_VERSION, from tools/kube-compat, by the
+# same group as the pinned ones, into their own folder of the cache (kube-<version>/bin), so the
+# pinned binaries are never touched; the harness runs them when GPUTENANT_KUBE_VERSION names that
+# version (e2e/kubeplane/tools.py). `build.sh --compat --list` prints that plan.
+#
 # A cold build is mostly CPU: the modules are downloaded in the background while the first tools
 # compile, the binaries of one module are built by one `go build` (they share its packages and their
 # links overlap the compiles), and two lanes of builds run side by side so that one lane's links and
@@ -20,16 +26,26 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
-bin_dir=${GPUTENANT_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gputenant-operator/tools}/bin
+compat=0
+if [[ ${1:-} == --compat ]]; then
+  compat=1
+  shift
+fi
+tools_root=${GPUTENANT_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gputenant-operator/tools}
+if [[ $compat -eq 1 ]]; then
+  bin_dir=$tools_root/kube-$KUBE_COMPAT_VERSION/bin
+else
+  bin_dir=$tools_root/bin
+fi
 mkdir -p "$bin_dir"
 bin_dir=$(cd "$bin_dir" && pwd)
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 
-kube_ldflags() {
-  local v=${KUBE_VERSION#v} pkg=k8s.io/component-base/version
+kube_ldflags() {  # VERSION: what the binaries' --version and the API server's /version report
+  local v=${1#v} pkg=k8s.io/component-base/version
   local major=${v%%.*} rest=${v#*.}
-  echo "-X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=${rest%%.*} -X $pkg.gitTreeState=clean"
+  echo "-X $pkg.gitVersion=$1 -X $pkg.gitMajor=$major -X $pkg.gitMinor=${rest%%.*} -X $pkg.gitTreeState=clean"
 }
 
 # The groups: one `go build` each, in its lane's order. group LANE VERSION MODULE_DIR LDFLAGS ENV NAME=PACKAGE...
@@ -41,13 +57,21 @@ group() {
   G_TOOLS+=("$*")
 }
 
+kube_group() {  # VERSION MODULE_DIR: the six binaries of k8s.io/kubernetes at VERSION, one `go build`
+  group a "$1" "$2" "$(kube_ldflags "$1")" "" \
+    kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+    kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+    kubectl=k8s.io/kubernetes/cmd/kubectl kubelet=k8s.io/kubernetes/cmd/kubelet \
+    kube-proxy=k8s.io/kubernetes/cmd/kube-proxy kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
+}
+
+if [[ $compat -eq 1 ]]; then
+  # The oldest supported minor: its module's go.mod pins the staging modules at its release.
+  kube_group "$KUBE_COMPAT_VERSION" kube-compat
+else  # everything `make tools` builds, in two lanes
 # Lane a: the control plane and node from Kubernetes' own module, then the vCluster's parts.
 group a "$ETCD_VERSION" etcd "" "" etcd=.
-group a "$KUBE_VERSION" kube "$(kube_ldflags)" "" \
-  kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
-  kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
-  kubectl=k8s.io/kubernetes/cmd/kubectl kubelet=k8s.io/kubernetes/cmd/kubelet \
-  kube-proxy=k8s.io/kubernetes/cmd/kube-proxy kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
+kube_group "$KUBE_VERSION" kube
 group a "$PAUSE_VERSION" pause "" "" pause=.
 group a "$HTTPSGET_VERSION" httpsget "" "" httpsget=.
 group a "$SPOOFUDP_VERSION" spoofudp "" "" spoofudp=.
@@ -96,6 +120,7 @@ group b "$KUBE_ROUTER_VERSION" kube-router \
 # CRDs are read from the module cache. v0.15.2: v0.16.2 needs a frr-k8s the proxy refuses (tools/metallb/go.mod).
 group b "$METALLB_VERSION" metallb "" "" \
   metallb-controller=go.universe.tf/metallb/controller metallb-speaker=go.universe.tf/metallb/speaker
+fi
 
 # The node's Debian packages: containerd, runc, CNI plugins, iptables (for kube-proxy), conntrack, a
 # static busybox (the test image's root filesystem), ipset (kube-router), mmdebstrap (the operator
@@ -193,7 +218,8 @@ run_lane() {  # LANE: its groups in order
 print_plan
 [[ ${1:-} == --list ]] && exit 0
 
-install_node_packages
+# The node's packages come with `make tools`, which `make tools-compat`'s users run anyway.
+[[ $compat -eq 1 ]] || install_node_packages
 prefetch_modules
 start=$SECONDS
 run_lane a & lane_a=$!

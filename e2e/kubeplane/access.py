@@ -20,7 +20,7 @@ from .audit import WRITE_VERBS
 from .kubeconfig import file_stem, kubeconfig, write_kubeconfig
 from .pki import CertificateAuthority
 from .process import PlaneError, wait_for
-from .tools import require_tools
+from .tools import require_kube_tools, require_tools
 
 WEBHOOK_METRIC = re.compile(
     r'^apiserver_admission_webhook_admission_duration_seconds_(sum|count)\{[^}]*name="([^"]+)"[^}]*\} (\S+)$')
@@ -41,6 +41,7 @@ class PlaneAccess:
     ports: dict[str, int]
     _ca: CertificateAuthority | None
     _bin_dir: Path | None
+    _kube_bin_dir: Path | None
     _apiserver: APIServerFiles
 
     # -- layout -------------------------------------------------------------------------------
@@ -68,9 +69,19 @@ class PlaneAccess:
 
     @property
     def bin_dir(self) -> Path:
+        """Every pinned tool (etcd, helm, kwok, the vCluster's parts, ...) and the pinned Kubernetes
+        binaries; the ones this plane runs are in kube_bin_dir."""
         if self._bin_dir is None:
             self._bin_dir = require_tools()
         return self._bin_dir
+
+    @property
+    def kube_bin_dir(self) -> Path:
+        """The Kubernetes binaries of the version the harness runs (GPUTENANT_KUBE_VERSION, default
+        the pin: kubeplane.tools.kube_version), for every component the plane starts and its kubectl."""
+        if self._kube_bin_dir is None:
+            self._kube_bin_dir = require_kube_tools()
+        return self._kube_bin_dir
 
     @property
     def _pki_dir(self) -> Path:
@@ -126,13 +137,15 @@ class PlaneAccess:
                 raise
 
     def env(self, kubeconfig_path: str | Path | None = None) -> dict[str, str]:
-        """Environment for subprocesses: KUBECONFIG, the pinned tools first on PATH, and helm's
-        state inside the plane directory so the user's helm setup is neither used nor touched."""
+        """Environment for subprocesses: KUBECONFIG, the pinned tools first on PATH (the plane's
+        Kubernetes version's kubectl before them), and helm's state inside the plane directory so
+        the user's helm setup is neither used nor touched."""
         helm_home = self.directory / "helm"
+        tools = dict.fromkeys([str(self.kube_bin_dir), str(self.bin_dir)])
         return {
             **os.environ,
             "KUBECONFIG": str(kubeconfig_path or self.kubeconfig_path),
-            "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PATH": os.pathsep.join([*tools, os.environ.get("PATH", "")]),
             "HELM_CACHE_HOME": str(helm_home / "cache"),
             "HELM_CONFIG_HOME": str(helm_home / "config"),
             "HELM_DATA_HOME": str(helm_home / "data"),
@@ -147,7 +160,7 @@ class PlaneAccess:
         return self._run("helm", args, kubeconfig_path, input, check)
 
     def _run(self, tool: str, args, kubeconfig_path, input, check) -> subprocess.CompletedProcess:
-        command = [str(self.bin_dir / tool), *args]
+        command = [str((self.kube_bin_dir if tool == "kubectl" else self.bin_dir) / tool), *args]
         result = subprocess.run(command, env=self.env(kubeconfig_path), input=input,
                                 capture_output=True, text=True)
         if check and result.returncode:

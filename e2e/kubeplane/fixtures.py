@@ -54,7 +54,7 @@ def install_crds(target: Target, path: Path, timeout: float = 30) -> list[str]:
                 existing = extensions.read_custom_resource_definition(crd["metadata"]["name"])
                 crd["metadata"]["resourceVersion"] = existing.metadata.resource_version  # type: ignore[union-attr]
                 extensions.replace_custom_resource_definition(crd["metadata"]["name"], crd)
-            if crd["metadata"]["name"] == TENANT_CRD_NAME:
+            if crd["metadata"]["name"] == TENANT_CRD_NAME and crd["spec"].get("conversion", {}).get("strategy") == "Webhook":
                 point_tenant_crd_here(client)
         names = [crd["metadata"]["name"] for crd in documents]
         for name in names:

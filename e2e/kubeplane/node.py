@@ -105,7 +105,7 @@ class Node:
                  "kube-proxy": self.kube_proxy.pid, "kube-router": self.kube_router.pid}
         return {name: pid for name, pid in named.items() if pid}
 
-    def start(self, *, bin_dir: Path, ca: CertificateAuthority, ca_file: Path, apiserver_port: int,
+    def start(self, *, bin_dir: Path, kube_bin_dir: Path, ca: CertificateAuthority, ca_file: Path, apiserver_port: int,
               service_cidr: str, admin: kubernetes.client.ApiClient, log_dir: Path) -> Node:
         remove_stale_nodes()
         self._started = True
@@ -124,10 +124,10 @@ class Node:
         self.containerd.start(log_dir / "containerd.log")
         self.containerd.import_images(list(archives.values()))
         config = self.kubelet.write_files(ca, ca_file, self.api_url)
-        kubelet = self.kubelet.start(bin_dir / "kubelet", config, log_dir / "kubelet.log")
+        kubelet = self.kubelet.start(kube_bin_dir / "kubelet", config, log_dir / "kubelet.log")
         wait_until_serving(kubelet, lambda: node_ready(admin, self.name), f"node {self.name} Ready")
         self._untaint_ready_node(admin)
-        self.kube_proxy.start(bin_dir / "kube-proxy", ca, ca_file.read_bytes(), self.api_url,
+        self.kube_proxy.start(kube_bin_dir / "kube-proxy", ca, ca_file.read_bytes(), self.api_url,
                               log_dir / "kube-proxy.log")
         if os.environ.get(NETWORK_POLICIES_ENV) != "0":
             self.kube_router.start(bin_dir / "kube-router", ca, ca_file.read_bytes(), self.api_url, service_cidr,

@@ -85,6 +85,7 @@ class ControlPlane(PlaneAccess):
         self._virtuals: list[VirtualAPIServer] = []
         self._ca: CertificateAuthority | None = None
         self._bin_dir: Path | None = None
+        self._kube_bin_dir: Path | None = None
         self._apiserver = APIServerFiles(self.directory / "pki" / "apiserver")
         self.node: Node | None = Node(self.directory / "node") if node else None
         """The real node (None unless `node=True`)."""
@@ -146,7 +147,7 @@ class ControlPlane(PlaneAccess):
             if self.node:
                 self._start_scheduler()
                 with self.api_client() as admin:
-                    self.node.start(bin_dir=self.bin_dir, ca=self.ca, ca_file=self._apiserver.ca_cert,
+                    self.node.start(bin_dir=self.bin_dir, kube_bin_dir=self.kube_bin_dir, ca=self.ca, ca_file=self._apiserver.ca_cert,
                                     apiserver_port=self.ports["apiserver"], service_cidr=SERVICE_CIDR, admin=admin,
                                     log_dir=self.log_dir)
         except BaseException:
@@ -315,7 +316,7 @@ class ControlPlane(PlaneAccess):
                       f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}",
                       "--kubelet-preferred-address-types=InternalIP"]
         self._processes.append(self._apiserver.start(
-            self.bin_dir / "kube-apiserver", self.ports["apiserver"], self.etcd_url, "/registry",
+            self.kube_bin_dir / "kube-apiserver", self.ports["apiserver"], self.etcd_url, "/registry",
             self.log_dir / "kube-apiserver.log", "kube-apiserver", extra))
 
     def _start_controller_manager(self) -> None:
@@ -329,7 +330,7 @@ class ControlPlane(PlaneAccess):
             "kube-controller-manager", ["localhost"], ["127.0.0.1"]).write(kcm_dir, "serving")
         port = self.ports["controller-manager"]
         process = Process("kube-controller-manager", [
-            str(self.bin_dir / "kube-controller-manager"), f"--kubeconfig={config}",
+            str(self.kube_bin_dir / "kube-controller-manager"), f"--kubeconfig={config}",
             "--bind-address=127.0.0.1", f"--secure-port={port}",
             f"--tls-cert-file={serving_cert}", f"--tls-private-key-file={serving_key}",
             "--leader-elect=false",
@@ -353,7 +354,7 @@ class ControlPlane(PlaneAccess):
     def _start_scheduler(self) -> None:
         ca = self._apiserver.ca_cert
         self._scheduler = Scheduler(self._pki_dir / "scheduler").start(
-            self.bin_dir / "kube-scheduler", self.ca, self.ca_pem, self.api_url,
+            self.kube_bin_dir / "kube-scheduler", self.ca, self.ca_pem, self.api_url,
             self.log_dir / "kube-scheduler.log",
             lambda port: https_status(port, "/healthz", ca) == 200)
 

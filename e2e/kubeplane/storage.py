@@ -82,7 +82,7 @@ class LocalPathProvisioner:
         cert, key = plane.ca.serving_pair(name, ["localhost"], ["127.0.0.1"]).write(directory, "binder-serving")
         [port] = free_ports(1)
         binder = Process(name, [
-            str(plane.bin_dir / "kube-controller-manager"), f"--kubeconfig={plane.user(name, groups=['system:masters'])}",
+            str(plane.kube_bin_dir / "kube-controller-manager"), f"--kubeconfig={plane.user(name, groups=['system:masters'])}",
             "--bind-address=127.0.0.1", f"--secure-port={port}", f"--tls-cert-file={cert}",
             f"--tls-private-key-file={key}", "--leader-elect=false", f"--controllers={BINDER_CONTROLLER}",
             "--use-service-account-credentials=false", "--profiling=false"], plane.log_dir / f"{name}.log")

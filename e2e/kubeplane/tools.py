@@ -1,6 +1,12 @@
 """Where the pinned control-plane binaries live. `make tools` (tools/build.sh) builds them before
 any test starts; the harness only checks they are there and says how to build them if not (a
-build inside a test session would be killed by the test timeout on a cold machine)."""
+build inside a test session would be killed by the test timeout on a cold machine).
+
+The Kubernetes version the harness runs is one choice, GPUTENANT_KUBE_VERSION (default the pin,
+KUBE_VERSION): the oldest supported minor, KUBE_COMPAT_VERSION, is built only on request (`make
+tools-compat`, into its own folder of the cache) so that CI builds one Kubernetes, and every
+component a plane starts takes its binary from kube_bin_dir(), so a plane never mixes versions.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +37,13 @@ class ToolsMissing(RuntimeError):
     """A pinned tool is missing or built at another version: `make tools` builds it."""
 
 
+KUBE_VERSION_VARIABLE = "GPUTENANT_KUBE_VERSION"
+"""Names the Kubernetes version the harness runs (KUBE_VERSION or KUBE_COMPAT_VERSION)."""
+KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
+                 "kubectl")
+"""The binaries of k8s.io/kubernetes, built by one group of tools/build.sh at either version."""
+
+
 def tools_bin_dir() -> Path:
     """The same directory tools/build.sh writes to (outside the clone, so fresh clones reuse it)."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -46,32 +59,73 @@ def versions_file() -> dict[str, str]:
 
 
 def pinned_versions() -> dict[str, str]:
-    """The versions tools/versions.env pins, by key (kube, etcd, helm, kwok, kai, pause, httpsget,
+    """The versions tools/versions.env pins, by key (kube, kube-compat, etcd, helm, kwok, kai, pause, httpsget,
     spoofudp, vcluster, kine, coredns, local-path-provisioner, kube-router, metallb, argocd)."""
     return {key.removesuffix("_VERSION").lower().replace("_", "-"): value
             for key, value in versions_file().items() if key.endswith("_VERSION")}
+
+
+def is_built(bin_dir: Path, name: str, version: str) -> bool:
+    """The binary is there with build.sh's stamp of `version` beside it."""
+    stamp = bin_dir / f".{name}.version"
+    return (bin_dir / name).is_file() and stamp.is_file() and stamp.read_text().strip() == version
 
 
 def missing_tools(bin_dir: Path) -> list[str]:
     """The binaries not there or stamped with another version than the pin, and the node's
     Debian package files not installed."""
     pinned = pinned_versions()
-    missing = []
-    for name, pin in PINS.items():
-        stamp = bin_dir / f".{name}.version"
-        if not (bin_dir / name).is_file() or not stamp.is_file() \
-                or stamp.read_text().strip() != pinned[pin]:
-            missing.append(f"{name} {pinned[pin]}")
+    missing = [f"{name} {pinned[pin]}" for name, pin in PINS.items() if not is_built(bin_dir, name, pinned[pin])]
     return missing + [str(path) for path in NODE_PACKAGE_FILES if not path.exists()]
 
 
+def kube_version() -> str:
+    """The Kubernetes version the harness runs: GPUTENANT_KUBE_VERSION, else the pin. Only the two
+    versions tools/build.sh builds are accepted, so a typo cannot fall back to the pin unseen."""
+    pinned = pinned_versions()
+    chosen = os.environ.get(KUBE_VERSION_VARIABLE) or pinned["kube"]
+    if chosen not in (pinned["kube"], pinned["kube-compat"]):
+        raise ToolsMissing(f"{KUBE_VERSION_VARIABLE}={chosen}: the harness runs Kubernetes {pinned['kube']} "
+                           f"(KUBE_VERSION, the default) or {pinned['kube-compat']} (KUBE_COMPAT_VERSION) "
+                           f"from tools/versions.env, nothing else")
+    return chosen
+
+
+def kube_bin_dir(version: str | None = None) -> Path:
+    """Where the Kubernetes binaries of `version` (default: kube_version()) are: the pinned ones
+    beside every other tool, another version's in a folder of its own (kube-<version>/bin, where
+    `make tools-compat` puts them), so building it never replaces the pinned ones."""
+    version = version or kube_version()
+    if version == pinned_versions()["kube"]:
+        return tools_bin_dir()
+    return tools_bin_dir().parent / f"kube-{version}" / "bin"
+
+
+def require_kube_tools() -> Path:
+    """kube_bin_dir() once the chosen version's six binaries are built there; else ToolsMissing
+    naming them and the make target that builds them (no test builds one)."""
+    version = kube_version()
+    bin_dir = kube_bin_dir(version)
+    missing = [name for name in KUBE_BINARIES if not is_built(bin_dir, name, version)]
+    if missing:
+        compat = version != pinned_versions()["kube"]
+        target = "`make tools-compat` (tools/build.sh --compat)" if compat else "`make tools` (tools/build.sh)"
+        raise ToolsMissing(f"Kubernetes {version}" + (f" ({KUBE_VERSION_VARIABLE})" if compat else "")
+                           + f" is not built in {bin_dir}: {', '.join(missing)} missing or built at another "
+                           f"version. Run {target} first" + ("; `make test-compat` runs it before it starts."
+                                                             if compat else "."))
+    return bin_dir
+
+
 def require_tools() -> Path:
-    """The binary directory, once every pinned tool is there; else ToolsMissing naming what is
-    missing and the command that builds it."""
+    """The binary directory, once every pinned tool is there, and the Kubernetes binaries of the
+    chosen version too (require_kube_tools); else ToolsMissing naming what is missing and the
+    command that builds it."""
     bin_dir = tools_bin_dir()
     missing = missing_tools(bin_dir)
     if missing:
         raise ToolsMissing(f"pinned tools missing or outdated in {bin_dir}: {', '.join(missing)}. "
                            f"Run `make tools` (tools/build.sh) first; `make test` and `make dev` run it "
                            f"before they start.")
+    require_kube_tools()
     return bin_dir

@@ -72,7 +72,7 @@ class VirtualAPIServer:
         [self.port] = free_ports(1)
         write_kubeconfig(self.kubeconfig_path, self.kubeconfig())
         self._process = self._files.start(
-            plane.bin_dir / "kube-apiserver", self.port, plane.etcd_url, self.etcd_prefix,
+            plane.kube_bin_dir / "kube-apiserver", self.port, plane.etcd_url, self.etcd_prefix,
             plane.log_dir / f"virtual-{self.name}.log", f"virtual kube-apiserver {self.name}")
         return self
 

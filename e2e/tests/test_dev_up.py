@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from kubeplane.tools import kube_version
+
 EXAMPLE_TENANTS = {"recsys": "Internal", "ml-platform": "Trusted", "acme-ai": "Untrusted"}
 START_TIMEOUT_SECONDS = 600
 """A plane with a node, the vCluster images imported, three real vClusters on 2 busy cores."""
@@ -144,6 +146,7 @@ def test_exit_when_ready_shows_the_three_tenants_ready_and_leaves_no_process(dev
     assert code == 0, dev.output
     assert "the REAL vCluster 0.36.1" in dev.output and "GPU nodes are SIMULATED" in dev.output
     assert "created 7 GPU nodes for 5 pools, SIMULATED by kwok" in dev.output, dev.output
+    assert f"(Kubernetes {kube_version()})" in dev.output, "the demo's plane runs another Kubernetes than asked for"
     table = last_table(dev.output)
     assert set(table) == set(EXAMPLE_TENANTS), dev.output
     for name, trust in EXAMPLE_TENANTS.items():

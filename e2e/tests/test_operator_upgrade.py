@@ -17,9 +17,12 @@ control-plane pod or GPU pod replaced or restarted (same uid, same restart count
 release upgraded, the owners' kubeconfig Secrets unchanged and still answering. The figures are printed; docs/operations.md
 records them with the procedure.
 
-The plane installs this tree's GpuTenant CRD (v1alpha1 stored, v1beta1 served) before either
-release runs, and the charts do not install it (`crd.install: false`), so the CRD does not change
-between the releases here.
+The CRD changes with the release, as a platform team that manages it apart from the chart
+(`crd.install: false`) changes it: 0.1.0's (v1alpha1 only) before 0.1.0 is installed, this tree's
+(v1beta1 served too, with the conversion webhook) just before `helm upgrade`, 0.1.0's again with
+`helm rollback`. After the upgrade every tenant reads the same through both versions (the new
+operator converting, through its Service); the rollback's CRD drops v1beta1, which the API server
+allows only because nothing was stored as v1beta1 (docs/api-versions.md).
 """
 
 from __future__ import annotations
@@ -30,12 +33,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import kubernetes
 import pytest
 
 from gputenant import naming
+from gputenant.api.conversion import convert
 from kubeplane import ControlPlane, builders, wait_for
 from kubeplane.admission_stream import CREATIONS_PER_SECOND, CreationStream
 from kubeplane.builders import RESTRICTED
+from kubeplane.fixtures import install_crds
 from kubeplane.images import TEST_IMAGE
 from kubeplane.incluster import RELEASE, InClusterOperator, real_vcluster_values
 from kubeplane.operator_image import manifest_digest
@@ -45,10 +51,11 @@ from release.build import PREVIOUS_RELEASE, build, checkout
 pytestmark = pytest.mark.plane
 
 NAMESPACE = "gputenant-upgrade"
+CURRENT_CRD = Path(__file__).resolve().parents[2] / "crds" / "tenant.yaml"
 STORED = "gputenants.v1alpha1.gputenant.io"
-"""The tenants are read in the version they are stored in: after the rollback nothing serves the
-CRD's conversion webhook (0.1.0 has none, and the charts here leave the CRD alone), so a read
-through the preferred v1beta1 would fail (docs/api-versions.md, "Rolling back")."""
+"""The tenants are read in the version they are stored in, which every CRD here serves: while the
+new CRD is in place and the new operator not yet serving its conversion, a read through the
+preferred v1beta1 fails (docs/api-versions.md, "When the operator is down")."""
 READY_TIMEOUT_SECONDS = 600
 """Three real virtual control planes at once on a 2-core machine."""
 FLOW_TIMEOUT_SECONDS = 240
@@ -83,9 +90,9 @@ def gpu_pod(tenant: str) -> dict:
 def releases(vcluster_node, tmp_path_factory) -> dict[str, dict[str, Path]]:
     work = tmp_path_factory.mktemp("releases")
     previous_tree = checkout(PREVIOUS_RELEASE, work / "previous-tree")
-    return {"previous": build(work / "previous", bin_dir=vcluster_node.bin_dir, source=previous_tree,
-                              commit=PREVIOUS_RELEASE),
-            "current": build(work / "current", bin_dir=vcluster_node.bin_dir)}
+    return {"previous": {**build(work / "previous", bin_dir=vcluster_node.bin_dir, source=previous_tree,
+                                 commit=PREVIOUS_RELEASE), "crd": previous_tree / "crds" / "tenant.yaml"},
+            "current": {**build(work / "current", bin_dir=vcluster_node.bin_dir), "crd": CURRENT_CRD}}
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +104,7 @@ def installed(vcluster_kai, vcluster_chart_repository, releases, tmp_path_factor
     operator = InClusterOperator(plane, NAMESPACE, values={"config": config}, chart=releases["previous"]["chart"],
                                  image_archive=releases["previous"]["image"])
     directory = tmp_path_factory.mktemp("upgrade")
+    install_crds(plane, releases["previous"]["crd"])
     try:
         operator.install(directory)
         for body in TENANTS.values():
@@ -121,6 +129,29 @@ def installed(vcluster_kai, vcluster_chart_repository, releases, tmp_path_factor
             wait_for(lambda name=name: plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) is None,
                      timeout=240, interval=2, what=f"{name} offboarded")
         operator.uninstall()
+        install_crds(plane, CURRENT_CRD)
+
+
+def crd_versions(plane: ControlPlane) -> tuple[list[str], list[str]]:
+    """The GpuTenant CRD's served versions and its status.storedVersions."""
+    crd = json.loads(plane.kubectl("get", "crd", "gputenants.gputenant.io", "-o", "json").stdout)
+    return [v["name"] for v in crd["spec"]["versions"] if v["served"]], crd["status"]["storedVersions"]
+
+
+def read_in_both_versions(plane: ControlPlane, name: str) -> tuple[dict, dict]:
+    """The tenant as stored (v1alpha1) and as v1beta1, which the new release's operator converts
+    (it points the CRD at its Service once it serves; until then the API server answers 500)."""
+    def as_v1beta1():
+        try:
+            return plane.cluster_object("gputenant.io", "v1beta1", "gputenants", name)
+        except kubernetes.client.ApiException as error:
+            if error.status == 500 and "conversion webhook" in (error.body or ""):
+                return None
+            raise
+    served = wait_for(as_v1beta1, timeout=60, interval=1, what=f"{name} read as v1beta1")
+    stored = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name)
+    assert stored is not None
+    return stored, served
 
 
 def tenant(plane: ControlPlane, name: str) -> dict:
@@ -239,15 +270,25 @@ def test_upgrade_and_rollback_with_tenants_running_disturb_none_of_them(installe
 
     def upgrade() -> None:
         plane.require_node().containerd.import_images([current["image"]])
+        install_crds(plane, current["crd"])
         operator.chart = current["chart"]
         plane.helm("upgrade", RELEASE, str(current["chart"]), "--namespace", NAMESPACE,
                     "--reset-then-reuse-values")
+    assert crd_versions(plane) == (["v1alpha1"], ["v1alpha1"])
     change_release(plane, operator, virtual, upgrade, "upgrade 0.1.0 -> 0.2.0")
+    assert crd_versions(plane) == (["v1alpha1", "v1beta1"], ["v1alpha1"])
+    for name in TENANTS:
+        stored, served = read_in_both_versions(plane, name)
+        assert served["apiVersion"] == "gputenant.io/v1beta1" and served["metadata"]["uid"] == stored["metadata"]["uid"]
+        assert convert(served, "v1alpha1")["spec"] == stored["spec"]
     assert deployment_images(operator) == {f"gpu-tenant-operator@{manifest_digest(current['image'])}"}
     history = json.loads(plane.helm("history", RELEASE, "--namespace", NAMESPACE, "--output", "json").stdout)
     assert [(h["revision"], h["chart"], h["status"]) for h in history] == [
         (1, "gpu-tenant-operator-0.1.0", "superseded"), (2, "gpu-tenant-operator-0.2.0", "deployed")]
 
-    change_release(plane, operator, virtual, lambda: plane.helm("rollback", RELEASE, "1", "--namespace", NAMESPACE),
-                   "rollback 0.2.0 -> 0.1.0")
+    def rollback() -> None:
+        plane.helm("rollback", RELEASE, "1", "--namespace", NAMESPACE)
+        install_crds(plane, releases["previous"]["crd"])  # v1beta1 goes: nothing was stored as v1beta1
+    change_release(plane, operator, virtual, rollback, "rollback 0.2.0 -> 0.1.0")
+    assert crd_versions(plane) == (["v1alpha1"], ["v1alpha1"])
     assert deployment_images(operator) == {"gpu-tenant-operator:0.1.0"}

@@ -175,7 +175,7 @@ def test_chart_defaults_are_rejected_by_restricted_pod_security(plane, core):
     prepare_namespace(plane, core, quota_objects(result), service_account)
     message = create_pod(core, pod)
     assert message is not None, "the chart's root control plane was admitted into a restricted namespace"
-    assert 'violates PodSecurity "restricted:v1.35"' in message
+    assert 'violates PodSecurity "restricted:v1.34"' in message  # the namespace's pinned version
     assert "runAsNonRoot != true" in message and "runAsUser=0" in message
     assert "seccompProfile" in message and "capabilities" in message
 

@@ -113,7 +113,7 @@ def test_namespace_pod_security_follows_trust(trust, level):
     rendered = render_tenant(tenant(trust=trust), decision(mode), CONFIG)
     labels = one(rendered.objects, "Namespace")["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == level
-    assert labels["pod-security.kubernetes.io/enforce-version"] == "v1.35"
+    assert labels["pod-security.kubernetes.io/enforce-version"] == "v1.34"
     assert rendered.vcluster_values["policies"]["podSecurityStandard"] == level
 
 
