@@ -16,8 +16,9 @@ from gputenant.config.pools import Pool
 from gputenant.kube import KubeClient
 from gputenant.pools.apply import apply_pools
 from kubeplane import wait_for
-from kubeplane.fixtures import install_kai_queue_crd
+from kubeplane.fixtures import install_crds, install_kai_queue_crd
 from kubeplane.gpu_nodes import create_nodes, gpu_node
+from kubeplane.kai import crd_dir
 
 QUEUES = ("scheduling.run.ai", "v2", "queues")
 CONFIG = OperatorConfig.model_validate({
@@ -209,3 +210,34 @@ def test_without_the_gpu_operators_namespace_the_parent_queues_are_still_applied
         assert not [w for w in result.written if w.startswith("ConfigMap/")]
     finally:
         plane.kubectl("delete", "queue", "pools-test-no-gpu-operator", "--ignore-not-found")
+
+
+def test_a_kai_of_another_minor_is_a_problem_of_every_pool(plane, gpu_nodes, tmp_path, capsys):
+    """KAI's own Config CRD (from the pinned module) and a `kai-config` as KAI's chart writes it, one
+    component at v0.13.0: `gputenant pools` names it on every pool; back at v0.12.x, nothing."""
+    from gputenant.cli import main
+
+    install_crds(plane, crd_dir() / "kai.scheduler_configs.yaml")
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(CONFIG.model_dump(by_alias=True, mode="json")))
+
+    def problems() -> list[str]:
+        assert main(["pools", "--config", str(config_path), "--kubeconfig", str(plane.kubeconfig_path)]) == 0
+        return [line for line in capsys.readouterr().out.splitlines() if line.startswith("PROBLEM")]
+
+    kai_config = {"apiVersion": "kai.scheduler/v1", "kind": "Config", "metadata": {"name": "kai-config"},
+                  "spec": {"namespace": "kai-scheduler",
+                           "binder": {"service": {"enabled": True, "image": {"name": "binder", "tag": "v0.12.0"}}},
+                           "scheduler": {"service": {"enabled": True, "image": {"name": "scheduler", "tag": "v0.13.0"}}}}}
+    with plane.api_client() as client:
+        custom = kubernetes.client.CustomObjectsApi(client)
+        custom.create_cluster_custom_object("kai.scheduler", "v1", "configs", kai_config)
+        try:
+            found = problems()
+            assert [line.split(": ")[0] for line in found] == [f"PROBLEM {pool.name}" for pool in CONFIG.pools]
+            assert all("KaiVersionUnsupported: KAI-Scheduler's scheduler runs v0.13.0" in line for line in found)
+            custom.patch_cluster_custom_object("kai.scheduler", "v1", "configs", "kai-config",
+                                               {"spec": {"scheduler": {"service": {"image": {"tag": "v0.12.5"}}}}})
+            assert problems() == []
+        finally:
+            custom.delete_cluster_custom_object("kai.scheduler", "v1", "configs", "kai-config")

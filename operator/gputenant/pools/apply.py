@@ -12,6 +12,7 @@ from gputenant import API_VERSION, KIND, naming
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.pods import requests_gpus
 from gputenant.kube import ApiError, KubeClient, holds
+from gputenant.pools.kai_version import KAI_CONFIG
 from gputenant.pools.leaks import add_leak_problems, unexplained_reservations
 from gputenant.pools.plan import BlockedChange, PoolsPlan, parent_queue_conflict, plan_pools
 from gputenant.pools.report import PoolReport, grants_from_tenants, pool_reports
@@ -132,6 +133,18 @@ async def _report_blocked(client: KubeClient, node: dict, blocked: BlockedChange
     await client.post_event(node, "Warning", blocked.reason, blocked.message, timestamp)
 
 
+async def read_kai_config(client: KubeClient) -> dict | None:
+    """KAI's Config ``kai-config``; None where KAI was installed without its chart (no such kind or
+    object) or the operator may not read it."""
+    api_version, kind, name = KAI_CONFIG
+    try:
+        return await client.get(api_version, kind, name)
+    except ApiError as error:
+        if error.not_found or error.status == 403:
+            return None
+        raise
+
+
 async def collect_pool_reports(client: KubeClient, config: OperatorConfig,
                                now: datetime | None = None) -> list[PoolReport]:
     """The per-pool report from the cluster's Nodes and GpuTenants (none while the CRD is absent), with the
@@ -144,7 +157,7 @@ async def collect_pool_reports(client: KubeClient, config: OperatorConfig,
             raise
         tenants = []
     gpu_pods = await client.list("v1", "Pod", label_selector=naming.QUEUE_LABEL)
-    reports = pool_reports(config, nodes, grants_from_tenants(tenants), gpu_pods)
+    reports = pool_reports(config, nodes, grants_from_tenants(tenants), gpu_pods, await read_kai_config(client))
     reservations = await client.list("v1", "Pod", namespace=config.kai_reservation_namespace)
     if reservations:
         namespaces = await client.list("v1", "Namespace", label_selector=naming.TENANT_LABEL)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from gputenant.config.models import OperatorConfig
 from gputenant.metrics import PoolFigures, pool_exposition
 from gputenant.pools.hami_library import library_deliveries
+from gputenant.pools.kai_version import kai_version_problems
 from gputenant.pools.plan import node_gpus, node_name, pool_nodes
 from gputenant.tables import align_columns
 from gputenant.usage.sentinel import UnheldMemory
@@ -48,7 +49,8 @@ class PoolReport:
     """GPU memory on the pool's nodes held by no one (pools/memory_sentinel.py)."""
     problems: list[str] = field(default_factory=list)
     """What keeps the pool from serving as configured, each starting with its name and naming the fix
-    (``pools.leaks``: UnexplainedReservation; ``pools.hami_library``: HamiCoreLibraryNotDelivered)."""
+    (``pools.leaks``: UnexplainedReservation; ``pools.hami_library``: HamiCoreLibraryNotDelivered;
+    ``pools.kai_version``: KaiVersionUnsupported)."""
 
     @property
     def capacity(self) -> int:
@@ -85,9 +87,10 @@ def grants_from_tenants(tenants: list[dict]) -> list[TenantGrant]:
 
 
 def pool_reports(config: OperatorConfig, nodes: list[dict], grants: list[TenantGrant],
-                 pods: list[dict] | None = None) -> list[PoolReport]:
-    """`pods`: the GPU pods of tenants (the guard's queue label), for the problems read from them."""
-    problems: dict[str, list[str]] = {}
+                 pods: list[dict] | None = None, kai_config: dict | None = None) -> list[PoolReport]:
+    """`pods`: the GPU pods of tenants (the guard's queue label), for the problems read from them;
+    `kai_config`: KAI's Config ``kai-config``, whose version problems every pool reports."""
+    problems: dict[str, list[str]] = {pool.name: kai_version_problems(kai_config) for pool in config.pools}
     for delivery in library_deliveries(config, pods or []):
         if delivery.problem:
             problems.setdefault(delivery.pool, []).append(delivery.problem)
