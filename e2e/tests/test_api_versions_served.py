@@ -16,10 +16,12 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
+from gputenant.api import v1beta1
 from gputenant.api.conversion import PRESERVED_PREFIX, convert
 from gputenant.api.crd import conversion
 from gputenant.api.examples import VALID_CASES
 from gputenant.guard.conversion import CRD_NAME
+from kubeplane import wait_for
 from kubeplane.conversion import point_tenant_crd_here
 from kubeplane.process import free_ports
 
@@ -122,20 +124,50 @@ def test_v1alpha1_requests_are_warned_of_the_deprecation(plane, crds):
         plane.kubectl("delete", f"{PLURAL}.v1alpha1.{GROUP}", name, "--ignore-not-found")
 
 
+def take_the_webhook_down(plane, custom, name: str) -> None:
+    """Point the CRD's conversion webhook at a port nothing listens on, and wait until the API
+    server uses it (it rebuilds a CRD's handler asynchronously): a v1beta1 read of `name` fails."""
+    [dead_port] = free_ports(1)
+    with plane.api_client() as client:
+        kubernetes.client.ApiextensionsV1Api(client).patch_custom_resource_definition(CRD_NAME, {"spec": {
+            "conversion": conversion({"service": None, "url": f"https://127.0.0.1:{dead_port}/convert"})}})
+
+    def refused() -> bool:
+        try:
+            read(custom, "v1beta1", name)
+        except ApiException as error:
+            return error.status == 500 and "conversion webhook" in (error.body or "")
+        return False
+    wait_for(refused, timeout=30, interval=0.2, what="the API server to use the dead conversion webhook")
+
+
+def bring_the_webhook_back(plane, custom, name: str) -> None:
+    """The CRD's conversion back at this process's webhook, in use: a v1beta1 read of `name` answers."""
+    with plane.api_client() as client:
+        point_tenant_crd_here(client)
+
+    def answered() -> bool:
+        try:
+            return bool(read(custom, "v1beta1", name))
+        except ApiException as error:
+            if error.status == 500:
+                return False
+            raise
+    wait_for(answered, timeout=30, interval=0.2, what="the API server to use the conversion webhook again")
+
+
 def test_with_no_conversion_webhook_the_stored_version_still_answers(plane, custom):
     """What clients see while no operator replica answers: the CRD's webhook is pointed at a port
     nothing listens on (the API server is refused a connection, as when the guard's Service has
-    no ready endpoint). Reads and writes of the stored version (v1alpha1) work; anything that must
-    be converted fails with the API server's own error naming the conversion webhook."""
+    no ready endpoint). Reads and writes of the stored version (v1alpha1) work on a tenant only
+    ever written in it; anything that must be converted fails with the API server's own error
+    naming the conversion webhook."""
     name = "served-outage"
     stored = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
               "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": "a"}]}}
-    create(custom, stored)
-    [dead_port] = free_ports(1)
     try:
-        with plane.api_client() as client:
-            kubernetes.client.ApiextensionsV1Api(client).patch_custom_resource_definition(CRD_NAME, {"spec": {
-                "conversion": conversion({"service": None, "url": f"https://127.0.0.1:{dead_port}/convert"})}})
+        create(custom, stored)
+        take_the_webhook_down(plane, custom, name)
         assert read(custom, "v1alpha1", name)["spec"]["trust"] == "Trusted"
         listed = plane.kubectl("get", f"{PLURAL}.v1alpha1.{GROUP}", name, "-o", "name")
         assert listed.stdout.strip() == f"gputenant.{GROUP}/{name}"
@@ -150,3 +182,41 @@ def test_with_no_conversion_webhook_the_stored_version_still_answers(plane, cust
         with plane.api_client() as client:
             point_tenant_crd_here(client)
         delete_all(custom, [name, "served-outage-beta"])
+
+
+def test_an_outage_write_in_the_stored_version_drops_managed_fields_of_both_versions(plane, custom):
+    """The API server's own behaviour, which docs/api-versions.md warns of (kubernetes/kubernetes
+    #136919, fixed upstream by #136949 but present in the pinned v1.35.4): a tenant applied as
+    v1beta1 (Argo CD's way), then, with no conversion webhook, a merge patch in the stored v1alpha1
+    succeeds and the API server drops every managedFields entry; a later server-side apply then
+    meets a conflict with `before-first-apply`."""
+    name = "served-fields"
+    beta = {"apiVersion": f"{GROUP}/v1beta1", "kind": "GpuTenant", "metadata": {"name": name},
+            "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": "a"}]}}
+    try:
+        plane.kubectl("apply", "--server-side", "--field-manager=gitops", "-f", "-", input=json.dumps(beta))
+        managers = [(m["manager"], m["apiVersion"]) for m in read(custom, "v1alpha1", name)["metadata"]["managedFields"]]
+        assert managers == [("gitops", f"{GROUP}/v1beta1")]
+        take_the_webhook_down(plane, custom, name)
+        custom.patch_cluster_custom_object(GROUP, "v1alpha1", PLURAL, name, {"spec": {"displayName": "by hand"}})
+        assert not read(custom, "v1alpha1", name)["metadata"].get("managedFields")
+        bring_the_webhook_back(plane, custom, name)
+        reapplied = plane.kubectl("apply", "--server-side", "--field-manager=gitops", "-f", "-", check=False,
+                                  input=json.dumps({**beta, "spec": {**beta["spec"], "displayName": "from git"}}))
+        assert reapplied.returncode != 0 and 'conflict with "before-first-apply"' in reapplied.stderr, reapplied.stderr
+    finally:
+        with plane.api_client() as client:
+            point_tenant_crd_here(client)
+        delete_all(custom, [name])
+
+
+@pytest.mark.parametrize("memory", ["127Mi", "1025Gi", "10.5Mi", "0.5Ti", "10737418240"])
+def test_the_api_server_refuses_a_v1beta1_memory_v1alpha1_could_not_hold(custom, memory):
+    body = {**HAMI_V1BETA1, "metadata": {"name": "served-bad-memory"}}
+    body["spec"] = {**body["spec"], "sharing": {"mode": "HAMi", "hami": {"memory": memory}}}
+    with pytest.raises(ApiException) as refused:
+        create(custom, body)
+    assert refused.value.status == 422
+    assert "spec.sharing.hami.memory" in (refused.value.body or "")
+    # pydantic refuses the same values (operator/tests/test_conversion.py)
+    assert not v1beta1.is_share_memory(memory)

@@ -11,16 +11,11 @@ what runs: the API server's /version, the kubelet's report in its Node, and each
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import kubernetes
 
-from kubeplane.tools import KUBE_BINARIES, KUBE_VERSION_VARIABLE, kube_version, pinned_versions
-
-
-def test_the_version_is_the_one_asked_for_or_the_pin():
-    assert kube_version() == (os.environ.get(KUBE_VERSION_VARIABLE) or pinned_versions()["kube"])
+from kubeplane.tools import KUBE_BINARIES, kube_version
 
 
 def test_the_api_server_serves_the_chosen_version(plane):

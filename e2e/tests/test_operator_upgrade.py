@@ -138,6 +138,13 @@ def crd_versions(plane: ControlPlane) -> tuple[list[str], list[str]]:
     return [v["name"] for v in crd["spec"]["versions"] if v["served"]], crd["status"]["storedVersions"]
 
 
+def conversion_service(plane: ControlPlane) -> dict | None:
+    """The Service the CRD's conversion webhook names, once the operator added its CA bundle."""
+    crd = json.loads(plane.kubectl("get", "crd", "gputenants.gputenant.io", "-o", "json").stdout)
+    client_config = crd["spec"]["conversion"].get("webhook", {}).get("clientConfig", {})
+    return client_config.get("service") if client_config.get("caBundle") else None
+
+
 def read_in_both_versions(plane: ControlPlane, name: str) -> tuple[dict, dict]:
     """The tenant as stored (v1alpha1) and as v1beta1, which the new release's operator converts
     (it points the CRD at its Service once it serves; until then the API server answers 500)."""
@@ -277,6 +284,9 @@ def test_upgrade_and_rollback_with_tenants_running_disturb_none_of_them(installe
     assert crd_versions(plane) == (["v1alpha1"], ["v1alpha1"])
     change_release(plane, operator, virtual, upgrade, "upgrade 0.1.0 -> 0.2.0")
     assert crd_versions(plane) == (["v1alpha1", "v1beta1"], ["v1alpha1"])
+    wait_for(lambda: conversion_service(plane) == {"namespace": NAMESPACE, "name": f"{RELEASE}-guard", "port": 9444,
+                                                   "path": "/convert"},
+             timeout=60, interval=1, what="the new operator to point the CRD's conversion at its Service")
     for name in TENANTS:
         stored, served = read_in_both_versions(plane, name)
         assert served["apiVersion"] == "gputenant.io/v1beta1" and served["metadata"]["uid"] == stored["metadata"]["uid"]

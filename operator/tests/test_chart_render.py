@@ -393,3 +393,24 @@ def test_the_image_is_named_by_digest_when_one_is_set_and_by_tag_otherwise():
     assert by_digest["spec"]["template"]["spec"]["containers"][0]["image"] == f"gpu-tenant-operator@{digest}"
     refused = helm("template", RELEASE, str(CHART), "--set", "image.digest=latest", check=False)
     assert refused.returncode and "digest" in refused.stderr
+
+
+def test_the_crd_files_conversion_service_is_the_documented_installs():
+    """crds/tenant.yaml names the guard's Service of `helm install gpu-tenant-operator --namespace
+    gpu-tenant-operator` (docs/install.md), so the file applied on its own points where that install serves."""
+    source = yaml.safe_load(CRD_SOURCE.read_text())
+    out = helm("template", "gpu-tenant-operator", str(CHART), "--namespace", "gpu-tenant-operator").stdout
+    rendered = find([doc for doc in yaml.safe_load_all(out) if doc], "CustomResourceDefinition", source["metadata"]["name"])
+    assert rendered["spec"]["conversion"] == source["spec"]["conversion"]
+
+
+def test_without_the_guard_the_crd_serves_only_the_stored_version():
+    crd = find(render("--set", "webhook.enabled=false"), "CustomResourceDefinition", "gputenants.gputenant.io")
+    assert crd["spec"]["conversion"] == {"strategy": "None"}
+    assert [(v["name"], v["served"], v["storage"]) for v in crd["spec"]["versions"]] == [
+        ("v1alpha1", True, True), ("v1beta1", False, False)]
+
+
+def test_one_port_for_admission_and_conversion_is_refused():
+    result = helm("template", RELEASE, str(CHART), "--set", "webhook.conversionPort=9443", check=False)
+    assert result.returncode != 0 and "webhook.conversionPort equals webhook.port" in result.stderr

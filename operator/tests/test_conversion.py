@@ -16,12 +16,18 @@ from gputenant.api.conversion import PRESERVED_PREFIX, ConversionError, convert,
 from gputenant.api.examples import VALID_CASES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((REPO_ROOT / "examples" / "tenants").glob("*.yaml"))
+EXAMPLES = sorted({*(REPO_ROOT / "examples").glob("*/*.yaml"), *(REPO_ROOT / "examples").glob("*/*/*.yaml")})
 MODELS = {"v1alpha1": v1alpha1.GpuTenant, "v1beta1": v1beta1.GpuTenant}
 
 
+def example_tenants() -> list[dict]:
+    """Every GpuTenant in the example files (examples/tenants, examples/argocd/tenants)."""
+    return [doc for path in EXAMPLES for doc in yaml.safe_load_all(path.read_text())
+            if isinstance(doc, dict) and doc.get("kind") == "GpuTenant"]
+
+
 def every_example() -> list[dict]:
-    return [case.tenant for case in VALID_CASES] + [yaml.safe_load(path.read_text()) for path in EXAMPLES]
+    return [case.tenant for case in VALID_CASES] + example_tenants()
 
 
 def hami_tenant(version: str, hami: dict, annotations: dict | None = None) -> dict:
@@ -42,7 +48,8 @@ def test_every_example_goes_to_each_version_and_back_unchanged(example, there):
 
 
 def test_the_examples_are_written_as_v1beta1():
-    assert EXAMPLES and {yaml.safe_load(path.read_text())["apiVersion"] for path in EXAMPLES} == {"gputenant.io/v1beta1"}
+    tenants = example_tenants()
+    assert len(tenants) >= 5 and {tenant["apiVersion"] for tenant in tenants} == {"gputenant.io/v1beta1"}
 
 
 def test_memory_mib_becomes_a_quantity_in_the_largest_exact_unit():

@@ -27,7 +27,7 @@ def test_every_component_tag_is_read():
                                                                                  "scheduler": "v0.12.3"}
 
 
-@pytest.mark.parametrize("tag", ["v0.12.0", "v0.12.17", "0.12.4", "v0.12.1-rc.1", "latest", "sha-1a2b3c"])
+@pytest.mark.parametrize("tag", ["v0.12.0", "v0.12.17", "0.12.4", "v0.12.1-rc.1", "latest", "sha-1a2b3c", "0.0.0"])
 def test_a_supported_or_unreadable_tag_is_no_problem(tag):
     assert kai_version_problems(kai_config(binder=tag, scheduler=tag)) == []
 

@@ -123,6 +123,8 @@ def convert(obj: dict, version: str) -> dict:
     result["apiVersion"] = f"{GROUP}/{version}"
     if source == version:
         return result
+    if not isinstance(result.get("metadata") or {}, dict):
+        raise ConversionError("metadata is not an object")
     annotations = dict((result.get("metadata") or {}).get("annotations") or {})
     restorable = _preserved(annotations, version)
     kept: dict[str, Any] = {}
@@ -143,7 +145,8 @@ def convert(obj: dict, version: str) -> dict:
         annotations[PRESERVED_PREFIX + source] = json.dumps(kept, sort_keys=True, separators=(",", ":"))
     else:
         annotations.pop(PRESERVED_PREFIX + source, None)
-    metadata = result.setdefault("metadata", {})
+    metadata = result.get("metadata") or {}
+    result["metadata"] = metadata
     if annotations:
         metadata["annotations"] = annotations
     else:
@@ -167,15 +170,19 @@ def to_hub(obj: dict) -> dict:
 def review(request: dict) -> dict:
     """The answer to an ``apiextensions.k8s.io/v1`` ConversionReview: every object converted, or a
     failure naming the first object that cannot be (the API server then fails the request)."""
-    body = request.get("request") or {}
+    body = request.get("request")
+    body = body if isinstance(body, dict) else {}
     uid = body.get("uid", "")
     desired = str(body.get("desiredAPIVersion", ""))
     group, _, version = desired.rpartition("/")
     try:
         if group != GROUP:
             raise ConversionError(f"desiredAPIVersion {desired!r} is not of group {GROUP}")
-        converted = [convert(obj, version) for obj in body.get("objects") or []]
+        objects = body.get("objects") or []
+        if not isinstance(objects, list) or not all(isinstance(obj, dict) for obj in objects):
+            raise ConversionError("request.objects is not a list of objects")
+        converted = [convert(obj, version) for obj in objects]
         response: dict[str, Any] = {"uid": uid, "convertedObjects": converted, "result": {"status": "Success"}}
-    except ConversionError as error:
+    except (ConversionError, AttributeError, TypeError) as error:
         response = {"uid": uid, "convertedObjects": [], "result": {"status": "Failure", "message": str(error)}}
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response}

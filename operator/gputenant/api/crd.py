@@ -19,7 +19,17 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, NoDefault
 
 from gputenant.api import v1alpha1, v1beta1
-from gputenant.api.group import DEPRECATED_VERSIONS, GROUP, KIND, PLURAL, PREFERRED_VERSION, SERVED_VERSIONS, STORAGE_VERSION
+from gputenant.api.group import (
+    DEPRECATED_VERSIONS,
+    GROUP,
+    KIND,
+    PLURAL,
+    PREFERRED_VERSION,
+    SERVED_VERSIONS,
+    STORAGE_VERSION,
+    V1ALPHA1,
+    V1BETA1,
+)
 from gputenant.api.rules import CEL_KEY
 from gputenant.api.v1alpha1 import TENANT_NAME_RULE, GpuTenantStatus
 
@@ -48,12 +58,14 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
 ]
 
 ROOT_RULES = [TENANT_NAME_RULE.cel()]
-SPEC_MODELS: dict[str, type[BaseModel]] = {"v1alpha1": v1alpha1.GpuTenantSpec, "v1beta1": v1beta1.GpuTenantSpec}
+SPEC_MODELS: dict[str, type[BaseModel]] = {V1ALPHA1: v1alpha1.GpuTenantSpec, V1BETA1: v1beta1.GpuTenantSpec}
 """Each served version's spec; the status is the same in every version."""
 CONVERSION_PATH = "/convert"
-CONVERSION_SERVICE = {"namespace": "gputenant-system", "name": "gpu-tenant-operator-webhook", "port": 9444}
-"""Where the API server sends ConversionReviews until the operator writes its own endpoint and CA
-bundle into the CRD (the chart fills in its Service; guard.conversion keeps both current)."""
+CONVERSION_SERVICE = {"namespace": "gpu-tenant-operator", "name": "gpu-tenant-operator-guard", "port": 9444}
+"""The guard's Service of the documented install (release and namespace ``gpu-tenant-operator``,
+docs/install.md), where the API server sends ConversionReviews until the operator writes its own
+endpoint and CA bundle into the CRD (the chart fills in its own Service; guard.conversion keeps
+both current, also after this file is applied again)."""
 
 
 class _FactoryDefaults(GenerateJsonSchema):

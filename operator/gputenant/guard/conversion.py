@@ -13,9 +13,11 @@ object is stored in need none and keep working (docs/api-versions.md, "When the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import ssl
+import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -27,44 +29,64 @@ from gputenant.api.crd import CONVERSION_PATH, conversion
 from gputenant.api.group import GROUP, PLURAL
 from gputenant.guard.configuration import SERVICE_HOST
 from gputenant.kube import KubeClient, holds
+from gputenant.kube.storage_migration import CRD_API
 
 log = logging.getLogger(__name__)
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
-CRD_API = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
-MAX_REVIEW_BYTES = 64 << 20
-"""A list through the other version is converted in one review: room for ~20,000 tenants."""
+MAX_REVIEW_BYTES = 32 << 20
+"""A list read through the other version is converted in one review: a few thousand tenants with
+their annotations and managedFields. Larger lists should page (kubectl and Argo CD do)."""
+CONCURRENT_REVIEWS = 1
+"""Reviews decoded and converted at once, in a thread: the guard's event loop also answers the pod
+webhooks (which fail closed after 10 s), so a large or hostile body must not hold it."""
 
 
-async def _answer(request: aiohttp.web.Request) -> aiohttp.web.Response:
-    try:
-        body = json.loads(await request.text())
-    except ValueError as error:
-        raise aiohttp.web.HTTPBadRequest(text=f"not a ConversionReview: {error}") from None
+def _converted(text: str) -> dict[str, Any]:
+    """The answer to a request body, or ValueError when it is no ConversionReview."""
+    body = json.loads(text)
     if not isinstance(body, dict) or body.get("kind") != "ConversionReview":
-        raise aiohttp.web.HTTPBadRequest(text="not a ConversionReview")
-    return aiohttp.web.json_response(review(body))
+        raise ValueError("not a ConversionReview")
+    return review(body)
 
 
 class ConversionServer:
-    """``POST /convert`` over TLS with ``cert_file``/``key_file``; ``start`` again after they change."""
+    """``POST /convert`` over TLS with ``cert_file``/``key_file``; ``start`` again after they change.
+    While ``draining`` is set every answer closes its connection, as the admission port's do
+    (``server.DRAIN_SECONDS``), so the API server does not reuse one the server is about to close."""
 
-    def __init__(self, listen: str, port: int, cert_file: Path, key_file: Path):
+    def __init__(self, listen: str, port: int, cert_file: Path, key_file: Path, draining: threading.Event | None = None):
         self.listen = listen
         self.port = port
         self.cert_file = cert_file
         self.key_file = key_file
+        self.draining = draining or threading.Event()
         self._runner: aiohttp.web.AppRunner | None = None
+        self._reviews = asyncio.Semaphore(CONCURRENT_REVIEWS)
+
+    async def _answer(self, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        text = await request.text()
+        async with self._reviews:
+            try:
+                answer = await asyncio.get_running_loop().run_in_executor(None, _converted, text)
+            except ValueError as error:
+                response: aiohttp.web.Response = aiohttp.web.json_response(
+                    {"message": f"not a ConversionReview: {error}"}, status=400)
+            else:
+                response = aiohttp.web.json_response(answer)
+        if self.draining.is_set():
+            response.force_close()
+        return response
 
     async def start(self) -> None:
         await self.stop()
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(str(self.cert_file), str(self.key_file))
         app = aiohttp.web.Application(client_max_size=MAX_REVIEW_BYTES)
-        app.add_routes([aiohttp.web.post(CONVERSION_PATH, _answer)])
+        app.add_routes([aiohttp.web.post(CONVERSION_PATH, self._answer)])
         runner = aiohttp.web.AppRunner(app, handle_signals=False, access_log=None)
         await runner.setup()
-        await aiohttp.web.TCPSite(runner, self.listen, self.port, ssl_context=context, reuse_port=True).start()
+        await aiohttp.web.TCPSite(runner, self.listen, self.port, ssl_context=context).start()
         self._runner = runner
 
     async def stop(self) -> None:

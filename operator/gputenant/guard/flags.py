@@ -33,6 +33,8 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
 
 CERT_WITHOUT_KEY = "--webhook-cert and --webhook-key go together: pass both, or neither to generate them"
 CLIENT_CA_TWICE = "--webhook-client-ca and --webhook-client-ca-from-cluster name the client CA twice: pass one"
+ONE_PORT_TWICE = ("--webhook-conversion-port equals --webhook-port: the conversion webhook asks no client certificate "
+                  "and needs a port of its own; choose another")
 
 
 def check_webhook_arguments(args: argparse.Namespace) -> None:
@@ -41,3 +43,5 @@ def check_webhook_arguments(args: argparse.Namespace) -> None:
         raise ValueError(CERT_WITHOUT_KEY)
     if args.webhook_client_ca and args.webhook_client_ca_from_cluster:
         raise ValueError(CLIENT_CA_TWICE)
+    if args.webhook_conversion_port is not None and args.webhook_conversion_port == args.webhook_port:
+        raise ValueError(ONE_PORT_TWICE)

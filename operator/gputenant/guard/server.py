@@ -28,7 +28,7 @@ from gputenant.guard.conversion import ConversionServer, conversion_client_confi
 from gputenant.guard.flags import CERT_WITHOUT_KEY
 from gputenant.guard.pod_reviews import PodReviews, route
 from gputenant.guard.service_reviews import ServiceReviews
-from gputenant.kube import KubeClient
+from gputenant.kube import ApiError, KubeClient
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +124,9 @@ class GuardServer:
                                     verify_cafile=str(self.client_ca_file) if self.client_ca_file else None)
         server.draining = self.draining
         renewer = asyncio.create_task(self._renew_forever()) if self.generated else None
-        converter = (ConversionServer(self.listen, self.conversion_port, self.cert_file, self.key_file)
+        converter = (ConversionServer(self.listen, self.conversion_port, self.cert_file, self.key_file, self.draining)
                      if self.conversion_port else None)
+        keeper: asyncio.Task | None = None
         try:
             async for client_config in server(served):
                 written = await sync_webhook_configurations(self.client, self.config, dict(client_config))
@@ -133,15 +134,29 @@ class GuardServer:
                          client_config["url"], written)
                 if converter is not None:
                     await converter.start()
-                    if await sync_crd_conversion(self.client, conversion_client_config(dict(client_config),
-                                                                                      converter.port)):
-                        log.info("the GpuTenant CRD's conversion webhook now points at port %d", converter.port)
+                    if keeper is not None:
+                        keeper.cancel()
+                    keeper = asyncio.create_task(self._keep_crd_conversion(
+                        conversion_client_config(dict(client_config), converter.port)))
                 yield client_config
         finally:
-            if renewer is not None:
-                renewer.cancel()
+            for task in (renewer, keeper):
+                if task is not None:
+                    task.cancel()
             if converter is not None:
                 await converter.stop()
+
+    async def _keep_crd_conversion(self, client_config: dict) -> None:
+        """Point the CRD's conversion at this server now and every ``renewal_check_seconds``: a
+        CRD re-applied from its file (GitOps, ``kubectl apply``) names the chart's Service and no
+        CA bundle, and would otherwise stay so until the next certificate renewal."""
+        while True:
+            try:
+                if await sync_crd_conversion(self.client, client_config):
+                    log.info("the GpuTenant CRD's conversion webhook now points at this guard")
+            except ApiError as error:
+                log.warning("cannot point the GpuTenant CRD's conversion webhook at this guard: %s", error)
+            await asyncio.sleep(self.renewal_check_seconds)
 
 
 class _NoObjectMemory:

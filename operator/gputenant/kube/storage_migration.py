@@ -11,10 +11,10 @@ rewritten; a failure before that leaves it as it was, and running again is safe.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
-from urllib.parse import quote
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential
 
@@ -28,6 +28,7 @@ after its storage version changed, and refuses requests for it until done."""
 
 
 async def _settled(call: Callable[[], Awaitable[T]]) -> T:
+    """``call``, again while the API server answers 429 (for at most ``SETTLE_SECONDS``)."""
     async for attempt in AsyncRetrying(retry=retry_if_exception(lambda e: isinstance(e, ApiError) and e.status == 429),
                                        stop=stop_after_delay(SETTLE_SECONDS), wait=wait_exponential(0.2, max=5),
                                        reraise=True):
@@ -35,15 +36,22 @@ async def _settled(call: Callable[[], Awaitable[T]]) -> T:
             return await call()
     raise AssertionError("unreachable: tenacity reraises")
 
+
 CRD_API = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+PAGE = 200
+"""Objects per LIST page: each page read in another version is converted in one ConversionReview."""
 
 
 @dataclass(frozen=True)
 class Migration:
+    """What one run did: how many objects it rewrote, how many changed or went away meanwhile
+    (each stored in the storage version by that write, or gone)."""
+
     crd: str
     storage_version: str
     stored_before: tuple[str, ...]
     rewritten: int
+    moved_meanwhile: int = 0
 
     @property
     def needed(self) -> bool:
@@ -52,8 +60,22 @@ class Migration:
     def summary(self) -> str:
         if not self.needed:
             return f"{self.crd}: every object is stored as {self.storage_version}; nothing to do"
-        return (f"{self.crd}: {self.rewritten} objects rewritten as {self.storage_version}; storedVersions "
+        meanwhile = f" ({self.moved_meanwhile} changed or deleted meanwhile)" if self.moved_meanwhile else ""
+        return (f"{self.crd}: {self.rewritten} objects rewritten as {self.storage_version}{meanwhile}; storedVersions "
                 f"[{', '.join(self.stored_before)}] -> [{self.storage_version}]")
+
+
+async def _pages(client: KubeClient, api_version: str, kind: str) -> AsyncIterator[list[dict]]:
+    """Every object of the kind, a page at a time (waiting out 429 while the storage re-initialises)."""
+    resource = await client.resource(api_version, kind)
+    token = ""
+    while True:
+        params = {"limit": str(PAGE), **({"continue": token} if token else {})}
+        page = await _settled(functools.partial(client.request, "GET", resource.path(None), params=params))
+        yield page.get("items") or []
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return
 
 
 async def migrate_storage(client: KubeClient, crd_name: str) -> Migration:
@@ -67,16 +89,18 @@ async def migrate_storage(client: KubeClient, crd_name: str) -> Migration:
     if stored == (storage,):
         return Migration(crd_name, storage, stored, 0)
     api_version, kind = f"{crd['spec']['group']}/{storage}", crd["spec"]["names"]["kind"]
-    rewritten = 0
-    for obj in await _settled(lambda: client.list(api_version, kind)):
-        metadata = obj["metadata"]
-        try:
-            await client.patch(api_version, kind, metadata["name"], {"metadata": {"resourceVersion": metadata["resourceVersion"]}},
-                               namespace=metadata.get("namespace"))
-        except ApiError as error:
-            if error.status not in (404, 409):
-                raise
-        rewritten += 1
-    await client.request("PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{quote(crd_name)}/status",
-                         body={"status": {"storedVersions": [storage]}}, content_type="application/merge-patch+json")
-    return Migration(crd_name, storage, stored, rewritten)
+    rewritten = moved = 0
+    async for page in _pages(client, api_version, kind):
+        for obj in page:
+            metadata = obj["metadata"]
+            try:
+                await client.patch(api_version, kind, metadata["name"],
+                                   {"metadata": {"resourceVersion": metadata["resourceVersion"]}},
+                                   namespace=metadata.get("namespace"))
+                rewritten += 1
+            except ApiError as error:
+                if error.status not in (404, 409):
+                    raise
+                moved += 1
+    await client.patch(*CRD_API, crd_name, {"status": {"storedVersions": [storage]}}, subresource="status")
+    return Migration(crd_name, storage, stored, rewritten, moved)

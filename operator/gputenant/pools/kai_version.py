@@ -5,7 +5,7 @@ component under ``spec.<component>.service.image.tag``.
 The admission guard reserves the label and annotation keys of one KAI minor (``guard.kai_key_uses``,
 generated from that version's source). A KAI of another minor may read keys the guard lets a tenant
 set, so each pool reports ``KaiVersionUnsupported`` naming the component and its tag. A tag that is
-no ``vX.Y.Z`` (a digest, ``latest``) and a KAI installed without its chart (no Config) cannot be
+no release ``vX.Y.Z`` (a digest, ``latest``, a source build's ``0.0.0``) and a KAI installed without its chart (no Config) cannot be
 judged and give no problem; docs/install.md says so.
 """
 
@@ -21,8 +21,12 @@ _SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:[-+].*)?$")
 
 
 def _minor(tag: str) -> tuple[int, int] | None:
+    """A release tag's (major, minor); None for anything else, ``0.0.0`` included (the appVersion
+    of KAI's chart built from source, which names no release)."""
     match = _SEMVER.match(tag)
-    return (int(match[1]), int(match[2])) if match else None
+    if not match or (match[1], match[2], match[3]) == ("0", "0", "0"):
+        return None
+    return int(match[1]), int(match[2])
 
 
 SUPPORTED_MINOR = _minor(KAI_VERSION)

@@ -41,7 +41,7 @@ ShareMemory = Annotated[
     str,
     Field(max_length=16, pattern=SHARE_MEMORY_PATTERN),
     *value_rule(
-        f"quantity(self).compareTo(quantity('{SMALLEST_SHARE_MEMORY}')) >= 0 "
+        f"isQuantity(self) && quantity(self).compareTo(quantity('{SMALLEST_SHARE_MEMORY}')) >= 0 "
         f"&& quantity(self).compareTo(quantity('{LARGEST_SHARE_MEMORY}')) <= 0",
         f"must be between {SMALLEST_SHARE_MEMORY} and {LARGEST_SHARE_MEMORY}",
         is_share_memory,
