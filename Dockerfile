@@ -6,7 +6,7 @@
 # this file's ENTRYPOINT, CMD, ENV and USER with the same passwd entry) and run it in-cluster from
 # the chart (e2e/tests/test_operator_incluster.py, which checks the two still agree). Change both
 # together. Build and push it from a machine with Docker or Buildah:
-#   docker build -t <registry>/gpu-tenant-operator:0.2.0 .
+#   docker build -t <registry>/gpu-tenant-operator:0.3.0 .
 #
 # Stage 1: helm, from the same pinned Go module as the test tools (tools/helm, tools/build.sh).
 FROM golang:1.26-bookworm AS helm

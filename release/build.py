@@ -22,11 +22,10 @@ RELEASE_FILE = re.compile(rf"^({IMAGE_NAME}-[^/]+\.(oci\.tar|tgz|spdx\.json)|{CH
 """What a release writes into its directory: the only files `build` removes from it."""
 
 
-PREVIOUS_RELEASE = "e1b505b2e9794991f43326a5a04e9a56a451e218"
-"""0.1.0 as the upgrade e2e builds it (`git archive`, then `build(source=...)`): none was tagged, and
-this is the last commit before release artifacts existed. The last landed commit before it
-(5284c0e) can leave a new tenant's quota refused for good (the RoleBinding race fixed here), which
-would make an upgrade test of it fail on onboarding, not on the upgrade."""
+PREVIOUS_RELEASE = "21b878887605290d4b05af7d996bf83cf9a484bf"
+"""0.2.0 as the upgrade e2e builds it (`git archive`, then `build(source=...)`): none was tagged; this
+is the last commit of 0.2.0, which serves v1beta1 and still stores v1alpha1. (0.1.0, e1b505b, was
+the last commit before release artifacts existed.)"""
 
 
 def project_version(source: Path = REPO_ROOT) -> str:

@@ -1,8 +1,7 @@
 """The operator's own upgrade and rollback with tenants running (issue 39 item 3), from releases as
-a platform team gets them (`release.build`): the previous release, 0.1.0, built from the last commit
-before release artifacts existed (`release.build.PREVIOUS_RELEASE`; no tag existed), and this tree's. Each is its image archive
-imported into the node's containerd and its packaged chart; 0.1.0's chart names its image by tag,
-this one's by digest.
+a platform team gets them (`release.build`): the previous release, 0.2.0, built from its last commit
+(`release.build.PREVIOUS_RELEASE`; no tag existed), and this tree's, 0.3.0. Each is its image archive
+imported into the node's containerd and its packaged chart; both charts name their image by digest.
 
 Three tenants, one per trust level, each with a REAL vCluster (0.36.1, pulled by the operator's helm
 from a chart repository served from the host) and a GPU pod in it that the real KAI-Scheduler bound
@@ -11,24 +10,27 @@ to a SIMULATED GPU node (kwok): a time-slice replica (Trusted), a KAI fraction u
 previous one, with the chart's defaults (two replicas, surge-first rollout), while tenant pod
 creations stream through the fail-closed admission guard, until the new leader (the Lease holder
 among the new pods) has finished a pass of every tenant (its metrics name each Ready). Asserted
-after each: no creation refused
-or failed, no tenant's Ready condition changed (its lastTransitionTime is the same), no vCluster
-control-plane pod or GPU pod replaced or restarted (same uid, same restart count), no vCluster
-release upgraded, the owners' kubeconfig Secrets unchanged and still answering. The figures are printed; docs/operations.md
-records them with the procedure.
+after each: no creation refused or failed, no tenant's Ready condition changed (its
+lastTransitionTime is the same), no vCluster control-plane pod or GPU pod replaced or restarted
+(same uid, same restart count), no vCluster release upgraded, the owners' kubeconfig Secrets
+unchanged and still answering. The figures are printed; docs/operations.md records them with the
+procedure.
 
 The CRD changes with the release, as a platform team that manages it apart from the chart
-(`crd.install: false`) changes it: 0.1.0's (v1alpha1 only) before 0.1.0 is installed, this tree's
-(v1beta1 served too, with the conversion webhook) just before `helm upgrade`, 0.1.0's again with
-`helm rollback`. After the upgrade every tenant reads the same through both versions (the new
-operator converting, through its Service); the rollback's CRD drops v1beta1, which the API server
-allows only because nothing was stored as v1beta1 (docs/api-versions.md).
+(`crd.install: false`) changes it: 0.2.0's (v1alpha1 stored, v1beta1 served) before 0.2.0 is
+installed, this tree's (v1beta1 stored) just before `helm upgrade`, then `gputenant migrate-storage`
+(every tenant rewritten as v1beta1, storedVersions trimmed), and 0.2.0's CRD again with
+`helm rollback`, which the API server allows because 0.2.0's CRD serves v1beta1 (docs/api-versions.md).
+After the upgrade and after the rollback every tenant reads the same through both versions, the
+operator in charge converting through its Service.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -52,10 +54,9 @@ pytestmark = pytest.mark.plane
 
 NAMESPACE = "gputenant-upgrade"
 CURRENT_CRD = Path(__file__).resolve().parents[2] / "crds" / "tenant.yaml"
+GPUTENANT = Path(sys.executable).parent / "gputenant"
 STORED = "gputenants.v1alpha1.gputenant.io"
-"""The tenants are read in the version they are stored in, which every CRD here serves: while the
-new CRD is in place and the new operator not yet serving its conversion, a read through the
-preferred v1beta1 fails (docs/api-versions.md, "When the operator is down")."""
+"""The tenants are read as v1alpha1, which both releases' operators read and write."""
 READY_TIMEOUT_SECONDS = 600
 """Three real virtual control planes at once on a 2-core machine."""
 FLOW_TIMEOUT_SECONDS = 240
@@ -263,17 +264,31 @@ def change_release(plane: ControlPlane, operator: InClusterOperator, virtual: di
     assert all(answering(cluster) for cluster in virtual.values())
 
 
+def reads_the_same_in_both_versions(plane: ControlPlane) -> None:
+    """Once the operator in charge points the CRD's conversion at its Service, every tenant reads the
+    same through v1alpha1 and v1beta1."""
+    wait_for(lambda: conversion_service(plane) == {"namespace": NAMESPACE, "name": f"{RELEASE}-guard", "port": 9444,
+                                                   "path": "/convert"},
+             timeout=60, interval=1, what="the operator to point the CRD's conversion at its Service")
+    for name in TENANTS:
+        alpha, beta = read_in_both_versions(plane, name)
+        assert beta["apiVersion"] == "gputenant.io/v1beta1" and beta["metadata"]["uid"] == alpha["metadata"]["uid"]
+        assert convert(beta, "v1alpha1")["spec"] == alpha["spec"]
+
+
 def test_upgrade_and_rollback_with_tenants_running_disturb_none_of_them(installed, releases, vcluster_kai):
     plane = vcluster_kai.plane
     operator, virtual, directory = installed
-    assert deployment_images(operator) == {"gpu-tenant-operator:0.1.0"}
-    current = releases["current"]
+    previous, current = releases["previous"], releases["current"]
+    by_digest = {name: f"gpu-tenant-operator@{manifest_digest(release['image'])}"
+                 for name, release in (("previous", previous), ("current", current))}
+    assert deployment_images(operator) == {by_digest["previous"]}
 
     # Helm's pitfall that docs/operations.md warns of: --reuse-values renders the new chart with the
-    # old chart's defaults, so the new release's image digest is dropped.
+    # old chart's defaults, so the pods would keep the previous release's image digest.
     reused = json.loads(plane.helm("upgrade", RELEASE, str(current["chart"]), "--namespace", NAMESPACE, "--reuse-values",
                                    "--dry-run=server", "--output", "json").stdout)["manifest"]
-    assert "image: gpu-tenant-operator:0.2.0" in reused and "@sha256:" not in reused
+    assert f"image: {by_digest['previous']}" in reused and by_digest["current"] not in reused
 
     def upgrade() -> None:
         plane.require_node().containerd.import_images([current["image"]])
@@ -281,24 +296,24 @@ def test_upgrade_and_rollback_with_tenants_running_disturb_none_of_them(installe
         operator.chart = current["chart"]
         plane.helm("upgrade", RELEASE, str(current["chart"]), "--namespace", NAMESPACE,
                     "--reset-then-reuse-values")
-    assert crd_versions(plane) == (["v1alpha1"], ["v1alpha1"])
-    change_release(plane, operator, virtual, upgrade, "upgrade 0.1.0 -> 0.2.0")
     assert crd_versions(plane) == (["v1alpha1", "v1beta1"], ["v1alpha1"])
-    wait_for(lambda: conversion_service(plane) == {"namespace": NAMESPACE, "name": f"{RELEASE}-guard", "port": 9444,
-                                                   "path": "/convert"},
-             timeout=60, interval=1, what="the new operator to point the CRD's conversion at its Service")
-    for name in TENANTS:
-        stored, served = read_in_both_versions(plane, name)
-        assert served["apiVersion"] == "gputenant.io/v1beta1" and served["metadata"]["uid"] == stored["metadata"]["uid"]
-        assert convert(served, "v1alpha1")["spec"] == stored["spec"]
-    assert deployment_images(operator) == {f"gpu-tenant-operator@{manifest_digest(current['image'])}"}
+    change_release(plane, operator, virtual, upgrade, "upgrade 0.2.0 -> 0.3.0")
+    assert crd_versions(plane) == (["v1alpha1", "v1beta1"], ["v1alpha1", "v1beta1"])
+    reads_the_same_in_both_versions(plane)
+    migrated = subprocess.run([str(GPUTENANT), "migrate-storage", "--kubeconfig", str(plane.kubeconfig_path)],
+                              capture_output=True, text=True, timeout=300)
+    assert migrated.returncode == 0, migrated.stderr
+    assert "storedVersions [v1alpha1, v1beta1] -> [v1beta1]" in migrated.stdout, migrated.stdout
+    assert crd_versions(plane) == (["v1alpha1", "v1beta1"], ["v1beta1"])
+    assert deployment_images(operator) == {by_digest["current"]}
     history = json.loads(plane.helm("history", RELEASE, "--namespace", NAMESPACE, "--output", "json").stdout)
     assert [(h["revision"], h["chart"], h["status"]) for h in history] == [
-        (1, "gpu-tenant-operator-0.1.0", "superseded"), (2, "gpu-tenant-operator-0.2.0", "deployed")]
+        (1, "gpu-tenant-operator-0.2.0", "superseded"), (2, "gpu-tenant-operator-0.3.0", "deployed")]
 
     def rollback() -> None:
+        install_crds(plane, previous["crd"])  # stores v1alpha1 again; it serves v1beta1, so the API server agrees
         plane.helm("rollback", RELEASE, "1", "--namespace", NAMESPACE)
-        install_crds(plane, releases["previous"]["crd"])  # v1beta1 goes: nothing was stored as v1beta1
-    change_release(plane, operator, virtual, rollback, "rollback 0.2.0 -> 0.1.0")
-    assert crd_versions(plane) == (["v1alpha1"], ["v1alpha1"])
-    assert deployment_images(operator) == {"gpu-tenant-operator:0.1.0"}
+    change_release(plane, operator, virtual, rollback, "rollback 0.3.0 -> 0.2.0")
+    assert crd_versions(plane) == (["v1alpha1", "v1beta1"], ["v1beta1", "v1alpha1"])
+    reads_the_same_in_both_versions(plane)
+    assert deployment_images(operator) == {by_digest["previous"]}

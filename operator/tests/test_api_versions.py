@@ -24,13 +24,14 @@ def test_no_module_outside_api_names_a_version():
     assert not found, f"import gputenant.api.hub and gputenant.api.group instead: {found}"
 
 
-def test_the_hub_is_the_storage_versions_shape():
+def test_the_hub_is_v1alpha1s_shape_and_reads_the_stored_version():
     assert group.STORAGE_VERSION in group.SERVED_VERSIONS
-    assert set(hub.__all__) == set(served.__all__) | {"ConversionError"}
+    assert set(hub.__all__) == set(served.__all__) | {"ConversionError", "spec_from_stored"}
     assert all(getattr(hub, name) is getattr(served, name) for name in served.__all__ if name != "GpuTenant")
     assert issubclass(hub.GpuTenant, served.GpuTenant)
     assert hub.GpuTenant.model_validate({"metadata": {"name": "a"}, "spec": {
-        "trust": "Trusted", "owners": [{"kind": "User", "name": "a"}]}}).api_version == group.API_VERSION
+        "trust": "Trusted", "owners": [{"kind": "User", "name": "a"}]}}).api_version == hub.HUB_API_VERSION
+    assert hub.HUB_API_VERSION == f"{group.GROUP}/{group.HUB_VERSION}"
 
 
 def test_the_crd_serves_and_stores_the_versions_group_names():

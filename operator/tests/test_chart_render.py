@@ -389,7 +389,7 @@ def test_the_image_is_named_by_digest_when_one_is_set_and_by_tag_otherwise():
     name = f"{RELEASE}-gpu-tenant-operator"
     by_tag = find(render(), "Deployment", name)["spec"]["template"]["spec"]["containers"][0]["image"]
     by_digest = find(render("--set", f"image.digest={digest}"), "Deployment", name)
-    assert by_tag == "gpu-tenant-operator:0.2.0"
+    assert by_tag == "gpu-tenant-operator:0.3.0"
     assert by_digest["spec"]["template"]["spec"]["containers"][0]["image"] == f"gpu-tenant-operator@{digest}"
     refused = helm("template", RELEASE, str(CHART), "--set", "image.digest=latest", check=False)
     assert refused.returncode and "digest" in refused.stderr
@@ -408,7 +408,7 @@ def test_without_the_guard_the_crd_serves_only_the_stored_version():
     crd = find(render("--set", "webhook.enabled=false"), "CustomResourceDefinition", "gputenants.gputenant.io")
     assert crd["spec"]["conversion"] == {"strategy": "None"}
     assert [(v["name"], v["served"], v["storage"]) for v in crd["spec"]["versions"]] == [
-        ("v1alpha1", True, True), ("v1beta1", False, False)]
+        ("v1alpha1", False, False), ("v1beta1", True, True)]
 
 
 def test_one_port_for_admission_and_conversion_is_refused():

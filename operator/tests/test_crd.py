@@ -71,8 +71,8 @@ def test_crd_identity():
     assert crd["spec"]["names"]["kind"] == "GpuTenant"
     assert "gput" in crd["spec"]["names"]["shortNames"]
     alpha, beta = crd["spec"]["versions"]
-    assert alpha["name"] == "v1alpha1" and alpha["storage"] and alpha["deprecated"]
-    assert beta["name"] == "v1beta1" and not beta["storage"] and "deprecated" not in beta
+    assert alpha["name"] == "v1alpha1" and not alpha["storage"] and alpha["deprecated"]
+    assert beta["name"] == "v1beta1" and beta["storage"] and "deprecated" not in beta
     assert alpha["subresources"] == beta["subresources"] == {"status": {}}
     assert crd["spec"]["conversion"]["strategy"] == "Webhook"
     assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["path"] == "/convert"

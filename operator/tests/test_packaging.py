@@ -16,7 +16,7 @@ def test_the_wheel_ships_the_operator_package_and_nothing_of_the_harness(tmp_pat
     with zipfile.ZipFile(build_wheel(tmp_path)) as wheel:
         top_level = {name.split("/")[0] for name in wheel.namelist()}
         names = set(wheel.namelist())
-    assert top_level == {"gputenant", "gpu_tenant_operator-0.2.0.dist-info"}
+    assert top_level == {"gputenant", "gpu_tenant_operator-0.3.0.dist-info"}
     assert {"gputenant/cli.py", "gputenant/templates/namespace.yaml", "gputenant/py.typed"} <= names
 
 

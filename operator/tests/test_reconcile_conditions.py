@@ -105,7 +105,7 @@ def test_adopt_sets_labels_and_owner_on_the_tenants_objects():
     assert adopted["metadata"]["labels"]["gputenant.io/tenant"] == "a"
     assert adopted["metadata"]["labels"]["gputenant.io/component"] == "resourcequota"
     assert adopted["metadata"]["ownerReferences"] == [{
-        "apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "name": "a", "uid": "u1",
+        "apiVersion": "gputenant.io/v1beta1", "kind": "GpuTenant", "name": "a", "uid": "u1",
         "controller": True, "blockOwnerDeletion": True}]
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gputenant.api.group import GROUP, SERVED_VERSIONS, STORAGE_VERSION, V1ALPHA1, V1BETA1
+from gputenant.api.group import GROUP, HUB_VERSION, SERVED_VERSIONS, V1ALPHA1, V1BETA1
 from gputenant.api.v1beta1.models import mebibytes
 
 PRESERVED_PREFIX = f"conversion.{GROUP}/"
@@ -163,8 +163,8 @@ def _converts_to(change: FieldChange, direction: tuple[str, str], original: Any,
 
 
 def to_hub(obj: dict) -> dict:
-    """Any served version as the hub's shape (the storage version's), which ``api.hub`` validates."""
-    return convert(obj, STORAGE_VERSION)
+    """Any served version as the hub's shape, which ``api.hub`` validates."""
+    return convert(obj, HUB_VERSION)
 
 
 def review(request: dict) -> dict:

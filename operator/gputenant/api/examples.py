@@ -11,13 +11,14 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputenant import GROUP, KIND, VERSION
+from gputenant.api.group import GROUP, HUB_VERSION, KIND
 
 
 def minimal_tenant(name: str = "team-a", **spec: Any) -> dict[str, Any]:
-    """The smallest valid GpuTenant; ``spec`` keywords replace top-level spec fields."""
+    """The smallest valid GpuTenant; ``spec`` keywords replace top-level spec fields. In the hub's
+    shape (v1alpha1, still served), which the pydantic checks of the table validate."""
     return {
-        "apiVersion": f"{GROUP}/{VERSION}",
+        "apiVersion": f"{GROUP}/{HUB_VERSION}",
         "kind": KIND,
         "metadata": {"name": name},
         "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": "alice"}], **spec},

@@ -12,10 +12,13 @@ V1ALPHA1 = "v1alpha1"
 V1BETA1 = "v1beta1"
 SERVED_VERSIONS = (V1ALPHA1, V1BETA1)
 DEPRECATED_VERSIONS = (V1ALPHA1,)
-STORAGE_VERSION = V1ALPHA1
-"""The version the API server stores and the operator reads and writes. It moves to v1beta1 one
-release after v1beta1 is first served, so that a `helm rollback` to a release without v1beta1 never
-meets objects stored as v1beta1 (docs/api-versions.md, "Why storage moves a release later")."""
+STORAGE_VERSION = V1BETA1
+"""The version the API server stores and the operator reads and writes: v1beta1 since 0.3.0, one
+release after it was first served, so that a `helm rollback` to 0.2.0 (which serves both) is
+possible, and one to 0.1.0 (v1alpha1 only) never was needed from a release storing v1beta1
+(docs/api-versions.md, "Why storage moved a release later")."""
+HUB_VERSION = V1ALPHA1
+"""The shape of the internal model (``api/hub.py``): every version converts to and from it."""
 PREFERRED_VERSION = V1BETA1
 """What users, examples and the CLI write; the version kubectl and Argo CD pick when none is named."""
 API_VERSION = f"{GROUP}/{STORAGE_VERSION}"

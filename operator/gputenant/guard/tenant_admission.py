@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from gputenant import GROUP, naming
-from gputenant.api.hub import GpuTenantSpec, Trust
+from gputenant.api.hub import ConversionError, GpuTenantSpec, Trust, spec_from_stored
 from gputenant.api.trust import weakens_isolation
 from gputenant.config.models import OperatorConfig
 from gputenant.guard import keys
@@ -125,8 +125,8 @@ def _made_for(obj: dict, name: str) -> bool:
 
 def _spec(body: dict | None) -> GpuTenantSpec | None:
     try:
-        return GpuTenantSpec.model_validate((body or {}).get("spec") or {})
-    except ValidationError:
+        return spec_from_stored((body or {}).get("spec") or {})
+    except (ValidationError, ConversionError):
         return None
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from gputenant import naming
-from gputenant.api.hub import GpuTenantSpec
+from gputenant.api.hub import ConversionError, GpuTenantSpec, spec_from_stored
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.tenant_admission import parent_queue_problem
 from gputenant.policy.choose import decide
@@ -77,9 +77,9 @@ def check_tenant_change(config: OperatorConfig, name: str, spec: GpuTenantSpec, 
     before: tuple[GpuTenantSpec, Decision] | None = None
     if old_spec is not None:
         try:
-            validated = GpuTenantSpec.model_validate(old_spec)
+            validated = spec_from_stored(old_spec)
             before = (validated, decide(name, validated, config))
-        except ValidationError:
+        except (ValidationError, ConversionError):
             before = None
     if before is None or _guarantee_grows(before, spec, decision):
         capacity = pool_capacity_problem(name, spec, decision, others)

@@ -23,7 +23,7 @@ import kopf
 from pydantic import ValidationError
 
 from gputenant import GROUP, PLURAL, VERSION, naming
-from gputenant.api.hub import GpuTenantSpec
+from gputenant.api.hub import ConversionError, GpuTenantSpec, spec_from_stored
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.configuration import VALIDATE_TENANT
 from gputenant.guard.mutation import mutate_pod
@@ -76,7 +76,7 @@ class Guard:
         lets a new entry drop those of deleted tenants."""
         cached = self.decisions.get(tenant.uid)
         if cached is None or cached[0] != tenant.generation:
-            spec = GpuTenantSpec.model_validate(tenant.spec)
+            spec = spec_from_stored(tenant.spec)
             cached = (tenant.generation, spec, decide(tenant.name, spec, self.config))
             if live_uids is not None:
                 live = live_uids()
@@ -99,8 +99,8 @@ class Guard:
             return [], []
         refusals = await tenant_api_problems(self.client, self.config, name, body, old)
         try:
-            spec = GpuTenantSpec.model_validate(body.get("spec") or {})
-        except ValidationError:
+            spec = spec_from_stored(body.get("spec") or {})
+        except (ValidationError, ConversionError):
             return refusals, []  # the operator reports an invalid spec in status; nothing cluster-wide to check
         old_spec = (old.get("spec") or {}) if old is not None else None
         pods = await self.gpu_pods(naming.host_namespace(name, self.config)) if old_spec is not None else []
