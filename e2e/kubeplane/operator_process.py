@@ -205,3 +205,27 @@ def guarded_operator(plane: ControlPlane, directory: Path, extra_pools: Sequence
     finally:
         running.stop()
         remove_guard_configurations(plane)
+
+
+def guard_in_place(plane: ControlPlane, running: OperatorProcess) -> bool:
+    """Whether `running`'s guard has registered its webhook configurations and pointed the GpuTenant
+    CRD's conversion at itself (with guard_flags), as a chart's readiness probe waits for the guard."""
+    with plane.api_client() as client:
+        admission = kubernetes.client.AdmissionregistrationV1Api(client)
+        if GUARD_CONFIGURATION not in [c.metadata.name for c in admission.list_validating_webhook_configuration().items]:
+            return False
+        if "--webhook-conversion-port" not in running.extra_args:
+            return True
+        crd = kubernetes.client.ApiextensionsV1Api(client).read_custom_resource_definition("gputenants.gputenant.io")
+    port = running.extra_args[running.extra_args.index("--webhook-conversion-port") + 1]
+    client_config = crd.spec.conversion.webhook.client_config  # type: ignore[union-attr]
+    return client_config.url == f"https://127.0.0.1:{port}/convert" and bool(client_config.ca_bundle)
+
+
+def wait_for_guard(plane: ControlPlane, running: OperatorProcess, timeout: float = 90) -> None:
+    """Until `guard_in_place`; AssertionError with the operator's log when it does not come."""
+    try:
+        wait_for(lambda: guard_in_place(plane, running), timeout=timeout, interval=0.5,
+                 what="the operator's guard and conversion webhook to be in place")
+    except TimeoutError as error:
+        raise AssertionError(f"{error}\noperator log:\n{running.log_tail()}") from None

@@ -29,7 +29,7 @@ from kubernetes.client.rest import ApiException
 
 from kubeplane import ControlPlane, wait_for
 from kubeplane.fixtures import REAL_VCLUSTER_CHART, chart_operator_access, install_kai_queue_crd
-from kubeplane.operator_process import OperatorProcess, guard_flags
+from kubeplane.operator_process import OperatorProcess, guard_flags, wait_for_guard
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "gpu-tenant-operator"
@@ -86,13 +86,16 @@ def operator(own_plane, installed, tmp_path_factory):
                               guard_flags(tmp_path_factory.mktemp("guard-certs")), env=CHART_DRIFT_ENV, resync_seconds=5,
                               deletion_retry_seconds=None, kubeconfig_path=token_kubeconfig, liveness=True).start()
     try:
+        # As the chart's readiness probe waits for the guard: its webhook configurations registered
+        # and the CRD's conversion pointed at it (the chart's CRD names a Service no pod backs here).
+        wait_for_guard(own_plane, running)
         yield running.liveness_url, running.log_path, running
     finally:
         running.stop()
 
 
 def tenant(plane: ControlPlane, name: str) -> dict | None:
-    return plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name)
+    return plane.cluster_object("gputenant.io", "v1beta1", "gputenants", name)
 
 
 def conditions(body: dict | None) -> dict[str, dict]:
