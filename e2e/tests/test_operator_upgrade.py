@@ -133,10 +133,12 @@ def installed(vcluster_kai, vcluster_chart_repository, releases, tmp_path_factor
         install_crds(plane, CURRENT_CRD)
 
 
-def crd_versions(plane: ControlPlane) -> tuple[list[str], list[str]]:
-    """The GpuTenant CRD's served versions and its status.storedVersions."""
+def crd_versions(plane: ControlPlane) -> tuple[list[str], str, list[str]]:
+    """The GpuTenant CRD's served versions, its storage version and its status.storedVersions (which
+    also remembers what earlier modules on this plane stored)."""
     crd = json.loads(plane.kubectl("get", "crd", "gputenants.gputenant.io", "-o", "json").stdout)
-    return [v["name"] for v in crd["spec"]["versions"] if v["served"]], crd["status"]["storedVersions"]
+    return ([v["name"] for v in crd["spec"]["versions"] if v["served"]],
+            next(v["name"] for v in crd["spec"]["versions"] if v["storage"]), crd["status"]["storedVersions"])
 
 
 def conversion_service(plane: ControlPlane) -> dict | None:
@@ -296,15 +298,16 @@ def test_upgrade_and_rollback_with_tenants_running_disturb_none_of_them(installe
         operator.chart = current["chart"]
         plane.helm("upgrade", RELEASE, str(current["chart"]), "--namespace", NAMESPACE,
                     "--reset-then-reuse-values")
-    assert crd_versions(plane) == (["v1alpha1", "v1beta1"], ["v1alpha1"])
+    assert crd_versions(plane)[:2] == (["v1alpha1", "v1beta1"], "v1alpha1")
     change_release(plane, operator, virtual, upgrade, "upgrade 0.2.0 -> 0.3.0")
-    assert crd_versions(plane) == (["v1alpha1", "v1beta1"], ["v1alpha1", "v1beta1"])
+    served, storage, stored = crd_versions(plane)
+    assert (served, storage) == (["v1alpha1", "v1beta1"], "v1beta1") and set(stored) == {"v1alpha1", "v1beta1"}
     reads_the_same_in_both_versions(plane)
     migrated = subprocess.run([str(GPUTENANT), "migrate-storage", "--kubeconfig", str(plane.kubeconfig_path)],
                               capture_output=True, text=True, timeout=300)
     assert migrated.returncode == 0, migrated.stderr
-    assert "storedVersions [v1alpha1, v1beta1] -> [v1beta1]" in migrated.stdout, migrated.stdout
-    assert crd_versions(plane) == (["v1alpha1", "v1beta1"], ["v1beta1"])
+    assert "-> [v1beta1]" in migrated.stdout, migrated.stdout
+    assert crd_versions(plane) == (["v1alpha1", "v1beta1"], "v1beta1", ["v1beta1"])
     assert deployment_images(operator) == {by_digest["current"]}
     history = json.loads(plane.helm("history", RELEASE, "--namespace", NAMESPACE, "--output", "json").stdout)
     assert [(h["revision"], h["chart"], h["status"]) for h in history] == [
@@ -314,6 +317,6 @@ def test_upgrade_and_rollback_with_tenants_running_disturb_none_of_them(installe
         install_crds(plane, previous["crd"])  # stores v1alpha1 again; it serves v1beta1, so the API server agrees
         plane.helm("rollback", RELEASE, "1", "--namespace", NAMESPACE)
     change_release(plane, operator, virtual, rollback, "rollback 0.3.0 -> 0.2.0")
-    assert crd_versions(plane) == (["v1alpha1", "v1beta1"], ["v1beta1", "v1alpha1"])
+    assert crd_versions(plane) == (["v1alpha1", "v1beta1"], "v1alpha1", ["v1beta1", "v1alpha1"])
     reads_the_same_in_both_versions(plane)
     assert deployment_images(operator) == {by_digest["previous"]}
