@@ -212,14 +212,16 @@ def guard_in_place(plane: ControlPlane, running: OperatorProcess) -> bool:
     CRD's conversion at itself (with guard_flags), as a chart's readiness probe waits for the guard."""
     with plane.api_client() as client:
         admission = kubernetes.client.AdmissionregistrationV1Api(client)
-        if GUARD_CONFIGURATION not in [c.metadata.name for c in admission.list_validating_webhook_configuration().items]:
+        configurations = client.sanitize_for_serialization(admission.list_validating_webhook_configuration())
+        if GUARD_CONFIGURATION not in [c["metadata"]["name"] for c in configurations.get("items") or []]:
             return False
         if "--webhook-conversion-port" not in running.extra_args:
             return True
-        crd = kubernetes.client.ApiextensionsV1Api(client).read_custom_resource_definition("gputenants.gputenant.io")
+        crd = client.sanitize_for_serialization(
+            kubernetes.client.ApiextensionsV1Api(client).read_custom_resource_definition("gputenants.gputenant.io"))
     port = running.extra_args[running.extra_args.index("--webhook-conversion-port") + 1]
-    client_config = crd.spec.conversion.webhook.client_config  # type: ignore[union-attr]
-    return client_config.url == f"https://127.0.0.1:{port}/convert" and bool(client_config.ca_bundle)
+    client_config = ((crd["spec"].get("conversion") or {}).get("webhook") or {}).get("clientConfig") or {}
+    return client_config.get("url") == f"https://127.0.0.1:{port}/convert" and bool(client_config.get("caBundle"))
 
 
 def wait_for_guard(plane: ControlPlane, running: OperatorProcess, timeout: float = 90) -> None:
