@@ -164,3 +164,17 @@ def test_a_sleeping_tenant_is_suspended_not_degraded():
     assert result == {"status": "Suspended", "message": "Asleep (IdleGpus): GPUs idle for 30m"}
     woken = {**asleep, "status": "False", "reason": "Awake"}
     assert run_health(tenant(status=ready("True", extra=[woken])))["status"] == "Healthy"
+
+
+@pytest.mark.parametrize("ready_status, argo_status", [("True", "Healthy"), ("False", "Degraded"), ("Unknown", "Progressing")])
+def test_both_served_versions_get_the_same_health(ready_status, argo_status):
+    """Argo CD reads a GpuTenant in the version Git names (or the preferred v1beta1); the status the
+    health check reads is the same in every version (api/status.py), so both give one answer."""
+    from gputenant.api.conversion import convert
+
+    alpha = tenant(status=ready(ready_status, "NoPoolForMode" if ready_status == "False" else "AllPartsReady"))
+    alpha["spec"] = {"trust": "Internal", "owners": [{"kind": "User", "name": "a"}],
+                     "sharing": {"mode": "HAMi", "hami": {"memoryMiB": 10240}}}
+    beta = convert(alpha, "v1beta1")
+    assert beta["spec"]["sharing"]["hami"] == {"memory": "10Gi"} and beta["status"] == alpha["status"]
+    assert run_health(alpha) == run_health(beta) and run_health(beta)["status"] == argo_status
