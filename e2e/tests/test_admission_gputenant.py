@@ -16,8 +16,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from gputenant import GROUP, PLURAL, VERSION
+from gputenant import GROUP, PLURAL
 from gputenant.api.examples import INVALID_CASES, VALID_CASES, InvalidCase, minimal_tenant
+from gputenant.api.group import HUB_VERSION as VERSION  # the bodies here are the hub's (v1alpha1) shape
 from gputenant.api.v1alpha1 import GpuTenant
 from kubeplane.fixtures import install_crds
 from kubeplane.tools import REPO_ROOT

@@ -26,7 +26,8 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
-from gputenant import GROUP, PLURAL, VERSION, naming
+from gputenant import GROUP, PLURAL, naming
+from gputenant.api.group import HUB_VERSION as VERSION  # the bodies here are the hub's (v1alpha1) shape
 from gputenant.api.v1alpha1 import GpuTenant
 from gputenant.config.models import OperatorConfig
 from gputenant.guard.tenant_admission import ALLOW_TRUST_CHANGE_ANNOTATION, tenant_api_problems
