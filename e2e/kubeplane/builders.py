@@ -96,6 +96,6 @@ def tenant(name: str, trust: str = "Trusted", *, owner: str | None = None, gpus:
     top; `spec` adds or replaces the other fields. The one tenant builder of the tests."""
     vcluster = {"kubernetesVersion": pinned_versions()["kube"], **spec.pop("vcluster", {})}
     gpu = {"quota": gpus, **spec.pop("gpu", {})}
-    return {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
+    return {"apiVersion": "gputenant.io/v1beta1", "kind": "GpuTenant", "metadata": {"name": name},
             "spec": {"trust": trust, "owners": [{"kind": "User", "name": owner or f"{name}-owner"}],
                      "gpu": gpu, "vcluster": vcluster, **spec}}

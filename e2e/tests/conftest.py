@@ -72,7 +72,7 @@ def apply(plane: ControlPlane, *objects: dict) -> None:
 
 
 def tenant(plane: ControlPlane, name: str) -> dict | None:
-    return plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name)
+    return plane.cluster_object("gputenant.io", "v1beta1", "gputenants", name)
 
 
 def condition(body: dict | None, condition_type: str) -> dict:

@@ -282,7 +282,7 @@ def test_tenants_sharing_one_gpu_are_charged_their_shares_which_add_up_to_the_gp
     share_tenants(plane)
     try:
         def placed() -> bool:
-            bodies = [plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) or {} for name in tenants]
+            bodies = [plane.cluster_object("gputenant.io", "v1beta1", "gputenants", name) or {} for name in tenants]
             return all(((body.get("status") or {}).get("sharing") or {}).get("pool") for body in bodies)
         wait(placed, "the six tenants placed on their pools", operator)
         for tenant in tenants:
@@ -321,7 +321,7 @@ def test_tenants_sharing_one_gpu_are_charged_their_shares_which_add_up_to_the_gp
             assert sum(costs.values()) == pytest.approx(gpu_hours * PRICES[pool]), "the GPU's cost, split by share"
 
         def usage_with_cost() -> dict | None:
-            body = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", "share-c") or {}
+            body = plane.cluster_object("gputenant.io", "v1beta1", "gputenants", "share-c") or {}
             usage = (body.get("status") or {}).get("usage") or {}
             return usage if "gpuHoursByShare" in usage else None
         usage = wait(usage_with_cost, "share-c's status.usage with its hours by share and cost", operator)

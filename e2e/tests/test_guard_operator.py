@@ -94,7 +94,7 @@ def test_the_operator_serves_the_crds_conversion_on_its_own_port(plane, operator
     client_config = json.loads(crd.stdout)["spec"]["conversion"]["webhook"]["clientConfig"]
     assert client_config == {"url": f"https://127.0.0.1:{port}/convert",
                              "caBundle": mutating["webhooks"][0]["clientConfig"]["caBundle"]}
-    stored = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", TENANT)
+    stored = plane.cluster_object("gputenant.io", "v1beta1", "gputenants", TENANT)
     served = plane.cluster_object("gputenant.io", "v1beta1", "gputenants", TENANT)
     assert served["apiVersion"] == "gputenant.io/v1beta1" and served["spec"] == stored["spec"]
     assert served["metadata"]["uid"] == stored["metadata"]["uid"]

@@ -54,7 +54,7 @@ def control_plane(plane, name: str) -> tuple[dict, list[dict]]:
 
 def tenant_writes(plane, operator, offset: int, name: str) -> list[str]:
     """The operator's writes to the GpuTenant object itself since `offset` (its status subresource apart)."""
-    uri = f"/apis/gputenant.io/v1alpha1/gputenants/{name}"
+    uri = f"/apis/gputenant.io/v1beta1/gputenants/{name}"
     return [event["verb"] for event in plane.audit_events(offset)
             if event.get("user", {}).get("username") == operator.user and event["verb"] in WRITE_VERBS
             and event["requestURI"].split("?")[0] == uri]

@@ -159,7 +159,7 @@ def operator(plane, operator_tmpdir, tmp_path_factory):
 
 
 def tenant(plane: ControlPlane, name: str) -> dict | None:
-    return plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name)
+    return plane.cluster_object("gputenant.io", "v1beta1", "gputenants", name)
 
 
 def kubeconfigs_issued(plane: ControlPlane, name: str) -> bool:

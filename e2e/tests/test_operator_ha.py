@@ -82,7 +82,7 @@ def lease_holder(plane) -> str | None:
 
 
 def generation_reconciled(plane, generation: int) -> bool:
-    body = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", TENANT) or {}
+    body = plane.cluster_object("gputenant.io", "v1beta1", "gputenants", TENANT) or {}
     status = body.get("status") or {}
     return status.get("observedGeneration") == generation or any(
         c.get("observedGeneration") == generation for c in status.get("conditions") or [])
@@ -108,7 +108,7 @@ def sigkill_on_the_node(plane, pod: kubernetes.client.V1Pod) -> None:
 @pytest.fixture(scope="module")
 def tenant(replicas, vcluster_node):
     vcluster_node.kubectl("apply", "--server-side", "--field-manager=platform-engineer", "-f", "-", input=f"""
-apiVersion: gputenant.io/v1alpha1
+apiVersion: gputenant.io/v1beta1
 kind: GpuTenant
 metadata: {{name: {TENANT}}}
 spec: {{trust: Trusted, owners: [{{kind: User, name: alice}}], gpu: {{quota: 1}}}}
@@ -136,7 +136,7 @@ def test_admission_and_reconciliation_survive_losing_the_leading_replica(replica
         except kubernetes.client.ApiException:
             return False
     wait_for(admitted_once, timeout=60, interval=1, what=f"pods admitted in {TENANT_NAMESPACE}")
-    body = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", TENANT)
+    body = plane.cluster_object("gputenant.io", "v1beta1", "gputenants", TENANT)
     quota = body["spec"]["gpu"]["quota"] + 1
 
     with CreationStream(plane, TENANT_NAMESPACE) as stream:
@@ -151,7 +151,7 @@ def test_admission_and_reconciliation_survive_losing_the_leading_replica(replica
         except TimeoutError as error:
             raise AssertionError(f"{error}\n{replicas.describe()}") from None
         plane.kubectl("patch", "gputenant", TENANT, "--type=merge", "-p", f'{{"spec":{{"gpu":{{"quota":{quota}}}}}}}')
-        generation = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", TENANT)["metadata"]["generation"]
+        generation = plane.cluster_object("gputenant.io", "v1beta1", "gputenants", TENANT)["metadata"]["generation"]
         try:
             wait_for(lambda: generation_reconciled(plane, generation), timeout=LEASE_SECONDS + 45, interval=0.5,
                      what="the change reconciled after the leader's loss")

@@ -66,7 +66,7 @@ def test_the_dockerfile_and_the_local_image_start_the_same_way():
 def test_the_deployment_runs_the_operator_as_its_service_account(incluster, vcluster_node):
     [pod] = incluster.pods()
     assert pod.status.phase == "Running" and pod.spec.service_account_name == RELEASE
-    assert pod.spec.containers[0].image == "gpu-tenant-operator:0.2.0"
+    assert pod.spec.containers[0].image == "gpu-tenant-operator:0.3.0"
     result = vcluster_node.kubectl("exec", "-n", NAMESPACE, pod.metadata.name, "--", "python3", "-c",
                                    SELF_SUBJECT_REVIEW)
     assert json.loads(result.stdout)["username"] == incluster.service_account
@@ -135,7 +135,7 @@ def test_the_crds_conversion_is_answered_through_the_charts_service(incluster, v
 
     config = wait_for(client_config, timeout=60, interval=1, what="the operator to point the CRD at its Service")
     assert config["service"] == {"namespace": NAMESPACE, "name": f"{RELEASE}-guard", "port": 9444, "path": "/convert"}
-    stored = vcluster_node.cluster_object("gputenant.io", "v1alpha1", "gputenants", TENANT)
+    stored = vcluster_node.cluster_object("gputenant.io", "v1beta1", "gputenants", TENANT)
     def as_v1beta1():
         try:
             return vcluster_node.cluster_object("gputenant.io", "v1beta1", "gputenants", TENANT)

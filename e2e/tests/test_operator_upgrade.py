@@ -127,7 +127,7 @@ def installed(vcluster_kai, vcluster_chart_repository, releases, tmp_path_factor
         for name in TENANTS:
             plane.kubectl("delete", STORED, name, "--ignore-not-found", "--wait=false", check=False)
         for name in TENANTS:
-            wait_for(lambda name=name: plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) is None,
+            wait_for(lambda name=name: plane.cluster_object("gputenant.io", "v1beta1", "gputenants", name) is None,
                      timeout=240, interval=2, what=f"{name} offboarded")
         operator.uninstall()
         install_crds(plane, CURRENT_CRD)
@@ -159,7 +159,7 @@ def read_in_both_versions(plane: ControlPlane, name: str) -> tuple[dict, dict]:
                 return None
             raise
     served = wait_for(as_v1beta1, timeout=60, interval=1, what=f"{name} read as v1beta1")
-    stored = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name)
+    stored = plane.cluster_object("gputenant.io", "v1beta1", "gputenants", name)
     assert stored is not None
     return stored, served
 

@@ -38,7 +38,7 @@ def helm_releases(plane: ControlPlane) -> list[str]:
 
 def reconciled(plane: ControlPlane, name: str) -> dict | None:
     """The tenant once a pass wrote its status for the current generation."""
-    body = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) or {}
+    body = plane.cluster_object("gputenant.io", "v1beta1", "gputenants", name) or {}
     status = body.get("status") or {}
     return body if status.get("observedGeneration") == body["metadata"]["generation"] else None
 

@@ -149,7 +149,7 @@ def usage_round(plane, prometheus, now: datetime) -> Published:
 
 
 def tenant_body(plane, name: str) -> dict:
-    return plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name)
+    return plane.cluster_object("gputenant.io", "v1beta1", "gputenants", name)
 
 
 def test_usage_in_status_written_once_and_an_idle_tenant_put_to_sleep_unless_non_preemptible(

@@ -76,7 +76,7 @@ def example_tenant(trust_file: str) -> dict:
 
 
 def _ready(plane: ControlPlane, name: str) -> dict | None:
-    body = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name)
+    body = plane.cluster_object("gputenant.io", "v1beta1", "gputenants", name)
     conditions = ((body or {}).get("status") or {}).get("conditions") or []
     ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
     return body if ready and body["status"].get("observedGeneration") == body["metadata"]["generation"] else None
@@ -167,7 +167,7 @@ def test_the_operator_drives_a_real_vcluster_to_ready_through_its_node_port(vclu
                                                                                real_operator)
     finally:
         plane.kubectl("delete", "gputenant", name, "--wait=false", check=False)
-        wait_for(lambda: plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) is None,
+        wait_for(lambda: plane.cluster_object("gputenant.io", "v1beta1", "gputenants", name) is None,
                  timeout=300, interval=2, what=f"tenant {name} offboarded")
     real_tenants.assert_nothing_left(name, namespace, data_volumes)
     assert not [path for path in volume_paths if Path(path).exists()], "the data volume's directory is removed"
@@ -270,7 +270,7 @@ def _a_deleted_control_plane_pod_is_not_ready_until_the_new_one_answers(plane: C
     plane.kubectl("delete", "pod", pod["metadata"]["name"], "-n", namespace, "--wait=false")
 
     def not_ready() -> dict | None:
-        body = plane.cluster_object("gputenant.io", "v1alpha1", "gputenants", name) or {}
+        body = plane.cluster_object("gputenant.io", "v1beta1", "gputenants", name) or {}
         found = {c["type"]: c for c in (body.get("status") or {}).get("conditions") or []}
         ready = found.get(reasons.READY, {})
         return found if ready.get("status") == "False" else None
