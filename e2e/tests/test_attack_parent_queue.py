@@ -11,8 +11,7 @@ import kubernetes
 import pytest
 from kubernetes.client.rest import ApiException
 
-from gputenant import GROUP, PLURAL
-from gputenant.api.group import HUB_VERSION as VERSION  # the bodies here are the hub's (v1alpha1) shape
+from gputenant import GROUP, PLURAL, VERSION
 from kubeplane import wait_for
 
 VICTIM = "pq-victim"
