@@ -60,7 +60,7 @@ def create(custom, body: dict) -> dict:
 def delete_all(custom, names: list[str]) -> None:
     for name in names:
         try:
-            custom.delete_cluster_custom_object(GROUP, "v1alpha1", PLURAL, name)
+            custom.delete_cluster_custom_object(GROUP, "v1beta1", PLURAL, name)
         except ApiException as error:
             if error.status != 404:
                 raise
@@ -126,7 +126,8 @@ def test_v1alpha1_requests_are_warned_of_the_deprecation(plane, crds):
 
 def take_the_webhook_down(plane, custom, name: str) -> None:
     """Point the CRD's conversion webhook at a port nothing listens on, and wait until the API
-    server uses it (it rebuilds a CRD's handler asynchronously): a v1beta1 read of `name` fails."""
+    server uses it (it rebuilds a CRD's handler asynchronously): a read of `name` in the version
+    it is not stored in (v1alpha1) fails."""
     [dead_port] = free_ports(1)
     with plane.api_client() as client:
         kubernetes.client.ApiextensionsV1Api(client).patch_custom_resource_definition(CRD_NAME, {"spec": {
@@ -134,7 +135,7 @@ def take_the_webhook_down(plane, custom, name: str) -> None:
 
     def refused() -> bool:
         try:
-            read(custom, "v1beta1", name)
+            read(custom, "v1alpha1", name)
         except ApiException as error:
             return error.status == 500 and "conversion webhook" in (error.body or "")
         return False
@@ -142,13 +143,13 @@ def take_the_webhook_down(plane, custom, name: str) -> None:
 
 
 def bring_the_webhook_back(plane, custom, name: str) -> None:
-    """The CRD's conversion back at this process's webhook, in use: a v1beta1 read of `name` answers."""
+    """The CRD's conversion back at this process's webhook, in use: a v1alpha1 read of `name` answers."""
     with plane.api_client() as client:
         point_tenant_crd_here(client)
 
     def answered() -> bool:
         try:
-            return bool(read(custom, "v1beta1", name))
+            return bool(read(custom, "v1alpha1", name))
         except ApiException as error:
             if error.status == 500:
                 return False
@@ -159,50 +160,50 @@ def bring_the_webhook_back(plane, custom, name: str) -> None:
 def test_with_no_conversion_webhook_the_stored_version_still_answers(plane, custom):
     """What clients see while no operator replica answers: the CRD's webhook is pointed at a port
     nothing listens on (the API server is refused a connection, as when the guard's Service has
-    no ready endpoint). Reads and writes of the stored version (v1alpha1) work on a tenant only
-    ever written in it; anything that must be converted fails with the API server's own error
-    naming the conversion webhook."""
+    no ready endpoint). Reads and writes of the stored version (v1beta1, also what plain kubectl
+    uses) work on a tenant only ever written in it; anything that must be converted fails with the
+    API server's own error naming the conversion webhook."""
     name = "served-outage"
-    stored = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
+    stored = {"apiVersion": f"{GROUP}/v1beta1", "kind": "GpuTenant", "metadata": {"name": name},
               "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": "a"}]}}
     try:
         create(custom, stored)
         take_the_webhook_down(plane, custom, name)
-        assert read(custom, "v1alpha1", name)["spec"]["trust"] == "Trusted"
-        listed = plane.kubectl("get", f"{PLURAL}.v1alpha1.{GROUP}", name, "-o", "name")
+        assert read(custom, "v1beta1", name)["spec"]["trust"] == "Trusted"
+        listed = plane.kubectl("get", "gput", name, "-o", "name")
         assert listed.stdout.strip() == f"gputenant.{GROUP}/{name}"
-        custom.patch_cluster_custom_object(GROUP, "v1alpha1", PLURAL, name, {"spec": {"displayName": "kept"}})
-        refused = plane.kubectl("get", "gput", name, check=False)
+        custom.patch_cluster_custom_object(GROUP, "v1beta1", PLURAL, name, {"spec": {"displayName": "kept"}})
+        refused = plane.kubectl("get", f"{PLURAL}.v1alpha1.{GROUP}", name, check=False)
         assert refused.returncode != 0
-        assert "conversion webhook for gputenant.io/v1alpha1, Kind=GpuTenant failed" in refused.stderr, refused.stderr
+        assert "conversion webhook for gputenant.io/v1beta1, Kind=GpuTenant failed" in refused.stderr, refused.stderr
         with pytest.raises(ApiException) as written:
-            create(custom, {**convert(stored, "v1beta1"), "metadata": {"name": "served-outage-beta"}})
+            create(custom, {**convert(stored, "v1alpha1"), "metadata": {"name": "served-outage-alpha"}})
         assert written.value.status == 500 and "conversion webhook" in (written.value.body or "")
     finally:
         with plane.api_client() as client:
             point_tenant_crd_here(client)
-        delete_all(custom, [name, "served-outage-beta"])
+        delete_all(custom, [name, "served-outage-alpha"])
 
 
 def test_an_outage_write_in_the_stored_version_drops_managed_fields_of_both_versions(plane, custom):
     """The API server's own behaviour, which docs/api-versions.md warns of (kubernetes/kubernetes
     #136919, fixed upstream by #136949 but present in the pinned v1.35.4): a tenant applied as
-    v1beta1 (Argo CD's way), then, with no conversion webhook, a merge patch in the stored v1alpha1
-    succeeds and the API server drops every managedFields entry; a later server-side apply then
-    meets a conflict with `before-first-apply`."""
+    v1alpha1 (an older Git repository), then, with no conversion webhook, a merge patch in the
+    stored v1beta1 succeeds and the API server drops every managedFields entry; a later server-side
+    apply then meets a conflict with `before-first-apply`."""
     name = "served-fields"
-    beta = {"apiVersion": f"{GROUP}/v1beta1", "kind": "GpuTenant", "metadata": {"name": name},
-            "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": "a"}]}}
+    alpha = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "GpuTenant", "metadata": {"name": name},
+             "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": "a"}]}}
     try:
-        plane.kubectl("apply", "--server-side", "--field-manager=gitops", "-f", "-", input=json.dumps(beta))
-        managers = [(m["manager"], m["apiVersion"]) for m in read(custom, "v1alpha1", name)["metadata"]["managedFields"]]
-        assert managers == [("gitops", f"{GROUP}/v1beta1")]
+        plane.kubectl("apply", "--server-side", "--field-manager=gitops", "-f", "-", input=json.dumps(alpha))
+        managers = [(m["manager"], m["apiVersion"]) for m in read(custom, "v1beta1", name)["metadata"]["managedFields"]]
+        assert managers == [("gitops", f"{GROUP}/v1alpha1")]
         take_the_webhook_down(plane, custom, name)
-        custom.patch_cluster_custom_object(GROUP, "v1alpha1", PLURAL, name, {"spec": {"displayName": "by hand"}})
-        assert not read(custom, "v1alpha1", name)["metadata"].get("managedFields")
+        custom.patch_cluster_custom_object(GROUP, "v1beta1", PLURAL, name, {"spec": {"displayName": "by hand"}})
+        assert not read(custom, "v1beta1", name)["metadata"].get("managedFields")
         bring_the_webhook_back(plane, custom, name)
         reapplied = plane.kubectl("apply", "--server-side", "--field-manager=gitops", "-f", "-", check=False,
-                                  input=json.dumps({**beta, "spec": {**beta["spec"], "displayName": "from git"}}))
+                                  input=json.dumps({**alpha, "spec": {**alpha["spec"], "displayName": "from git"}}))
         assert reapplied.returncode != 0 and 'conflict with "before-first-apply"' in reapplied.stderr, reapplied.stderr
     finally:
         with plane.api_client() as client:

@@ -33,8 +33,8 @@ CONFIG = OperatorConfig.model_validate({"pools": [{
     "timeSlicing": {"replicas": 4}}]})
 PROBE = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
     "uid": "probe", "operation": "CREATE", "userInfo": {"username": "tenant"},
-    "resource": {"group": "gputenant.io", "version": "v1alpha1", "resource": "gputenants"},
-    "object": {"apiVersion": "gputenant.io/v1alpha1", "kind": "GpuTenant", "metadata": {"name": "curious"},
+    "resource": {"group": "gputenant.io", "version": "v1beta1", "resource": "gputenants"},
+    "object": {"apiVersion": "gputenant.io/v1beta1", "kind": "GpuTenant", "metadata": {"name": "curious"},
                "spec": {"trust": "Trusted", "owners": [{"kind": "User", "name": "c"}], "gpu": {"quota": 8, "limit": 8}}}}}
 
 
