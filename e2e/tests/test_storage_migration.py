@@ -58,7 +58,7 @@ def migrate(plane) -> str:
 
 @pytest.fixture
 def stored_as_v1alpha1(plane, crds, tmp_path):
-    install_crds(plane, REPO_ROOT / "crds" / "tenant.yaml")
+    install_crds(plane, crd_file(tmp_path, "stores-v1alpha1", "v1alpha1", ("v1alpha1", "v1beta1")))
     with plane.api_client() as client:
         custom = kubernetes.client.CustomObjectsApi(client)
         for name, (version, spec) in WRITTEN.items():
