@@ -34,6 +34,7 @@ release: venv tools ## The release into dist/: the image as an OCI archive, the 
 
 generate: venv ## Rewrite every generated file: the CRD, its field reference, the chart's values schema, the docs' tables
 	$(BIN)/gputenant crd > crds/tenant.yaml
+	$(BIN)/gputenant crd --placement > crds/placement.yaml
 	$(BIN)/gputenant crd --markdown > docs/reference/gputenant.md
 	$(BIN)/python charts/gpu-tenant-operator/generate_schema.py
 	$(BIN)/python tools/kai/key_uses.py

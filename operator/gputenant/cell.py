@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from gputenant.attestation.run import Attestor
 from gputenant.config.models import OperatorConfig
 from gputenant.config.settings import OperatorSettings
+from gputenant.fleet.hub import Hub
 from gputenant.guard.standalone import GuardProcess
 from gputenant.kopf_state import ProcessDiffBase, ProcessProgress
 from gputenant.kube import KubeClient
@@ -63,6 +64,9 @@ class Cell:
     pools_interval_seconds: float = 0.0
     """How often the GPU pools are applied; 0: never (no pools, or turned off)."""
     guard: GuardProcess | None = None
+    hub: Hub | None = None
+    """A fleet's hub (operator config fleet.role hub): places tenants on members instead of
+    reconciling them; None on a member or a single host cluster."""
     pools: PoolsLoop | None = None
     """The GPU pools loop and its last report; None while it does not run."""
     loops: Supervisor = field(default_factory=Supervisor)

@@ -21,8 +21,11 @@ import kopf
 from gputenant import GROUP, PLURAL, VERSION, naming
 from gputenant.attestation.run import Attestor
 from gputenant.cell import Cell, build_cell
+from gputenant.config.fleet import FleetRole
 from gputenant.config.models import OperatorConfig
 from gputenant.config.settings import OperatorSettings
+from gputenant.fleet.hub import Hub, StillOnMember, fleet_summary
+from gputenant.fleet.reporter import keep_reporting
 from gputenant.guard import gang_groups
 from gputenant.guard.flags import check_webhook_arguments
 from gputenant.guard.standalone import GuardProcess
@@ -56,6 +59,8 @@ def prepare(config: OperatorConfig, kubeconfig: str | None, settings: OperatorSe
     rt.pools_interval_seconds = pools_interval_seconds
     rt.prometheus_url, rt.usage_window = settings.prometheus_url, usage_window
     rt.attestor = attestor_from_settings(config, settings)
+    if config.fleet.role is FleetRole.HUB:
+        rt.hub = Hub(rt.client, config)
     if webhook_args is not None and webhook_args.webhook_host:
         check_webhook_arguments(webhook_args)
         rt.guard = GuardProcess(Path(rt.kubeconfig) if rt.kubeconfig else None, config, webhook_args,
@@ -128,6 +133,9 @@ def register(registry: kopf.OperatorRegistry, rt: Cell) -> None:
     from gputenant import control_plane_watch, indexes, view_watch
 
     _register_lifecycle(registry, rt)
+    if rt.hub is not None:
+        _register_hub_handlers(registry, rt.hub, rt.deletion_retry_seconds)
+        return
     _register_tenant_handlers(registry, rt)
     indexes.register(registry, rt)
     control_plane_watch.register(registry, rt)
@@ -165,6 +173,8 @@ def _register_lifecycle(registry: kopf.OperatorRegistry, rt: Cell) -> None:
         if rt.guard is not None:
             await asyncio.to_thread(rt.guard.stop)
         await rt.loops.stop()
+        if rt.hub is not None:
+            await rt.hub.close()
         if rt.elector is not None:
             await rt.elector.release()
         await rt.client.close()
@@ -173,6 +183,11 @@ def _register_lifecycle(registry: kopf.OperatorRegistry, rt: Cell) -> None:
     async def probe(**_) -> int:
         """Liveness: the number of tenant passes in flight right now."""
         return rt.queue.in_flight
+
+    @kopf.on.probe(id="fleet", registry=registry)
+    async def fleet_probe(**_) -> dict:
+        """A hub's members as its last round read them, and where each tenant is placed."""
+        return fleet_summary(rt.hub.last) if rt.hub is not None else {}
 
     @kopf.on.probe(id="pools", registry=registry)
     async def pools_probe(**_) -> dict:
@@ -204,6 +219,25 @@ def _register_tenant_handlers(registry: kopf.OperatorRegistry, rt: Cell) -> None
             raise kopf.TemporaryError(str(error), delay=10) from None
 
 
+def _register_hub_handlers(registry: kopf.OperatorRegistry, hub: Hub, retry_seconds: float) -> None:
+    """A fleet's hub: a tenant created, changed or resumed wakes the hub's round (`fleet.hub`); its
+    deletion is carried to its member (`Hub.offboard`)."""
+    @kopf.on.resume(*RESOURCE, id="place", registry=registry)
+    @kopf.on.create(*RESOURCE, id="place", registry=registry)
+    @kopf.on.update(*RESOURCE, id="place", field="spec", registry=registry)
+    async def place(**_) -> None:
+        hub.wake.set()
+
+    @kopf.on.delete(*RESOURCE, id="delete", registry=registry)
+    async def delete(body: kopf.Body, **_) -> None:
+        try:
+            await hub.offboard(dict(body))
+        except StillOnMember as waiting:
+            raise kopf.TemporaryError(str(waiting), delay=min(retry_seconds, hub.config.fleet.poll_seconds)) from None
+        except ApiError as error:
+            raise kopf.TemporaryError(str(error), delay=10) from None
+
+
 def _unheld_to_pools(rt: Cell):
     """Where the usage loop hands the GPU-memory sentinel's findings: the pool report's loop."""
     def hand_over(unheld) -> None:
@@ -219,6 +253,11 @@ def start_loops(rt: Cell) -> None:
     elector, period = rt.elector, rt.loop_seconds
     if elector is not None:
         rt.loops.start("lease", lambda: elector.keep(on_lost=lambda: lost_lease(rt)), period)
+    if rt.hub is not None:
+        rt.loops.start("fleet", rt.hub.run, period)
+        return
+    if rt.config.fleet.role is FleetRole.MEMBER:
+        rt.loops.start("fleet-report", lambda: keep_reporting(rt.client, rt.config), period)
     if rt.pools_interval_seconds > 0:
         pools = rt.pools = PoolsLoop(rt.client, rt.config, rt.metrics, rt.pools_interval_seconds, period, rt.attestor)
         rt.loops.start("pools", pools.run, period)

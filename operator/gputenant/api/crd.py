@@ -221,5 +221,9 @@ class _Dumper(yaml.SafeDumper):
 def render_crd_yaml() -> str:
     """``crds/tenant.yaml``: the CRD with a header saying where it comes from."""
     header = "# Generated from operator/gputenant/api/v1alpha1/ and v1beta1/ by `gputenant crd`; do not edit.\n"
-    body = yaml.dump(json.loads(json.dumps(build_crd())), Dumper=_Dumper, sort_keys=False, width=1_000_000)
-    return header + body
+    return header + crd_yaml(build_crd())
+
+
+def crd_yaml(crd: dict[str, Any]) -> str:
+    """A CRD as block-style YAML, long strings on one line."""
+    return yaml.dump(json.loads(json.dumps(crd)), Dumper=_Dumper, sort_keys=False, width=1_000_000)

@@ -23,3 +23,10 @@ PREFERRED_VERSION = V1BETA1
 """What users, examples and the CLI write; the version kubectl and Argo CD pick when none is named."""
 API_VERSION = f"{GROUP}/{STORAGE_VERSION}"
 """``apiVersion`` of the objects the operator reads and writes."""
+
+PLACEMENT_VERSION = V1ALPHA1
+"""The one version of GpuTenantPlacement, the fleet hub's decisions (gputenant.fleet.decision): new,
+so alpha; Argo CD and OCM read only its status.decisions, which is OCM's PlacementDecision shape."""
+ARGOCD_APPLICATION_API_VERSION = "argoproj.io/v1alpha1"
+"""Argo CD's Application (the hub approves the deletion of a tenant's): not ours, named here with the
+other versions."""

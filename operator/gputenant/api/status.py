@@ -7,6 +7,7 @@ from typing import Final
 
 from pydantic import Field
 
+from gputenant.api.placement import FleetStatus
 from gputenant.api.trust import SharingMode
 from gputenant.api.types import ApiModel, KubeconfigRole
 
@@ -14,6 +15,8 @@ PIPELINE: Final = "pipeline"
 USAGE: Final = "usage"
 ATTESTATION: Final = "attestation"
 DELETION: Final = "deletion"
+FLEET: Final = "fleet"
+"""A fleet's hub (gputenant.fleet.hub): status.fleet and Ready, on the hub only, where no pipeline runs."""
 """The writers of a GpuTenant's status, each applying only its own fields under its own field manager
 (``<field manager>-<writer>``, `KubeClient.apply_status`); docs/architecture.md, Status."""
 
@@ -186,3 +189,5 @@ class GpuTenantStatus(ApiModel):
     wake: WakeStatus | None = Field(default=None, description="The owners' last wake request and how long it holds.")
     argocd: ArgoCDStatus | None = Field(
         default=None, description="The Argo CD cluster Secret written for spec.argocd; unset while none is registered.")
+    fleet: FleetStatus | None = Field(
+        default=None, description="Where a fleet's hub placed the tenant, and its Ready there; only on the hub (docs/fleet.md).")

@@ -20,6 +20,7 @@ from gputenant.api.hub import SharingMode, Trust
 from gputenant.api.trust import allowed_modes, names, weakest_allowed
 from gputenant.api.types import DnsLabel
 from gputenant.config.base import ConfigModel
+from gputenant.config.fleet import FleetConfig
 from gputenant.config.network import PlatformEndpoint, TierEgress, egress_problems, tier_egress
 from gputenant.config.pools import CpuPool, Pool
 from gputenant.timefmt import DURATION_PATTERN
@@ -299,6 +300,7 @@ class OperatorConfig(ConfigModel):
     guard: GuardConfig = Field(default_factory=GuardConfig)
     memory_sentinel: MemorySentinel = Field(default_factory=MemorySentinel)
     accounting: Accounting = Field(default_factory=Accounting)
+    fleet: FleetConfig = Field(default_factory=FleetConfig)
 
     @model_validator(mode="after")
     def _prices_name_pools(self) -> OperatorConfig:

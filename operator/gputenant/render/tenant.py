@@ -148,6 +148,10 @@ def _subject(subject: Subject) -> dict:
     return {"kind": subject.kind.value, "name": subject.name, "apiGroup": "rbac.authorization.k8s.io"}
 
 
+def owner_subjects(tenant: GpuTenant) -> list[dict]:
+    return [_subject(owner) for owner in tenant.spec.owners]
+
+
 def kubeconfig_secret_rule(tenant: GpuTenant) -> dict | None:
     """`get` on exactly the issued kubeconfig Secrets. None when no kubeconfig is issued: a rule
     with empty resourceNames would grant every Secret, including vc-<release>."""
@@ -193,7 +197,7 @@ def rbac(tenant: GpuTenant) -> tuple[list[dict], list[dict]]:
     if secret_rule:
         roles.append({"name": naming.KUBECONFIGS_ROLE_NAME, "rules": [secret_rule]})
         bindings.append({"name": naming.KUBECONFIGS_BINDING_NAME, "role": naming.KUBECONFIGS_ROLE_NAME,
-                         "subjects": [_subject(owner) for owner in tenant.spec.owners]})
+                         "subjects": owner_subjects(tenant)})
     for role in (MemberRole.VIEW, MemberRole.EDIT, MemberRole.ADMIN):
         members = [_subject(member) for member in tenant.spec.members if member.role == role]
         if members:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gputenant import API_VERSION, KIND
-from gputenant.api.status import ATTESTATION, DELETION, PIPELINE, USAGE, Condition, UsageStatus
+from gputenant.api.status import ATTESTATION, DELETION, FLEET, PIPELINE, USAGE, Condition, UsageStatus
 from gputenant.kube import KubeClient
 from gputenant.tenant_status import conditions as cond
 
@@ -36,3 +36,9 @@ async def write_usage(client: KubeClient, name: str, usage: UsageStatus) -> None
     """The usage loop's part: status.usage only."""
     await client.apply_status(API_VERSION, KIND, name,
                               {"usage": usage.model_dump(mode="json", by_alias=True, exclude_none=True)}, USAGE)
+
+
+async def write_fleet(client: KubeClient, name: str, status: dict) -> None:
+    """A fleet hub's part (`fleet.view.hub_status`): observedGeneration, status.fleet and Ready.
+    On a hub no pipeline runs, so Ready has this one writer there."""
+    await client.apply_status(API_VERSION, KIND, name, status, FLEET)

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from gputenant.api.group import GROUP, KIND, V1ALPHA1
+from gputenant.api.placement import PlacementSpec
 from gputenant.api.rules import (
     DNS_LABEL,
     Rule,
@@ -328,6 +329,13 @@ class GpuTenantSpec(ApiModel):
         description=(
             "While true, a DELETE of the tenant is refused (the chart's ValidatingAdmissionPolicy); where that policy "
             "is not installed, the deletion is blocked by the operator's finalizer and reported."
+        ),
+    )
+    placement: PlacementSpec | None = Field(
+        default=None,
+        description=(
+            "Which member clusters of a fleet the tenant may go to; read only by a fleet's hub (docs/fleet.md). "
+            "Unset: any member that fits."
         ),
     )
 
