@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "explain": "explain",
     "crd": "crd",
     "pools": "pools",
+    "fleet": "fleet",
     "usage": "usage",
     "status": "status",
     "migrate-storage": "migrate_storage",

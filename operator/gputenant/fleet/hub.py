@@ -40,6 +40,7 @@ from gputenant.fleet.members import TENANTS_API_VERSION, MemberReader, MemberVie
 from gputenant.fleet.placement import Placement, place, unreported_grant
 from gputenant.fleet.view import hub_status, kubeconfig_copy, kubeconfig_objects, source_of, wanted_kubeconfigs
 from gputenant.kube import ApiError, KubeClient
+from gputenant.reconcile.steps.namespace import operator_access_binding
 from gputenant.tenant_status.conditions import as_status, find, parse, set_condition
 from gputenant.tenant_status.writers import write_fleet
 from gputenant.timefmt import rfc3339
@@ -118,7 +119,11 @@ class Hub:
             member_tenant = view.tenants.get(name) if view and view.tenants is not None else None
             await self._write_status(body, placement, view, member_tenant)
             if view is not None and member_tenant is not None:
-                await self._copy_kubeconfigs(body, view.member.name, member_tenant)
+                try:
+                    await self._copy_kubeconfigs(body, view.member.name, member_tenant)
+                except ApiError as error:
+                    log.warning("fleet: kubeconfigs of tenant %s not copied from %s: %s; next round",
+                                name, view.member.name, error)
         self.last = FleetRound(views, decided)
         return self.last
 
@@ -166,9 +171,9 @@ class Hub:
 
     async def _write_status(self, tenant: dict, placement: Placement, view: MemberView | None,
                             member_tenant: dict | None) -> None:
-        fleet, (ready, reason, message) = hub_status(
-            placement, member_tenant, view.member.problem if view else None,
-            member_read=view is not None and view.tenants is not None)
+        problem = view.member.problem if view else "it is no longer a registered member (its Argo CD cluster Secret)"
+        fleet, (ready, reason, message) = hub_status(placement, member_tenant, problem,
+                                                     member_read=view is not None and view.tenants is not None)
         status = tenant.get("status") or {}
         generation = tenant["metadata"].get("generation")
         conditions = parse(status.get("conditions") or [])
@@ -184,7 +189,8 @@ class Hub:
     async def _copy_kubeconfigs(self, body: dict, cluster: str, member_tenant: dict) -> None:
         """The owners' kubeconfigs, copied from the member when it issued new ones."""
         tenant = GpuTenant.from_body(body)
-        shared = kubeconfig_objects(tenant, self.config)
+        shared = kubeconfig_objects(tenant, self.config,
+                                    operator_access_binding(self.config, naming.host_namespace(tenant.name, self.config)))
         if self._shared.get(tenant.name) != shared:
             for obj in shared:
                 await self.client.apply(obj)
@@ -209,7 +215,7 @@ class Hub:
         name = body["metadata"]["name"]
         namespace = self.config.fleet.argocd_namespace
         placement = await self.client.get(API_VERSION, PLACEMENT_KIND, name, namespace)
-        cluster = decided_cluster(placement)
+        cluster = decided_cluster(placement) or ((body.get("status") or {}).get("fleet") or {}).get("cluster")
         if placement is not None:
             await self.client.delete(API_VERSION, PLACEMENT_KIND, name, namespace)
         self.wake.set()

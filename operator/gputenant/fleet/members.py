@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from gputenant.api import conditions as reasons
 from gputenant.api.group import GROUP, PREFERRED_VERSION
 from gputenant.config.models import OperatorConfig
 from gputenant.fleet.placement import Member
@@ -43,6 +44,8 @@ def member_kubeconfig(secret: dict) -> tuple[str, dict]:
         config = json.loads(_text(secret, "config") or "{}")
     except ValueError as error:
         raise UnsupportedCredentials(f"its config is not JSON: {error}") from None
+    if not isinstance(config, dict) or not isinstance(config.get("tlsClientConfig") or {}, dict):
+        raise UnsupportedCredentials("its config is not a JSON object with an object tlsClientConfig")
     for unsupported in ("execProviderConfig", "awsAuthConfig"):
         if config.get(unsupported):
             raise UnsupportedCredentials(f"{unsupported} credentials are not supported by the hub; use bearerToken or "
@@ -109,27 +112,28 @@ class MemberReader:
             return MemberView(Member(name, labels, cordoned, problem=f"cluster Secret {secret['metadata']['name']}: {error}"))
         timeout = self.config.fleet.member_timeout_seconds
         report: MemberReport | None = None
-        problem = None
+        problem, problem_reason = None, reasons.MEMBER_UNREACHABLE
         tenants: dict[str, dict] | None = None
         try:
             async with asyncio.timeout(timeout):
                 data = await client.get("v1", "ConfigMap", self.config.fleet.report_config_map,
                                         self.config.operator_namespace)
-                report = parse_report((data or {}).get("data"))
+                try:
+                    report = parse_report((data or {}).get("data"))
+                except ReportUnreadable as error:
+                    problem, problem_reason = (f"its capacity report, ConfigMap {self.config.operator_namespace}/"
+                                               f"{self.config.fleet.report_config_map}, is unreadable: {error}",
+                                               reasons.REPORT_UNREADABLE)
                 items = await client.list(TENANTS_API_VERSION, "GpuTenant")
                 tenants = {item["metadata"]["name"]: item for item in items}
-        except ReportUnreadable as error:
-            problem = f"its capacity report ConfigMap {self.config.operator_namespace}/" \
-                      f"{self.config.fleet.report_config_map} is unreadable: {error}"
         except TimeoutError:
-            problem = f"no answer from {client.server} within {timeout:g}s"
+            problem, problem_reason, report = f"no answer from {client.server} within {timeout:g}s", reasons.MEMBER_UNREACHABLE, None
         except ApiError as error:
-            problem = f"reading it failed: {error}"
+            problem, problem_reason, report = f"reading it failed: {error}", reasons.MEMBER_UNREACHABLE, None
         except OSError as error:
-            problem = f"{client.server} is unreachable: {error}"
-        if tenants is None and report is not None:
-            report = None
-        return MemberView(Member(name, labels, cordoned, report, problem), tenants, now if tenants is not None else None)
+            problem, problem_reason, report = f"{client.server} is unreachable: {error}", reasons.MEMBER_UNREACHABLE, None
+        member = Member(name, labels, cordoned, report, problem, problem_reason)
+        return MemberView(member, tenants, now if tenants is not None else None)
 
     def _client(self, secret: dict) -> tuple[str, KubeClient]:
         key, version = secret["metadata"]["name"], secret["metadata"].get("resourceVersion", "")

@@ -29,6 +29,8 @@ class Member:
     report: MemberReport | None = None
     problem: str | None = None
     """Why its report could not be read (unreachable, forbidden, malformed); None when it was."""
+    problem_reason: str = reasons.MEMBER_UNREACHABLE
+    """The problem's reason: MemberUnreachable, or ReportUnreadable (the member answered)."""
 
 
 @dataclass(frozen=True)
@@ -88,12 +90,12 @@ def judge(name: str, spec: GpuTenantSpec, member: Member, *, now: datetime, max_
     if member.cordoned:
         return Verdict(member.name, False, reasons.CORDONED, "cordoned by the platform team: no new tenant")
     if member.report is None:
-        return Verdict(member.name, False, reasons.MEMBER_UNREACHABLE, member.problem or "no capacity report read yet")
+        return Verdict(member.name, False, member.problem_reason, member.problem or "no capacity report read yet")
     age = (now - member.report.reported_at).total_seconds()
-    if age > max_age_seconds:
+    if abs(age) > max_age_seconds:
         return Verdict(member.name, False, reasons.REPORT_STALE,
-                       f"its capacity report of {rfc3339(member.report.reported_at)} is older than {max_age_seconds:g}s "
-                       "(is its operator running, with fleet.role member?)")
+                       f"its capacity report of {rfc3339(member.report.reported_at)} is more than {max_age_seconds:g}s "
+                       "old (is its operator running, with fleet.role member?) or ahead of the hub's clock")
     decision = decide(name, spec, member.report.config())
     if not decision.possible:
         return Verdict(member.name, False, decision.reason, decision.message)

@@ -56,13 +56,17 @@ def hub_status(placement: Placement, member_tenant: dict | None, member_problem:
                    f"{cluster}: {ready.get('message', '')}")
 
 
-def kubeconfig_objects(tenant: GpuTenant, config: OperatorConfig) -> list[dict]:
-    """The hub namespace that holds the tenant's kubeconfig copies, and the owners' Role on them."""
+def kubeconfig_objects(tenant: GpuTenant, config: OperatorConfig, operator_access: dict | None) -> list[dict]:
+    """The hub namespace that holds the tenant's kubeconfig copies, the operator's own access there
+    (`operator_access`, the chart's tenant-namespace role, as on a member), and the owners' Role on
+    the copies."""
     namespace = naming.host_namespace(tenant.name, config)
     labels = naming.tenant_labels(tenant.name, "fleet-kubeconfigs")
     rule = kubeconfig_secret_rule(tenant)
     objects: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {
         **labels, "pod-security.kubernetes.io/enforce": "restricted"}}}]
+    if operator_access is not None:
+        objects.append(operator_access)
     if rule is None:
         return objects
     return [*objects,
