@@ -55,12 +55,13 @@ def chart_fleet_objects(hub: ControlPlane, repo_url: str, requeue_seconds: int, 
     return [document for document in yaml.safe_load_all(rendered) if document]
 
 
-def hub_config(path: Path, *, poll_seconds: float, max_age_seconds: float) -> Path:
-    """examples/config.yaml as a hub's: no pools (the hub installs no tenant), fleet.role hub."""
+def hub_config(path: Path, application_set: str, *, poll_seconds: float, max_age_seconds: float) -> Path:
+    """examples/config.yaml as a hub's: no pools (the hub installs no tenant), fleet.role hub, the
+    ApplicationSet's name as the chart sets it."""
     document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
     document["pools"] = []
     document["fleet"] = {"role": "hub", "pollSeconds": poll_seconds, "reportMaxAgeSeconds": max_age_seconds,
-                         "memberTimeoutSeconds": 3}
+                         "memberTimeoutSeconds": 3, "applicationSetName": application_set}
     path.write_text(yaml.safe_dump(document))
     return path
 

@@ -3,7 +3,7 @@
 as the fleet's hub, and two member planes, each with its own API server and its own operator as a
 member:
 - east: the session's node plane, where REAL vClusters run (`vcluster_node`), with a TimeSlicing
-  pool of 2 GPUs (Trusted tenants);
+  pool of 2 GPUs (Trusted tenants) and a MIG pool of 1 GPU (Internal and Untrusted);
 - west: a plane without a node, with a MIG pool of 4 GPUs (Internal and Untrusted tenants): its
   tenants are installed (namespace, Queue, the real vCluster chart) but their control planes never
   start, so their Ready is False, which the hub shows as it is.
@@ -57,7 +57,7 @@ TIMEOUT_SECONDS = 480
 """A real vCluster on a 2-core machine shared with other work (test_argocd_gitops.py)."""
 EXAMPLE_POOLS = {pool["name"]: pool for pool in
                  yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())["pools"]}
-EAST_POOLS = [{**EXAMPLE_POOLS["a100-timeslice"], "gpus": 2}]
+EAST_POOLS = [{**EXAMPLE_POOLS["a100-timeslice"], "gpus": 2}, {**EXAMPLE_POOLS["h100-mig-small"], "gpus": 1}]
 WEST_POOLS = [{**EXAMPLE_POOLS["h100-mig-small"], "gpus": 4}]
 ANNOTATIONS = yaml.safe_load((REPO_ROOT / "examples" / "argocd" / "tenants" / "team-vision.yaml").read_text())[
     "metadata"]["annotations"]
@@ -165,7 +165,8 @@ def _with_west_and_hub(east: ControlPlane, west: ControlPlane, hub: ControlPlane
         argocd.apply(*[obj for obj in chart_objects if obj["kind"] in ("ConfigMap", "ApplicationSet")])
         register_member(hub, "east", east, ARGOCD_NAMESPACE, {"region": "eu-east"})
         register_member(hub, "west", west, ARGOCD_NAMESPACE, {"region": "eu-west"})
-        hub_operator = OperatorProcess(hub, hub_config(directory / "hub.yaml", poll_seconds=POLL_SECONDS,
+        [application_set] = [obj["metadata"]["name"] for obj in chart_objects if obj["kind"] == "ApplicationSet"]
+        hub_operator = OperatorProcess(hub, hub_config(directory / "hub.yaml", application_set, poll_seconds=POLL_SECONDS,
                                                        max_age_seconds=MAX_AGE_SECONDS),
                                        hub.log_dir / "operator.log").start()
         application = yaml.safe_load((REPO_ROOT / "examples" / "argocd" / "apps" / "tenants.yaml").read_text())
@@ -202,8 +203,7 @@ def west_policy_reason(name: str, body: dict) -> str:
 def test_tenants_are_placed_by_trust_and_free_capacity_and_one_that_fits_nowhere_says_why(fleet: Fleet):
     fleet.commit("two teams", {
         "fleet-trusted": tenant_file("fleet-trusted", "Trusted", 1),
-        "fleet-untrusted": tenant_file("fleet-untrusted", "Untrusted", 1,
-                                       placement={"clusterSelector": {"matchLabels": {"region": "eu-west"}}}),
+        "fleet-untrusted": tenant_file("fleet-untrusted", "Untrusted", 1),
     })
     fleet.wait(lambda: fleet.fleet_status("fleet-trusted").get("cluster") == "east"
                and fleet.fleet_status("fleet-untrusted").get("cluster") == "west", "both tenants placed")
@@ -220,7 +220,8 @@ def test_tenants_are_placed_by_trust_and_free_capacity_and_one_that_fits_nowhere
     verdicts = {v["clusterName"]: v for v in placement["status"]["clusters"]}
     assert verdicts["east"]["fits"] and verdicts["west"]["reason"] == west_refusal, verdicts
     untrusted = {v["clusterName"]: v for v in fleet.placement("fleet-untrusted")["status"]["clusters"]}
-    assert untrusted["east"]["reason"] == "NotSelected", untrusted
+    assert untrusted["east"]["fits"] and untrusted["west"]["fits"], untrusted
+    assert "has 4 of 4 GPUs free" in untrusted["west"]["message"], "the member with the most GPUs left wins"
     assert fleet.placement("fleet-huge")["status"]["decisions"] == []
 
 
@@ -279,26 +280,36 @@ def test_the_owners_kubeconfig_from_the_hub_reaches_the_tenants_vcluster_on_its_
     assert stranger.returncode != 0 and "only owners" in stranger.stderr, stranger.stderr
 
 
-def test_a_capacity_change_on_a_member_moves_nobody(fleet: Fleet):
-    placed = fleet.placement("fleet-trusted")
-    local = builders.tenant("east-local", "Trusted", gpus=1)
-    fleet.east.kubectl("apply", "-f", "-", input=yaml.safe_dump(local))
+def west_report(fleet: Fleet) -> dict:
+    data = fleet.west.kubectl("get", "configmap", "-n", OPERATOR_NAMESPACE, "gpu-tenant-operator-fleet-report",
+                              "-o", "jsonpath={.data.report\\.json}").stdout
+    return json.loads(data)
 
-    def east_full() -> bool:
-        message = fleet.fleet_status("fleet-huge").get("message", "")
-        return "has 0 of 2 GPUs free" in message
-    fleet.wait(east_full, "east's report counting east-local (the hub sees 0 of 2 free)", timeout=180)
-    after = fleet.placement("fleet-trusted")
-    assert after["status"] == placed["status"], (placed["status"], after["status"])
-    assert fleet.fleet_status("fleet-trusted")["cluster"] == "east"
-    fleet.east.kubectl("delete", "gputenants.gputenant.io", "east-local", "--wait=false")
+
+def test_a_capacity_change_on_a_member_moves_nobody(fleet: Fleet):
+    """fleet-untrusted went to west, which had more MIG GPUs free than east; west filled up by a
+    tenant of its own, a new placement would choose east, and still fleet-untrusted stays."""
+    placed = fleet.placement("fleet-untrusted")
+    fleet.west.kubectl("apply", "-f", "-", input=yaml.safe_dump(builders.tenant("west-local", "Untrusted", gpus=3)))
+    fleet.wait(lambda: west_report(fleet)["pools"][0]["granted"] == 4, "west's report counting west-local", timeout=180)
+    fleet.commit("a third untrusted team", {"fleet-probe": tenant_file("fleet-probe", "Untrusted", 1)})
+    fleet.wait(lambda: fleet.fleet_status("fleet-probe").get("cluster") == "east",
+               "a new untrusted tenant placed on east, now the only member with MIG GPUs free", timeout=120)
+    probe = {v["clusterName"]: v for v in fleet.placement("fleet-probe")["status"]["clusters"]}
+    assert probe["west"]["reason"] == "NoCapacity" and "has 0 of 4 GPUs free" in probe["west"]["message"], probe
+    assert fleet.placement("fleet-untrusted")["status"] == placed["status"]
+    assert fleet.fleet_status("fleet-untrusted")["cluster"] == "west"
+    fleet.west.kubectl("delete", "gputenants.gputenant.io", "west-local", "--wait=false")
 
 
 def test_a_cordoned_member_gets_no_new_tenant(fleet: Fleet):
+    fleet.wait(lambda: west_report(fleet)["pools"][0]["granted"] == 1, "west-local gone from west's report", timeout=180)
     label_member(fleet.hub, "west", ARGOCD_NAMESPACE, f"{CORDON_LABEL}=true")
-    fleet.commit("a second untrusted team", {"fleet-late": tenant_file("fleet-late", "Untrusted", 1)})
+    fleet.commit("a team for the west region", {"fleet-late": tenant_file(
+        "fleet-late", "Untrusted", 1, placement={"clusterSelector": {"matchLabels": {"region": "eu-west"}}})})
     fleet.wait(lambda: "west: Cordoned" in fleet.fleet_status("fleet-late").get("message", ""),
                "fleet-late refused by the cordoned west", timeout=180)
+    assert "east: NotSelected" in fleet.fleet_status("fleet-late")["message"]
     assert fleet.fleet_status("fleet-untrusted")["cluster"] == "west"
     label_member(fleet.hub, "west", ARGOCD_NAMESPACE, f"{CORDON_LABEL}-")
     fleet.wait(lambda: fleet.fleet_status("fleet-late").get("cluster") == "west", "fleet-late placed on the uncordoned west",
@@ -336,7 +347,8 @@ def test_a_tenant_removed_from_git_is_offboarded_on_its_member_with_nothing_left
     assert west.cluster_object("scheduling.run.ai", "v2", "queues", "fleet-untrusted") is None
     assert fleet.placement("fleet-untrusted") is None
     assert fleet.argocd.application("gputenant-fleet-untrusted") is None
-    assert "namespace/tenant-fleet-untrusted" not in fleet.hub.kubectl("get", "namespaces", "-o", "name").stdout
+    fleet.wait(lambda: "namespace/tenant-fleet-untrusted" not in fleet.hub.kubectl("get", "namespaces", "-o", "name").stdout,
+               "the hub's namespace of fleet-untrusted's kubeconfig copies deleted", timeout=60)
     assert fleet.fleet_status("fleet-trusted")["cluster"] == "east"
     secret = fleet.hub.kubectl("get", "secret", "-n", "tenant-fleet-trusted", "fleet-trusted-kubeconfig-admin",
                                "-o", "jsonpath={.data.config}").stdout

@@ -45,6 +45,10 @@ def test_a_hub_may_read_secrets_only_in_argocds_namespace_and_argocd_may_only_re
     secrets = [rule for rule in hub_rules if "secrets" in rule["resources"]]
     assert secrets == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]
     assert find(rendered, "Role", f"{FULLNAME}-fleet-hub")["metadata"]["namespace"] == "argocd"
+    assert {"apiGroups": ["argoproj.io"], "resources": ["applicationsets"], "resourceNames": [f"{FULLNAME}-fleet"],
+            "verbs": ["patch"]} in hub_rules
+    config = yaml.safe_load(find(rendered, "ConfigMap", f"{FULLNAME}-config")["data"]["config.yaml"])
+    assert config["fleet"] == {"role": "hub", "applicationSetName": f"{FULLNAME}-fleet"}, "the chart names its ApplicationSet"
     reader = find(rendered, "Role", f"{FULLNAME}-fleet-decisions-reader")
     assert reader["rules"] == [{"apiGroups": ["gputenant.io"], "resources": ["gputenantplacements"],
                                 "verbs": ["get", "list", "watch"]}]

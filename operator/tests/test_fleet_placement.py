@@ -255,3 +255,10 @@ def test_a_report_must_outlive_two_polls(max_age, poll):
     message = str(raised.value)
     assert f"fleet.reportMaxAgeSeconds ({max_age:g})" in message and f"fleet.pollSeconds ({poll:g})" in message
     assert FleetConfig.model_validate({"reportMaxAgeSeconds": 2 * poll + 1, "pollSeconds": poll})
+
+
+def test_a_new_tenant_never_goes_where_its_name_is_taken():
+    member = Member("east", report=report([EXCLUSIVE]), tenant_names=frozenset({"team-a"}))
+    verdict = judge(spec(), member)
+    assert (verdict.fits, verdict.reason) == (False, "NameTaken")
+    assert "already has a GpuTenant named team-a" in verdict.message

@@ -17,6 +17,7 @@ from gputenant.fleet.view import (
     hub_status,
     kubeconfig_copy,
     kubeconfig_objects,
+    tracked,
     wanted_kubeconfigs,
 )
 from gputenant.reconcile.steps.namespace import operator_access_binding
@@ -171,11 +172,35 @@ def test_a_copy_of_a_secret_without_config_is_empty():
     assert copy["data"] == {"config": ""}
 
 
-def test_wanted_kubeconfigs_are_the_secrets_the_member_tenant_names():
+def test_wanted_kubeconfigs_are_those_the_hub_tenants_roles_name_never_what_the_member_says():
     issued = member_tenant(kubeconfigs=[
         {"role": "admin", "secretName": "team-a-kubeconfig-admin", "expiresAt": "2026-01-03T00:00:00Z"},
-        {"role": "view", "secretName": "team-a-kubeconfig-view"}, {"role": "view"}])
-    assert wanted_kubeconfigs(issued) == ["team-a-kubeconfig-admin", "team-a-kubeconfig-view"]
-    assert wanted_kubeconfigs(member_tenant()) == []
-    assert wanted_kubeconfigs({"metadata": {"name": "team-a"}}) == []
-    assert wanted_kubeconfigs(None) == []
+        {"role": "view", "secretName": "team-a-kubeconfig-view"}, {"role": "view"},
+        {"role": "admin", "secretName": "argocd-secret"}, "not-an-entry"])
+    wanted = wanted_kubeconfigs(tenant(kubeconfig={"roles": ["admin"]}), issued)
+    assert list(wanted) == ["team-a-kubeconfig-admin"]
+    assert '"expiresAt": "2026-01-03T00:00:00Z"' in wanted["team-a-kubeconfig-admin"]
+    assert list(wanted_kubeconfigs(tenant(kubeconfig={"roles": ["admin", "view"]}), issued)) == [
+        "team-a-kubeconfig-admin", "team-a-kubeconfig-view"]
+    assert wanted_kubeconfigs(tenant(), member_tenant()) == {}
+    assert wanted_kubeconfigs(tenant(), None) == {}
+
+
+def test_only_the_tenant_the_fleets_application_delivered_is_tracked():
+    delivered = {"metadata": {"name": "team-a", "annotations": {
+        "argocd.argoproj.io/tracking-id": "gputenant-team-a:gputenant.io/GpuTenant:/team-a"}}}
+    assert tracked(delivered, "gputenant-team-a")
+    assert not tracked(delivered, "gputenant-team-b")
+    assert not tracked({"metadata": {"name": "team-a"}}, "gputenant-team-a")
+
+
+def test_a_moving_tenant_keeps_its_old_cluster_and_is_unknown():
+    moving = Placement("east", "Moving", "its placement was withdrawn: placed again once east no longer has it")
+    fleet, ready = hub_status(moving, None, None, member_read=True)
+    assert fleet["cluster"] == "east" and ready[:2] == (ConditionStatus.UNKNOWN, "Moving")
+
+
+def test_a_member_message_longer_than_a_condition_holds_is_cut_where_the_condition_cuts_it():
+    huge = member_tenant({"type": "Ready", "status": "False", "reason": "HelmFailed", "message": "x" * 40000})
+    _, (_, _, message) = hub_status(PLACED, huge, None, member_read=True)
+    assert len(message) == 32768 and message.startswith("east: x")

@@ -59,6 +59,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* The OperatorConfig document: the user's `config` values plus what only the chart knows. */}}
 {{- define "gto.operatorConfig" -}}
 {{- $fromChart := dict "operatorNamespace" .Release.Namespace "operatorServiceAccount" (include "gto.serviceAccountName" .) "tenantNamespaceClusterRole" (include "gto.tenantNamespaceRole" .) -}}
+{{- $_ := set $fromChart "fleet" (dict "applicationSetName" (printf "%s-fleet" (include "gto.fullname" .))) -}}
 {{- if not (hasKey .Values.config "apiServerNetworks") -}}
 {{- $_ := merge $fromChart (include "gto.apiServerEndpoints" . | fromYaml) -}}
 {{- end -}}

@@ -39,6 +39,11 @@ class FleetConfig(ConfigModel):
         default="gputenant-",
         description="Hub: the ApplicationSet names each tenant's Application <prefix><tenant> (chart fleet.applicationSet).",
     )
+    application_set_name: str = Field(
+        default="gpu-tenant-operator-fleet",
+        description=("Hub: the ApplicationSet the hub asks to read the decisions as soon as one changes (its refresh "
+                     "annotation). The chart sets it to its own, <release>-fleet."),
+    )
     report_config_map: str = Field(
         default="gpu-tenant-operator-fleet-report",
         description="The member's capacity report: a ConfigMap of this name in the member operator's namespace.",

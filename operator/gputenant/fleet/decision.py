@@ -29,9 +29,9 @@ API_VERSION = f"{GROUP}/{VERSION}"
 DECISIONS_LABEL = "fleet.gputenant.io/decisions"
 """On every GpuTenantPlacement, the anchor included: the ApplicationSet generator's labelSelector."""
 TENANT_LABEL = "fleet.gputenant.io/tenant"
-ANCHOR = "gputenant-fleet-anchor"
-"""The placement without a decision. It carries no TENANT_LABEL, so the hub never takes it for a
-tenant's, even were a tenant named so."""
+ANCHOR = "gputenant-fleet-anchor-of-the-placement-decisions"
+"""The placement without a decision: longer than a GpuTenant name may be (MAX_TENANT_NAME_LENGTH),
+so no tenant's placement can take its place, and without TENANT_LABEL."""
 STATUS_LIST_KEY = "decisions"
 MATCH_KEY = "clusterName"
 

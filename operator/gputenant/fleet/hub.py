@@ -3,11 +3,13 @@ ApplicationSet reads it, show every tenant's state on its member, hand the owner
 and a hub tenant's deletion carried to its member.
 
 A round runs every `fleet.pollSeconds`, and at once when a hub tenant is created, changed or
-deleted (`wake`). Its requests do not grow with the tenants for reads: one LIST of the member
-Secrets, of the hub tenants and of the placements, and per member one GET and one LIST. It writes
-only what changed: a placement when a tenant is first placed (or its reasons for staying unplaced
-change), a tenant's status when what its member says changes, a kubeconfig copy when the member
-issued a new one."""
+deleted (`wake`). Its reads grow with the members, not the tenants: one LIST each of the member
+Secrets, the hub tenants, the placements and the fleet's Applications, and per member one GET and
+one LIST; a member Secret is read only when the member issued a new kubeconfig. It writes only what
+changed: a placement when a tenant is first placed (or its reasons for staying unplaced change), a
+tenant's status when what its member says changes, a kubeconfig copy when the member issued a new
+one. One tenant's failure is logged and the round goes on with the others; rounds and deletions
+take turns (`_turn`), so a round never re-creates what a deletion removed."""
 
 from __future__ import annotations
 
@@ -20,13 +22,18 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.api.conversion import ConversionError
-from gputenant.api.group import ARGOCD_APPLICATION_API_VERSION
 from gputenant.api.hub import GpuTenant, GpuTenantSpec, spec_from_stored
 from gputenant.api.status import FLEET
 from gputenant.config.models import OperatorConfig
+from gputenant.fleet.applications import (
+    application_name,
+    approve_deletion,
+    refresh_application_set,
+    tenant_applications,
+)
+from gputenant.fleet.copies import KubeconfigCopies
 from gputenant.fleet.decision import (
     API_VERSION,
     PLACEMENT_KIND,
@@ -38,20 +45,17 @@ from gputenant.fleet.decision import (
 )
 from gputenant.fleet.members import TENANTS_API_VERSION, MemberReader, MemberView
 from gputenant.fleet.placement import Placement, place, unreported_grant
-from gputenant.fleet.view import hub_status, kubeconfig_copy, kubeconfig_objects, source_of, wanted_kubeconfigs
+from gputenant.fleet.view import hub_status, tracked
 from gputenant.kube import ApiError, KubeClient
-from gputenant.reconcile.steps.namespace import operator_access_binding
 from gputenant.tenant_status.conditions import as_status, find, parse, set_condition
 from gputenant.tenant_status.writers import write_fleet
 from gputenant.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
 
-DELETION_APPROVED = "argocd.argoproj.io/deletion-approved"
-
 
 class StillOnMember(Exception):
-    """A hub tenant's deletion waits: its member still has it, or cannot be read."""
+    """A hub tenant's deletion waits: its Application or its member still has it, or cannot be read."""
 
 
 @dataclass
@@ -67,16 +71,17 @@ class Hub:
     client: KubeClient
     config: OperatorConfig
     reader: MemberReader = field(init=False)
+    copies: KubeconfigCopies = field(init=False)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     last: FleetRound = field(default_factory=FleetRound)
+    _turn: asyncio.Lock = field(default_factory=asyncio.Lock)
     _anchored: bool = False
-    _copied: dict[tuple[str, str], str] = field(default_factory=dict)
-    """(tenant, Secret) -> the member Secret's source (`view.source_of`) last copied."""
-    _shared: dict[str, list[dict]] = field(default_factory=dict)
-    """Tenant -> the namespace and Role last applied for its kubeconfig copies."""
+    _refresh: bool = False
+    """A decision changed this round: the ApplicationSet is asked to read them at its end."""
 
     def __post_init__(self) -> None:
         self.reader = MemberReader(self.client, self.config)
+        self.copies = KubeconfigCopies(self.client, self.config)
 
     async def run(self) -> None:
         """Rounds, forever: every poll period, or sooner when woken."""
@@ -91,6 +96,10 @@ class Hub:
                     await self.wake.wait()
 
     async def round(self) -> FleetRound:
+        async with self._turn:
+            return await self._round()
+
+    async def _round(self) -> FleetRound:
         now = datetime.now(UTC)
         namespace = self.config.fleet.argocd_namespace
         views = await self.reader.read(now)
@@ -98,34 +107,68 @@ class Hub:
             await self.client.apply(anchor_object(namespace))
             await self.client.apply_status(API_VERSION, PLACEMENT_KIND, anchor_object(namespace)["metadata"]["name"],
                                            {"decisions": []}, FLEET, namespace=namespace)
-            self._anchored = True
+            self._anchored = self._refresh = True
         tenants = await self._tenants()
         placements = {p["metadata"]["name"]: p for p in await self.client.list(
             API_VERSION, PLACEMENT_KIND, namespace=namespace, label_selector=TENANT_LABEL)}
+        applications = await tenant_applications(self.client, self.config)
         by_cluster = {view.member.name: view for view in views}
-        members = [view.member for view in views]
         pending = self._pending(tenants, placements, by_cluster)
         decided: dict[str, Placement] = {}
         for body, spec in tenants:
             name = body["metadata"]["name"]
-            current = decided_cluster(placements.get(name))
-            placement = place(name, spec, members, current=current, now=now,
+            try:
+                decided[name] = await self._pass(body, spec, placements.get(name), applications.get(name),
+                                                 by_cluster, pending, now)
+            except Exception:  # noqa: BLE001 - one tenant's failure must not stop the others' placement
+                log.exception("fleet: tenant %s skipped this round", name)
+        if self._refresh:
+            self._refresh = False
+            await refresh_application_set(self.client, self.config)
+        self.last = FleetRound(views, decided)
+        return self.last
+
+    async def _pass(self, body: dict, spec: GpuTenantSpec, live: dict | None, application: dict | None,
+                    by_cluster: dict[str, MemberView], pending: defaultdict[tuple[str, str], float],
+                    now: datetime) -> Placement:
+        name = body["metadata"]["name"]
+        current = decided_cluster(live)
+        moving_from = self._moving_from(body, current, application, by_cluster)
+        if moving_from is not None:
+            placement = Placement(moving_from, reasons.MOVING,
+                                  f"its placement was withdrawn: placed again once {moving_from} no longer has it "
+                                  f"and Argo CD deleted its Application {application_name(self.config, name)}")
+        else:
+            placement = place(name, spec, [view.member for view in by_cluster.values()], current=current, now=now,
                               max_age_seconds=self.config.fleet.report_max_age_seconds, pending=pending)
             if current is None and placement.cluster and placement.pool:
                 pending[(placement.cluster, placement.pool)] += spec.gpu.quota
-            decided[name] = placement
-            await self._write_placement(body, placements.get(name), placement, kept=current is not None)
-            view = by_cluster.get(placement.cluster) if placement.cluster else None
-            member_tenant = view.tenants.get(name) if view and view.tenants is not None else None
-            await self._write_status(body, placement, view, member_tenant)
-            if view is not None and member_tenant is not None:
-                try:
-                    await self._copy_kubeconfigs(body, view.member.name, member_tenant)
-                except ApiError as error:
-                    log.warning("fleet: kubeconfigs of tenant %s not copied from %s: %s; next round",
-                                name, view.member.name, error)
-        self.last = FleetRound(views, decided)
-        return self.last
+            await self._write_placement(body, live, placement, kept=current is not None)
+        view = by_cluster.get(placement.cluster) if placement.cluster else None
+        member_tenant = view.tenants.get(name) if view and view.tenants is not None else None
+        if member_tenant is not None and not tracked(member_tenant, application_name(self.config, name)):
+            member_tenant = None
+        await self._write_status(body, placement, view, member_tenant)
+        if moving_from is None and view is not None and member_tenant is not None and view.member.report is not None:
+            client = self.reader.client_of(view.member.name)
+            if client is not None:
+                await self.copies.sync(GpuTenant.from_body(body), view.member.name, client, member_tenant,
+                                       view.member.report.config().namespace_prefix)
+        return placement
+
+    def _moving_from(self, body: dict, current: str | None, application: dict | None,
+                     by_cluster: dict[str, MemberView]) -> str | None:
+        """The member a tenant without a decision was placed on, while it is still there (its
+        Application, or the tenant on the member, or a member that cannot be read); None when the
+        tenant is free to be placed."""
+        previous = ((body.get("status") or {}).get("fleet") or {}).get("cluster")
+        if current is not None or previous is None:
+            return None
+        view = by_cluster.get(previous)
+        still_there = view is None or view.tenants is None or (
+            body["metadata"]["name"] in view.tenants
+            and tracked(view.tenants[body["metadata"]["name"]], application_name(self.config, body["metadata"]["name"])))
+        return previous if application is not None or still_there else None
 
     async def _tenants(self) -> list[tuple[dict, GpuTenantSpec]]:
         """The hub's live tenants, oldest first (first come, first placed)."""
@@ -167,6 +210,7 @@ class Hub:
             return
         await self.client.apply_status(API_VERSION, PLACEMENT_KIND, name, status, FLEET, namespace=namespace)
         if placement.cluster:
+            self._refresh = True
             log.info("fleet: tenant %s placed on %s (%s)", name, placement.cluster, placement.message)
 
     async def _write_status(self, tenant: dict, placement: Placement, view: MemberView | None,
@@ -186,67 +230,39 @@ class Hub:
         await write_fleet(self.client, tenant["metadata"]["name"], {
             "observedGeneration": generation, "fleet": fleet, "conditions": as_status([updated] if updated else [])})
 
-    async def _copy_kubeconfigs(self, body: dict, cluster: str, member_tenant: dict) -> None:
-        """The owners' kubeconfigs, copied from the member when it issued new ones."""
-        tenant = GpuTenant.from_body(body)
-        shared = kubeconfig_objects(tenant, self.config,
-                                    operator_access_binding(self.config, naming.host_namespace(tenant.name, self.config)))
-        if self._shared.get(tenant.name) != shared:
-            for obj in shared:
-                await self.client.apply(obj)
-            self._shared[tenant.name] = shared
-        client = self.reader.client_of(cluster)
-        member_namespace = (member_tenant.get("status") or {}).get("namespace")
-        if client is None or not member_namespace:
-            return
-        for secret_name in wanted_kubeconfigs(member_tenant):
-            secret = await client.get("v1", "Secret", secret_name, member_namespace)
-            if secret is None or self._copied.get((tenant.name, secret_name)) == source_of(cluster, secret):
-                continue
-            await self.client.apply(kubeconfig_copy(tenant.name, self.config, cluster, secret))
-            self._copied[(tenant.name, secret_name)] = source_of(cluster, secret)
-
     async def offboard(self, body: dict) -> None:
         """A hub tenant's deletion (approved on the hub, by its Application's Prune=confirm as on a
         single cluster): its decision withdrawn, so the ApplicationSet deletes its Application; that
         deletion approved, so Argo CD deletes the member's tenant (Delete=confirm) and the member
-        offboards it. StillOnMember until the member no longer has it; then the hub's kubeconfig
-        copies go. An unreachable member keeps the deletion waiting: nothing is assumed gone."""
-        name = body["metadata"]["name"]
-        namespace = self.config.fleet.argocd_namespace
-        placement = await self.client.get(API_VERSION, PLACEMENT_KIND, name, namespace)
-        cluster = decided_cluster(placement) or ((body.get("status") or {}).get("fleet") or {}).get("cluster")
-        if placement is not None:
-            await self.client.delete(API_VERSION, PLACEMENT_KIND, name, namespace)
-        self.wake.set()
-        if cluster is not None:
-            await self._approve_application_deletion(name)
-            views = {view.member.name: view for view in await self.reader.read(datetime.now(UTC))}
-            view = views.get(cluster)
-            if view is not None and view.tenants is None:
-                raise StillOnMember(f"member {cluster} cannot be read ({view.member.problem}); the tenant's deletion "
-                                    "waits until it can")
-            if view is not None and view.tenants is not None and name in view.tenants:
-                raise StillOnMember(f"waiting for member {cluster} to offboard the tenant")
-        await self.client.delete("v1", "Namespace", naming.host_namespace(name, self.config))
-        self._shared.pop(name, None)
-        for key in [key for key in self._copied if key[0] == name]:
-            del self._copied[key]
+        offboards it. StillOnMember while its Application exists or its member has it or cannot be
+        read or is not registered: nothing is assumed gone. Then the hub's kubeconfig copies go."""
+        async with self._turn:
+            name = body["metadata"]["name"]
+            namespace = self.config.fleet.argocd_namespace
+            placement = await self.client.get(API_VERSION, PLACEMENT_KIND, name, namespace)
+            cluster = decided_cluster(placement) or ((body.get("status") or {}).get("fleet") or {}).get("cluster")
+            if placement is not None:
+                await self.client.delete(API_VERSION, PLACEMENT_KIND, name, namespace)
+                await refresh_application_set(self.client, self.config)
+            application = (await tenant_applications(self.client, self.config)).get(name)
+            if application is not None:
+                await approve_deletion(self.client, self.config, application)
+                raise StillOnMember(f"waiting for Argo CD to delete Application {application['metadata']['name']}, "
+                                    f"and with it the tenant on {cluster or 'its member'}")
+            if cluster is not None:
+                await self._wait_until_gone_from(cluster, name)
+            await self.copies.remove(name)
 
-    async def _approve_application_deletion(self, tenant: str) -> None:
-        """Approve the deletion of the tenant's Application once the ApplicationSet started it (Argo
-        CD takes an approval no older than the deletion)."""
-        name = f"{self.config.fleet.application_name_prefix}{tenant}"
-        application = await self.client.get(ARGOCD_APPLICATION_API_VERSION, "Application", name,
-                                            self.config.fleet.argocd_namespace)
-        if application is None or not application["metadata"].get("deletionTimestamp"):
-            return
-        approved = (application["metadata"].get("annotations") or {}).get(DELETION_APPROVED, "")
-        if approved >= application["metadata"]["deletionTimestamp"]:
-            return
-        await self.client.patch(ARGOCD_APPLICATION_API_VERSION, "Application", name,
-                                {"metadata": {"annotations": {DELETION_APPROVED: rfc3339(datetime.now(UTC))}}},
-                                namespace=self.config.fleet.argocd_namespace)
+    async def _wait_until_gone_from(self, cluster: str, name: str) -> None:
+        view = next((v for v in await self.reader.read(datetime.now(UTC)) if v.member.name == cluster), None)
+        if view is None:
+            raise StillOnMember(f"member {cluster} is not a registered member: register it again, or, once the "
+                                "tenant is offboarded there by hand, remove this tenant's finalizer")
+        if view.tenants is None:
+            raise StillOnMember(f"member {cluster} cannot be read ({view.member.problem}); the tenant's deletion "
+                                "waits until it can")
+        if name in view.tenants and tracked(view.tenants[name], application_name(self.config, name)):
+            raise StillOnMember(f"waiting for member {cluster} to offboard the tenant")
 
     async def close(self) -> None:
         await self.reader.close()

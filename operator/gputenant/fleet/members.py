@@ -103,13 +103,25 @@ class MemberReader:
         return sorted(views, key=lambda view: view.member.name)
 
     async def _read_one(self, secret: dict, now: datetime) -> MemberView:
+        """One member as read now. Whatever goes wrong with it (its Secret, its answers) is that
+        member's problem, never the round's: one bad member must not stop the fleet's placement."""
         labels = secret["metadata"].get("labels") or {}
         cordoned = labels.get(self.config.fleet.cordon_label) == "true"
         try:
-            name, client = self._client(secret)
-        except UnsupportedCredentials as error:
             name = _text(secret, "name") or secret["metadata"]["name"]
-            return MemberView(Member(name, labels, cordoned, problem=f"cluster Secret {secret['metadata']['name']}: {error}"))
+        except ValueError:
+            name = secret["metadata"]["name"]
+        try:
+            return await self._read_member(secret, labels, cordoned, now)
+        except UnsupportedCredentials as error:
+            problem = f"cluster Secret {secret['metadata']['name']}: {error}"
+        except Exception as error:  # noqa: BLE001 - a member's malformed answer or Secret is its own problem
+            log.warning("fleet: member %s could not be read", name, exc_info=True)
+            problem = f"reading it failed: {error!r}"
+        return MemberView(Member(name, labels, cordoned, problem=problem))
+
+    async def _read_member(self, secret: dict, labels: dict[str, str], cordoned: bool, now: datetime) -> MemberView:
+        name, client = self._client(secret)
         timeout = self.config.fleet.member_timeout_seconds
         report: MemberReport | None = None
         problem, problem_reason = None, reasons.MEMBER_UNREACHABLE
@@ -132,7 +144,8 @@ class MemberReader:
             problem, problem_reason, report = f"reading it failed: {error}", reasons.MEMBER_UNREACHABLE, None
         except OSError as error:
             problem, problem_reason, report = f"{client.server} is unreachable: {error}", reasons.MEMBER_UNREACHABLE, None
-        member = Member(name, labels, cordoned, report, problem, problem_reason)
+        member = Member(name, labels, cordoned, report, problem, problem_reason,
+                        tenant_names=frozenset(tenants or ()))
         return MemberView(member, tenants, now if tenants is not None else None)
 
     def _client(self, secret: dict) -> tuple[str, KubeClient]:

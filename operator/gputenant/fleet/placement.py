@@ -31,6 +31,8 @@ class Member:
     """Why its report could not be read (unreachable, forbidden, malformed); None when it was."""
     problem_reason: str = reasons.MEMBER_UNREACHABLE
     """The problem's reason: MemberUnreachable, or ReportUnreadable (the member answered)."""
+    tenant_names: frozenset[str] = frozenset()
+    """The GpuTenants the member has: a new tenant is never placed where its name is taken."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,9 @@ def judge(name: str, spec: GpuTenantSpec, member: Member, *, now: datetime, max_
     refusal = spec.placement.admits(member.name, member.labels) if spec.placement else None
     if refusal:
         return Verdict(member.name, False, reasons.NOT_SELECTED, refusal)
+    if name in member.tenant_names:
+        return Verdict(member.name, False, reasons.NAME_TAKEN,
+                       f"the member already has a GpuTenant named {name}, which the hub did not place there")
     if member.cordoned:
         return Verdict(member.name, False, reasons.CORDONED, "cordoned by the platform team: no new tenant")
     if member.report is None:

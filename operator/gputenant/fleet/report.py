@@ -22,8 +22,9 @@ from gputenant.timefmt import parse_rfc3339, rfc3339
 
 REPORT_KEY = "report.json"
 REPORT_FORMAT = 1
-POLICY_FIELDS = ("pools", "trustModes", "parentQueues", "defaultParentQueue")
-"""The member configuration's fields `policy.decide` reads: all the hub needs of it."""
+POLICY_FIELDS = ("pools", "trustModes", "parentQueues", "defaultParentQueue", "namespacePrefix")
+"""The member configuration's fields the hub needs: those `policy.decide` reads, and where the
+member keeps a tenant's kubeconfigs (its namespace prefix)."""
 
 
 class ReportUnreadable(ValueError):
