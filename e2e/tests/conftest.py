@@ -30,13 +30,12 @@ from gputenant.config.models import OperatorConfig
 from kubeplane import ControlPlane, builders, wait_for
 from kubeplane.argocd import ArgoCD
 from kubeplane.chart_repository import ChartRepository
-from kubeplane.fixtures import ARGOCD_NAMESPACE, REAL_VCLUSTER_CHART, install_crds, install_kai_queue_crd, label_cpu_node
+from kubeplane.fixtures import REAL_VCLUSTER_CHART, install_crds, install_kai_queue_crd
 from kubeplane.inprocess import inprocess, op  # noqa: F401 (fixtures: the in-process reconciler, test_reconciler_inprocess*)
 from kubeplane.kai_fixtures import gpu_scheduling
 from kubeplane.operator_process import RESYNC_SECONDS, OperatorProcess, guarded_operator
 from kubeplane.pytest_plugin import kwok, session_plane  # noqa: F401 (fixture: kwok on the session plane, for simulated GPU nodes)
-from kubeplane.storage import LocalPathProvisioner
-from kubeplane.vcluster_images import vcluster_images
+from kubeplane.vcluster_node import ready_for_real_vclusters
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -166,19 +165,9 @@ class Tenants:
 
 @pytest.fixture(scope="session")
 def vcluster_node(node_plane: ControlPlane):
-    """The node plane made ready for REAL vClusters: the project's vCluster images imported into
-    the node's containerd, the GpuTenant and Queue CRDs, a default StorageClass backed by the real
-    local-path-provisioner (the chart keeps vCluster's data on a claim) and Argo CD's namespace.
-    The real node carries examples/config.yaml's cpuPool labels: it is the CPU node that tenant
-    pods without GPUs are pinned to."""
-    node_plane.node.containerd.import_images(list(vcluster_images(node_plane.bin_dir).values()))
-    label_cpu_node(node_plane, OperatorConfig.load(REPO_ROOT / "examples" / "config.yaml").cpu_pool.node_selector)
-    install_crds(node_plane, REPO_ROOT / "crds" / "tenant.yaml")
-    install_kai_queue_crd(node_plane)
-    node_plane.kubectl("create", "namespace", ARGOCD_NAMESPACE)
-    provisioner = LocalPathProvisioner().start(node_plane)
-    yield node_plane
-    provisioner.stop()
+    """The node plane made ready for REAL vClusters (kubeplane.vcluster_node)."""
+    with ready_for_real_vclusters(node_plane) as plane:
+        yield plane
 
 
 @pytest.fixture(scope="module")

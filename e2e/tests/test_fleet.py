@@ -4,10 +4,10 @@ as the fleet's hub, and two member planes, each with its own API server and its 
 member:
 - east: the session's node plane, where REAL vClusters run (`vcluster_node`), with a TimeSlicing
   pool of 2 GPUs (Trusted tenants) and a MIG pool of 1 GPU (Internal and Untrusted);
-- west: a plane without a node, with a MIG pool of 4 GPUs (Internal and Untrusted tenants): its
-  tenants are installed (namespace, Queue, the real vCluster chart) but their control planes never
-  start, so their Ready is False, which the hub shows as it is.
-The GPUs are the pools' configured counts (`pools[].gpus`): no GPU exists here.
+- west: a second node plane, made ready for real vClusters the same way, with a MIG pool of 4 GPUs
+  (Internal and Untrusted tenants).
+The GPUs are the pools' configured counts (`pools[].gpus`): no GPU exists here. Tenants that only
+need to be placed (fleet-probe, fleet-late) ask to sleep, so their vClusters do not start.
 
 The platform team commits GpuTenant files to Git; the hub's tenants Application
 (examples/argocd/apps/tenants.yaml) applies them to the hub; the hub places each on a member and
@@ -18,6 +18,7 @@ chart's ApplicationSet (clusterDecisionResource generator) and delivers the same
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import json
 import subprocess
@@ -34,7 +35,7 @@ from gputenant.config.models import OperatorConfig
 from gputenant.policy.choose import decide
 from kubeplane import ControlPlane, builders, wait_for
 from kubeplane.argocd import ArgoCD
-from kubeplane.fixtures import ARGOCD_NAMESPACE, REAL_VCLUSTER_CHART, install_crds, install_kai_queue_crd
+from kubeplane.fixtures import ARGOCD_NAMESPACE, REAL_VCLUSTER_CHART, install_crds
 from kubeplane.fleet import CORDON_LABEL, as_member, chart_fleet_objects, hub_config, label_member, register_member
 from kubeplane.operator_process import (
     GPUTENANT,
@@ -46,6 +47,7 @@ from kubeplane.operator_process import (
 )
 from kubeplane.outage import apiserver_stopped
 from kubeplane.tools import REPO_ROOT
+from kubeplane.vcluster_node import ready_for_real_vclusters
 
 pytestmark = [
     pytest.mark.skipif(not (REAL_VCLUSTER_CHART / "Chart.yaml").is_file(), reason=f"{REAL_VCLUSTER_CHART} is missing"),
@@ -111,28 +113,37 @@ class Fleet:
             raise AssertionError(f"no {what} within {timeout}s; hub operator log:\n{self.hub_operator.log_tail()}") from None
 
 
-def member_operator(plane: ControlPlane, config: Path, log: Path, extra_args=()) -> OperatorProcess:
-    return OperatorProcess(plane, config, log, extra_args=extra_args).start()
+@contextlib.contextmanager
+def member_operator(plane: ControlPlane, name: str, pools: list[dict], directory: Path) -> Iterator[OperatorProcess]:
+    """The member's operator, as a member (`pools` only), with its guard on loopback."""
+    created = ensure_namespace(plane, OPERATOR_NAMESPACE)
+    config = as_member(real_vcluster_config(plane, directory / f"{name}.yaml"), pools,
+                       poll_seconds=POLL_SECONDS, max_age_seconds=MAX_AGE_SECONDS)
+    running = OperatorProcess(plane, config, plane.log_dir / f"operator-fleet-{name}.log",
+                              extra_args=guard_flags(directory / f"{name}-guard")).start()
+    try:
+        wait_for_guard(plane, running)
+        yield running
+    finally:
+        _offboard_fleet_tenants(plane)
+        running.stop()
+        remove_guard_configurations(plane)
+        if created:
+            plane.kubectl("delete", "namespace", OPERATOR_NAMESPACE, "--wait=false")
 
 
 @pytest.fixture(scope="module")
 def fleet(vcluster_node: ControlPlane, tmp_path_factory) -> Iterator[Fleet]:
+    """east is the session's node plane (left as it was: the fleet's tenants there are offboarded);
+    west a node plane of this module's own, made ready for real vClusters the same way."""
     directory = tmp_path_factory.mktemp("fleet")
-    created = ensure_namespace(vcluster_node, OPERATOR_NAMESPACE)
-    east_config = as_member(real_vcluster_config(vcluster_node, directory / "east.yaml"), EAST_POOLS,
-                            poll_seconds=POLL_SECONDS, max_age_seconds=MAX_AGE_SECONDS)
-    east = member_operator(vcluster_node, east_config, vcluster_node.log_dir / "operator-fleet-east.log",
-                           guard_flags(directory / "east-guard"))
-    try:
-        wait_for_guard(vcluster_node, east)
-        with ControlPlane() as west, ControlPlane() as hub:
-            yield from _with_west_and_hub(vcluster_node, west, hub, directory)
-    finally:
-        _offboard_east_tenants(vcluster_node)
-        east.stop()
-        remove_guard_configurations(vcluster_node)
-        if created:
-            vcluster_node.kubectl("delete", "namespace", OPERATOR_NAMESPACE, "--wait=false")
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(member_operator(vcluster_node, "east", EAST_POOLS, directory))
+        west = stack.enter_context(ControlPlane(node=True))
+        stack.enter_context(ready_for_real_vclusters(west))
+        stack.enter_context(member_operator(west, "west", WEST_POOLS, directory))
+        hub = stack.enter_context(ControlPlane())
+        yield from _with_hub(vcluster_node, west, hub, directory)
 
 
 def ensure_namespace(plane: ControlPlane, name: str) -> bool:
@@ -144,16 +155,7 @@ def ensure_namespace(plane: ControlPlane, name: str) -> bool:
     return True
 
 
-def _with_west_and_hub(east: ControlPlane, west: ControlPlane, hub: ControlPlane, directory: Path) -> Iterator[Fleet]:
-    ensure_namespace(west, OPERATOR_NAMESPACE)
-    install_crds(west, REPO_ROOT / "crds" / "tenant.yaml")
-    install_kai_queue_crd(west)
-    document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
-    document["vcluster"]["localPath"] = str(REAL_VCLUSTER_CHART)
-    (directory / "west.yaml").write_text(yaml.safe_dump(document))
-    west_config = as_member(directory / "west.yaml", WEST_POOLS, poll_seconds=POLL_SECONDS,
-                            max_age_seconds=MAX_AGE_SECONDS)
-    west_operator = member_operator(west, west_config, west.log_dir / "operator.log")
+def _with_hub(east: ControlPlane, west: ControlPlane, hub: ControlPlane, directory: Path) -> Iterator[Fleet]:
     install_crds(hub, REPO_ROOT / "crds" / "tenant.yaml")
     argocd = ArgoCD(directory / "argocd").start(hub)
     hub_operator = None
@@ -178,17 +180,17 @@ def _with_west_and_hub(east: ControlPlane, west: ControlPlane, hub: ControlPlane
         if hub_operator is not None:
             hub_operator.stop()
         argocd.stop()
-        west_operator.stop()
 
 
-def _offboard_east_tenants(east: ControlPlane) -> None:
-    """The session's node plane left as it was: every tenant the fleet put there offboarded by east's operator."""
-    names = east.kubectl("get", "gputenants.gputenant.io", "-o", "name").stdout.split()
-    fleet_names = [name for name in names if name.split("/")[-1].startswith(("fleet-", "east-"))]
+def _offboard_fleet_tenants(member: ControlPlane) -> None:
+    """Every tenant the fleet (or a test) put on the member offboarded by its operator: the session's
+    node plane is left as it was."""
+    names = member.kubectl("get", "gputenants.gputenant.io", "-o", "name").stdout.split()
+    fleet_names = [name for name in names if name.split("/")[-1].startswith(("fleet-", "west-"))]
     for name in fleet_names:
-        east.kubectl("delete", name, "--wait=false")
-    wait_for(lambda: not [n for n in east.kubectl("get", "gputenants.gputenant.io", "-o", "name").stdout.split()
-                          if n in fleet_names], timeout=180, what="the fleet's tenants offboarded on east")
+        member.kubectl("delete", name, "--wait=false")
+    wait_for(lambda: not [n for n in member.kubectl("get", "gputenants.gputenant.io", "-o", "name").stdout.split()
+                          if n in fleet_names], timeout=180, what="the fleet's tenants offboarded")
 
 
 def west_policy_reason(name: str, body: dict) -> str:
@@ -246,13 +248,11 @@ def test_the_applicationset_delivers_each_tenant_to_its_member_and_the_hub_shows
     ready = fleet.ready_on_hub("fleet-trusted")
     assert ready["reason"] == ready_on_member["reason"] and ready["message"].startswith("east: "), ready
 
-    def mirrored() -> bool:
-        member = fleet.west.cluster_object(GROUP, VERSION, "gputenants", "fleet-untrusted") or {}
-        own = next((c for c in member.get("status", {}).get("conditions", []) if c["type"] == "Ready"), None)
-        shown = fleet.ready_on_hub("fleet-untrusted")
-        return own is not None and (shown.get("status"), shown.get("reason")) == (own["status"], own["reason"]) \
-            and shown["message"] == f"west: {own['message']}"
-    fleet.wait(mirrored, "fleet-untrusted's Ready on west shown on the hub")
+    fleet.wait(lambda: fleet.ready_on_hub("fleet-untrusted").get("status") == "True", "fleet-untrusted Ready on west")
+    shown = fleet.ready_on_hub("fleet-untrusted")
+    own = next(c for c in fleet.west.cluster_object(GROUP, VERSION, "gputenants", "fleet-untrusted")["status"]["conditions"]
+               if c["type"] == "Ready")
+    assert (shown["status"], shown["reason"], shown["message"]) == (own["status"], own["reason"], f"west: {own['message']}")
 
     table = fleet.hub.kubectl("get", "gputenants.gputenant.io").stdout
     assert "fleet-trusted" in table and "fleet-huge" in table
@@ -262,20 +262,22 @@ def test_the_applicationset_delivers_each_tenant_to_its_member_and_the_hub_shows
     assert "fleet-huge" in listing and "NoMemberFits" in listing, listing
 
 
-def test_the_owners_kubeconfig_from_the_hub_reaches_the_tenants_vcluster_on_its_member(fleet: Fleet, tmp_path):
-    owner = fleet.hub.user("fleet-trusted-owner")
-    env = fleet.hub.env(owner)
+@pytest.mark.parametrize("tenant", ["fleet-trusted", "fleet-untrusted"])
+def test_the_owners_kubeconfig_from_the_hub_reaches_the_tenants_vcluster_on_its_member(fleet: Fleet, tmp_path, tenant):
+    env = fleet.hub.env(fleet.hub.user(f"{tenant}-owner"))
 
     def kubeconfig() -> str | None:
-        run = subprocess.run([str(GPUTENANT), "kubeconfig", "fleet-trusted", "--role", "admin"], env=env,
+        run = subprocess.run([str(GPUTENANT), "kubeconfig", tenant, "--role", "admin"], env=env,
                              capture_output=True, text=True)
         return run.stdout if run.returncode == 0 else None
-    text = fleet.wait(kubeconfig, "the owner's kubeconfig from the hub", timeout=120)
+    text = fleet.wait(kubeconfig, f"{tenant}'s owner's kubeconfig from the hub", timeout=120)
     path = tmp_path / "tenant.kubeconfig"
     path.write_text(text)
+    fleet.hub.kubectl("create", "namespace", f"made-by-{tenant}", kubeconfig_path=path)
     namespaces = fleet.hub.kubectl("get", "namespaces", "-o", "name", kubeconfig_path=path).stdout
-    assert "namespace/default" in namespaces and "namespace/tenant-fleet-trusted" not in namespaces, namespaces
-    stranger = subprocess.run([str(GPUTENANT), "kubeconfig", "fleet-trusted", "--role", "admin"],
+    assert f"namespace/made-by-{tenant}" in namespaces and f"namespace/tenant-{tenant}" not in namespaces, namespaces
+    assert f"namespace/made-by-{tenant}" not in fleet.hub.kubectl("get", "namespaces", "-o", "name").stdout
+    stranger = subprocess.run([str(GPUTENANT), "kubeconfig", tenant, "--role", "admin"],
                               env=fleet.hub.env(fleet.hub.user("someone-else")), capture_output=True, text=True)
     assert stranger.returncode != 0 and "only owners" in stranger.stderr, stranger.stderr
 
@@ -290,9 +292,11 @@ def test_a_capacity_change_on_a_member_moves_nobody(fleet: Fleet):
     """fleet-untrusted went to west, which had more MIG GPUs free than east; west filled up by a
     tenant of its own, a new placement would choose east, and still fleet-untrusted stays."""
     placed = fleet.placement("fleet-untrusted")
-    fleet.west.kubectl("apply", "-f", "-", input=yaml.safe_dump(builders.tenant("west-local", "Untrusted", gpus=3)))
+    fleet.west.kubectl("apply", "-f", "-", input=yaml.safe_dump(
+        builders.tenant("west-local", "Untrusted", gpus=3, sleep={"asleep": True})))
     fleet.wait(lambda: west_report(fleet)["pools"][0]["granted"] == 4, "west's report counting west-local", timeout=180)
-    fleet.commit("a third untrusted team", {"fleet-probe": tenant_file("fleet-probe", "Untrusted", 1)})
+    fleet.commit("a third untrusted team", {"fleet-probe": tenant_file("fleet-probe", "Untrusted", 1,
+                                                                       sleep={"asleep": True})})
     fleet.wait(lambda: fleet.fleet_status("fleet-probe").get("cluster") == "east",
                "a new untrusted tenant placed on east, now the only member with MIG GPUs free", timeout=120)
     probe = {v["clusterName"]: v for v in fleet.placement("fleet-probe")["status"]["clusters"]}
@@ -306,7 +310,8 @@ def test_a_cordoned_member_gets_no_new_tenant(fleet: Fleet):
     fleet.wait(lambda: west_report(fleet)["pools"][0]["granted"] == 1, "west-local gone from west's report", timeout=180)
     label_member(fleet.hub, "west", ARGOCD_NAMESPACE, f"{CORDON_LABEL}=true")
     fleet.commit("a team for the west region", {"fleet-late": tenant_file(
-        "fleet-late", "Untrusted", 1, placement={"clusterSelector": {"matchLabels": {"region": "eu-west"}}})})
+        "fleet-late", "Untrusted", 1, placement={"clusterSelector": {"matchLabels": {"region": "eu-west"}}},
+        sleep={"asleep": True})})
     fleet.wait(lambda: "west: Cordoned" in fleet.fleet_status("fleet-late").get("message", ""),
                "fleet-late refused by the cordoned west", timeout=180)
     assert "east: NotSelected" in fleet.fleet_status("fleet-late")["message"]
@@ -314,6 +319,28 @@ def test_a_cordoned_member_gets_no_new_tenant(fleet: Fleet):
     label_member(fleet.hub, "west", ARGOCD_NAMESPACE, f"{CORDON_LABEL}-")
     fleet.wait(lambda: fleet.fleet_status("fleet-late").get("cluster") == "west", "fleet-late placed on the uncordoned west",
                timeout=120)
+
+
+def test_moving_a_tenant_waits_for_its_old_member_then_places_it_afresh(fleet: Fleet):
+    """docs/fleet.md, "Moving a tenant": its placement deleted, the ApplicationSet deletes its
+    Application, whose deletion a platform engineer approves; meanwhile the hub shows it Moving and
+    places it nowhere; once east no longer has it, it goes where it fits best now (west, with more
+    MIG GPUs free than east)."""
+    assert fleet.fleet_status("fleet-probe")["cluster"] == "east"
+    fleet.hub.kubectl("delete", "gputenantplacements.gputenant.io", "-n", ARGOCD_NAMESPACE, "fleet-probe")
+    fleet.wait(lambda: fleet.ready_on_hub("fleet-probe").get("reason") == "Moving", "fleet-probe Moving", timeout=60)
+    assert fleet.fleet_status("fleet-probe")["cluster"] == "east"
+
+    def approved_and_moved() -> bool:
+        application = fleet.argocd.application("gputenant-fleet-probe")
+        if application and application["metadata"].get("deletionTimestamp"):
+            now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            fleet.argocd.annotate("gputenant-fleet-probe", {"argocd.argoproj.io/deletion-approved": now})
+        return fleet.fleet_status("fleet-probe").get("cluster") == "west"
+    fleet.wait(approved_and_moved, "fleet-probe offboarded on east and placed on west", timeout=240)
+    assert fleet.east.cluster_object(GROUP, VERSION, "gputenants", "fleet-probe") is None
+    fleet.wait(lambda: fleet.west.cluster_object(GROUP, VERSION, "gputenants", "fleet-probe"),
+               "fleet-probe delivered to west", timeout=120)
 
 
 def test_a_member_whose_api_server_stopped_shows_its_tenants_unknown_and_recovers(fleet: Fleet):
@@ -325,8 +352,8 @@ def test_a_member_whose_api_server_stopped_shows_its_tenants_unknown_and_recover
         assert ready["status"] == "Unknown" and "member west" in ready["message"], ready
         assert fleet.fleet_status("fleet-untrusted")["cluster"] == "west"
         assert fleet.placement("fleet-untrusted")["status"] == before
-    fleet.wait(lambda: fleet.ready_on_hub("fleet-untrusted").get("reason") not in (None, "MemberUnreachable"),
-               "fleet-untrusted's member state back on the hub", timeout=120)
+    fleet.wait(lambda: fleet.ready_on_hub("fleet-untrusted").get("status") == "True",
+               "fleet-untrusted Ready again on the hub", timeout=180)
     assert fleet.west.cluster_object(GROUP, VERSION, "gputenants", "fleet-untrusted") is not None
 
 
