@@ -2,10 +2,11 @@
 (application controller, repo server, ApplicationSet controller; kubeplane.argocd) and the operator
 as the fleet's hub, and two member planes, each with its own API server and its own operator as a
 member:
-- east: the session's node plane, where REAL vClusters run (`vcluster_node`), with a TimeSlicing
+- east: the session's node plane, where REAL vClusters run, with the real KAI-Scheduler and SIMULATED
+  GPU nodes (`vcluster_kai`), with a TimeSlicing
   pool of 2 GPUs (Trusted tenants) and a MIG pool of 1 GPU (Internal and Untrusted);
-- west: a second node plane, made ready for real vClusters the same way, with a MIG pool of 4 GPUs
-  (Internal and Untrusted tenants).
+- west: a second node plane, made ready for real vClusters and KAI the same way, with a MIG pool of
+  4 GPUs (Internal and Untrusted tenants).
 The GPUs are the pools' configured counts (`pools[].gpus`): no GPU exists here. Tenants that only
 need to be placed (fleet-probe, fleet-late) ask to sleep, so their vClusters do not start.
 
@@ -30,6 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gputenant import naming
 from gputenant.api.hub import spec_from_stored
 from gputenant.config.models import OperatorConfig
 from gputenant.policy.choose import decide
@@ -37,6 +39,7 @@ from kubeplane import ControlPlane, builders, wait_for
 from kubeplane.argocd import ArgoCD
 from kubeplane.fixtures import ARGOCD_NAMESPACE, REAL_VCLUSTER_CHART, install_crds
 from kubeplane.fleet import CORDON_LABEL, as_member, chart_fleet_objects, hub_config, label_member, register_member
+from kubeplane.kai_fixtures import KaiCluster, gpu_scheduling
 from kubeplane.operator_process import (
     GPUTENANT,
     OperatorProcess,
@@ -57,8 +60,8 @@ POLL_SECONDS = 2
 MAX_AGE_SECONDS = 20
 TIMEOUT_SECONDS = 480
 """A real vCluster on a 2-core machine shared with other work (test_argocd_gitops.py)."""
-EXAMPLE_POOLS = {pool["name"]: pool for pool in
-                 yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())["pools"]}
+EXAMPLE_CONFIG = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
+EXAMPLE_POOLS = {pool["name"]: pool for pool in EXAMPLE_CONFIG["pools"]}
 EAST_POOLS = [{**EXAMPLE_POOLS["a100-timeslice"], "gpus": 2}, {**EXAMPLE_POOLS["h100-mig-small"], "gpus": 1}]
 WEST_POOLS = [{**EXAMPLE_POOLS["h100-mig-small"], "gpus": 4}]
 ANNOTATIONS = yaml.safe_load((REPO_ROOT / "examples" / "argocd" / "tenants" / "team-vision.yaml").read_text())[
@@ -133,14 +136,17 @@ def member_operator(plane: ControlPlane, name: str, pools: list[dict], directory
 
 
 @pytest.fixture(scope="module")
-def fleet(vcluster_node: ControlPlane, tmp_path_factory) -> Iterator[Fleet]:
-    """east is the session's node plane (left as it was: the fleet's tenants there are offboarded);
-    west a node plane of this module's own, made ready for real vClusters the same way."""
+def fleet(vcluster_kai: KaiCluster, tmp_path_factory) -> Iterator[Fleet]:
+    """east is the session's node plane with the real KAI-Scheduler (`vcluster_kai`; left as it
+    was: the fleet's tenants there are offboarded); west a node plane of this module's own, made
+    ready for real vClusters the same way, with KAI and SIMULATED GPU nodes for its pool."""
     directory = tmp_path_factory.mktemp("fleet")
+    vcluster_node = vcluster_kai.plane
     with contextlib.ExitStack() as stack:
         stack.enter_context(member_operator(vcluster_node, "east", EAST_POOLS, directory))
         west = stack.enter_context(ControlPlane(node=True))
         stack.enter_context(ready_for_real_vclusters(west))
+        stack.enter_context(gpu_scheduling(west, OperatorConfig.model_validate({**EXAMPLE_CONFIG, "pools": WEST_POOLS})))
         stack.enter_context(member_operator(west, "west", WEST_POOLS, directory))
         hub = stack.enter_context(ControlPlane())
         yield from _with_hub(vcluster_node, west, hub, directory)
@@ -195,9 +201,7 @@ def _offboard_fleet_tenants(member: ControlPlane) -> None:
 
 def west_policy_reason(name: str, body: dict) -> str:
     """What west's own policy says of a tenant (the hub runs the same on west's report)."""
-    document = yaml.safe_load((REPO_ROOT / "examples" / "config.yaml").read_text())
-    decision = decide(name, spec_from_stored(body["spec"]),
-                      OperatorConfig.model_validate({**document, "pools": WEST_POOLS}))
+    decision = decide(name, spec_from_stored(body["spec"]), OperatorConfig.model_validate({**EXAMPLE_CONFIG, "pools": WEST_POOLS}))
     assert not decision.possible, decision
     return decision.reason
 
@@ -242,6 +246,7 @@ def test_the_applicationset_delivers_each_tenant_to_its_member_and_the_hub_shows
                       .get("status", {}).get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"), None),
         "fleet-trusted Ready on east")
     on_member_after = time.monotonic() - fleet.committed_at["fleet-trusted"]
+    assert fleet.east.cluster_object("scheduling.run.ai", "v2", "queues", naming.queue_name("fleet-trusted")) is not None
     fleet.wait(lambda: fleet.ready_on_hub("fleet-trusted").get("status") == "True", "fleet-trusted Ready on the hub")
     on_hub_after = time.monotonic() - fleet.committed_at["fleet-trusted"]
     print(f"\nfleet figures: commit -> Ready on east {on_member_after:.1f}s, -> Ready on the hub {on_hub_after:.1f}s")
@@ -335,7 +340,9 @@ def test_moving_a_tenant_waits_for_its_old_member_then_places_it_afresh(fleet: F
         application = fleet.argocd.application("gputenant-fleet-probe")
         if application and application["metadata"].get("deletionTimestamp"):
             now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            fleet.argocd.annotate("gputenant-fleet-probe", {"argocd.argoproj.io/deletion-approved": now})
+            fleet.hub.kubectl("annotate", "--overwrite", "-n", ARGOCD_NAMESPACE, "applications.argoproj.io",
+                              "gputenant-fleet-probe", f"argocd.argoproj.io/deletion-approved={now}",
+                              check=False)  # gone meanwhile: nothing left to approve
         return fleet.fleet_status("fleet-probe").get("cluster") == "west"
     fleet.wait(approved_and_moved, "fleet-probe offboarded on east and placed on west", timeout=240)
     assert fleet.east.cluster_object(GROUP, VERSION, "gputenants", "fleet-probe") is None
@@ -371,7 +378,7 @@ def test_a_tenant_removed_from_git_is_offboarded_on_its_member_with_nothing_left
     assert west.cluster_object(GROUP, VERSION, "gputenants", "fleet-untrusted") is None
     assert "namespace/tenant-fleet-untrusted" not in west.kubectl("get", "namespaces", "-o", "name").stdout
     assert "fleet-untrusted" not in west.helm("list", "--all-namespaces", "--all", "-q").stdout.split()
-    assert west.cluster_object("scheduling.run.ai", "v2", "queues", "fleet-untrusted") is None
+    assert west.cluster_object("scheduling.run.ai", "v2", "queues", naming.queue_name("fleet-untrusted")) is None
     assert fleet.placement("fleet-untrusted") is None
     assert fleet.argocd.application("gputenant-fleet-untrusted") is None
     fleet.wait(lambda: "namespace/tenant-fleet-untrusted" not in fleet.hub.kubectl("get", "namespaces", "-o", "name").stdout,

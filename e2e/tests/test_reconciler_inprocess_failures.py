@@ -346,6 +346,10 @@ NOT_SET_BY_THE_PIPELINE = {
     "KUBECONFIG_ISSUED", "ARGOCD_TOKEN_ISSUED", "MIG_RECONFIGURATION_BLOCKED",  # Events only
     "GANG_GROUP_REFUSED", "GPU_POD_PENDING", "GPU_MEMORY_HELD_BY_NO_ONE", "GPU_MEMORY_RELEASED",
     "PREVENT_DELETION_SET",  # DeletionPrevented: kopf's deletion handler (test_operator_changes.py)
+    # a fleet's hub (no pipeline runs there): test_fleet_placement.py, test_fleet_view.py, test_fleet.py
+    "PLACED", "NO_MEMBER_FITS", "MEMBER_NOT_REGISTERED", "NOT_SELECTED", "CORDONED", "NAME_TAKEN", "MOVING",
+    "MEMBER_UNREACHABLE", "REPORT_STALE", "REPORT_UNREADABLE", "POOL_NOT_REPORTED", "POOL_HAS_PROBLEMS",
+    "NO_CAPACITY", "DELIVERING", "MEMBER_STATUS",
 }
 """Reasons of api/conditions.py that no reconcile pass sets."""
 ASSERTED_ELSEWHERE = {

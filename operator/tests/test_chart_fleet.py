@@ -72,3 +72,13 @@ def test_a_member_may_write_only_its_report():
          "verbs": ["get", "patch"]}]
     assert not [o for o in rendered if o["kind"] == "ApplicationSet"]
     assert yaml.safe_load(find(rendered, "ConfigMap", f"{FULLNAME}-config")["data"]["config.yaml"])["fleet"]["role"] == "member"
+
+
+def test_values_of_a_chart_before_fleets_still_render(tmp_path):
+    """`helm upgrade --reuse-values` from 0.2.0 keeps that release's values, which have no `fleet`."""
+    values = tmp_path / "old.yaml"
+    values.write_text(yaml.safe_dump({"fleet": None, "config": {"apiServerNetworks": ["192.168.0.10/32"]}}))
+    rendered = render("--values", str(values))
+    config = yaml.safe_load(find(rendered, "ConfigMap", f"{FULLNAME}-config")["data"]["config.yaml"])
+    assert config["fleet"]["applicationSetName"] == f"{FULLNAME}-fleet"
+    assert not [o for o in rendered if o["kind"] == "ApplicationSet"]
