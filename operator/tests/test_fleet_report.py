@@ -54,14 +54,14 @@ def document(**changes) -> dict[str, str]:
 def test_a_report_reads_back_as_written():
     report = example_report()
     assert parse_report(report_data(report)) == report
-    assert parse_report(report_data(report)).config().pools == EXAMPLE.pools
+    assert parse_report(report_data(report)).config.pools == EXAMPLE.pools
 
 
 def test_a_report_carries_the_policy_fields_only_and_the_pools_as_the_member_sees_them():
     report = example_report()
     assert set(report.policy) == set(POLICY_FIELDS)
-    assert report.config().trust_modes == EXAMPLE.trust_modes
-    assert report.config().parent_queue_names == EXAMPLE.parent_queue_names
+    assert report.config.trust_modes == EXAMPLE.trust_modes
+    assert report.config.parent_queue_names == EXAMPLE.parent_queue_names
     assert [p.name for p in report.pools] == [p.name for p in EXAMPLE.pools]
     exclusive = report.pool("h100-exclusive")
     assert exclusive is not None and exclusive.gpus == 16 and exclusive.tenants == ("alpha", "zeta")

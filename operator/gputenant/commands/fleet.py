@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     async def read(client):
         reader = MemberReader(client, config)
         try:
-            views = await reader.read(datetime.now(UTC))
+            views = await reader.read()
         finally:
             await reader.close()
         return views, await client.list(TENANTS_API_VERSION, "GpuTenant")

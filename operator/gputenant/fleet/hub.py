@@ -102,7 +102,7 @@ class Hub:
     async def _round(self) -> FleetRound:
         now = datetime.now(UTC)
         namespace = self.config.fleet.argocd_namespace
-        views = await self.reader.read(now)
+        views = await self.reader.read()
         if not self._anchored:
             await self.client.apply(anchor_object(namespace))
             await self.client.apply_status(API_VERSION, PLACEMENT_KIND, anchor_object(namespace)["metadata"]["name"],
@@ -153,7 +153,7 @@ class Hub:
             client = self.reader.client_of(view.member.name)
             if client is not None:
                 await self.copies.sync(GpuTenant.from_body(body), view.member.name, client, member_tenant,
-                                       view.member.report.config().namespace_prefix)
+                                       view.member.report.config.namespace_prefix)
         return placement
 
     def _moving_from(self, body: dict, current: str | None, application: dict | None,
@@ -254,7 +254,7 @@ class Hub:
             await self.copies.remove(name)
 
     async def _wait_until_gone_from(self, cluster: str, name: str) -> None:
-        view = next((v for v in await self.reader.read(datetime.now(UTC)) if v.member.name == cluster), None)
+        view = next((v for v in await self.reader.read() if v.member.name == cluster), None)
         if view is None:
             raise StillOnMember(f"member {cluster} is not a registered member: register it again, or, once the "
                                 "tenant is offboarded there by hand, remove this tenant's finalizer")

@@ -10,7 +10,6 @@ import base64
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from gputenant.api import conditions as reasons
 from gputenant.api.group import GROUP, PREFERRED_VERSION
@@ -77,8 +76,6 @@ class MemberView:
     member: Member
     tenants: dict[str, dict] | None = None
     """Its GpuTenants by name; None when they could not be read this round."""
-    read_at: datetime | None = None
-    """When its tenants were last read."""
 
 
 @dataclass
@@ -96,13 +93,13 @@ class MemberReader:
         return await self.hub.list("v1", "Secret", namespace=fleet.argocd_namespace,
                                    label_selector=f"{ARGOCD_CLUSTER_TYPE_LABEL}=cluster,{fleet.member_label}=true")
 
-    async def read(self, now: datetime) -> list[MemberView]:
+    async def read(self) -> list[MemberView]:
         secrets = await self.cluster_secrets()
-        views = await asyncio.gather(*(self._read_one(secret, now) for secret in secrets))
+        views = await asyncio.gather(*(self._read_one(secret) for secret in secrets))
         await self._drop_clients_of({secret["metadata"]["name"] for secret in secrets})
         return sorted(views, key=lambda view: view.member.name)
 
-    async def _read_one(self, secret: dict, now: datetime) -> MemberView:
+    async def _read_one(self, secret: dict) -> MemberView:
         """One member as read now. Whatever goes wrong with it (its Secret, its answers) is that
         member's problem, never the round's: one bad member must not stop the fleet's placement."""
         labels = secret["metadata"].get("labels") or {}
@@ -112,7 +109,7 @@ class MemberReader:
         except ValueError:
             name = secret["metadata"]["name"]
         try:
-            return await self._read_member(secret, labels, cordoned, now)
+            return await self._read_member(secret, labels, cordoned)
         except UnsupportedCredentials as error:
             problem = f"cluster Secret {secret['metadata']['name']}: {error}"
         except Exception as error:  # noqa: BLE001 - a member's malformed answer or Secret is its own problem
@@ -120,7 +117,7 @@ class MemberReader:
             problem = f"reading it failed: {error!r}"
         return MemberView(Member(name, labels, cordoned, problem=problem))
 
-    async def _read_member(self, secret: dict, labels: dict[str, str], cordoned: bool, now: datetime) -> MemberView:
+    async def _read_member(self, secret: dict, labels: dict[str, str], cordoned: bool) -> MemberView:
         name, client = self._client(secret)
         timeout = self.config.fleet.member_timeout_seconds
         report: MemberReport | None = None
@@ -146,7 +143,7 @@ class MemberReader:
             problem, problem_reason, report = f"{client.server} is unreachable: {error}", reasons.MEMBER_UNREACHABLE, None
         member = Member(name, labels, cordoned, report, problem, problem_reason,
                         tenant_names=frozenset(tenants or ()))
-        return MemberView(member, tenants, now if tenants is not None else None)
+        return MemberView(member, tenants)
 
     def _client(self, secret: dict) -> tuple[str, KubeClient]:
         key, version = secret["metadata"]["name"], secret["metadata"].get("resourceVersion", "")

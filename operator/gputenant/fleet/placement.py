@@ -101,7 +101,7 @@ def judge(name: str, spec: GpuTenantSpec, member: Member, *, now: datetime, max_
         return Verdict(member.name, False, reasons.REPORT_STALE,
                        f"its capacity report of {rfc3339(member.report.reported_at)} is more than {max_age_seconds:g}s "
                        "old (is its operator running, with fleet.role member?) or ahead of the hub's clock")
-    decision = decide(name, spec, member.report.config())
+    decision = decide(name, spec, member.report.config)
     if not decision.possible:
         return Verdict(member.name, False, decision.reason, decision.message)
     if decision.pool is None:
@@ -131,7 +131,7 @@ def unreported_grant(name: str, spec: GpuTenantSpec, member: Member) -> tuple[st
     does not count it yet (delivered, not reconciled); None once it does, or when it holds none."""
     if member.report is None or name in member.report.tenants:
         return None
-    decision = decide(name, spec, member.report.config())
+    decision = decide(name, spec, member.report.config)
     if not decision.possible or decision.pool is None:
         return None
     return decision.pool.name, spec.gpu.quota

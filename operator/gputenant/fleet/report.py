@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 from pydantic import ValidationError
 
@@ -59,8 +60,10 @@ class MemberReport:
     def pool(self, name: str) -> PoolCapacity | None:
         return next((pool for pool in self.pools if pool.name == name), None)
 
+    @cached_property
     def config(self) -> OperatorConfig:
-        """The member's policy configuration (every other field its default)."""
+        """The member's policy configuration (every other field its default), validated once per
+        report rather than once per tenant and round."""
         return OperatorConfig.model_validate(self.policy)
 
     @property
@@ -110,7 +113,7 @@ def parse_report(data: dict[str, str] | None) -> MemberReport:
             pools=tuple(PoolCapacity(name=p["name"], mode=p["mode"], gpus=int(p["gpus"]), granted=float(p["granted"]),
                                      tenants=tuple(p.get("tenants", ())), problems=tuple(p.get("problems", ())))
                         for p in document["pools"]))
-        report.config()
+        report.config  # noqa: B018 - validated here, so an unreadable policy is the report's problem
     except ReportUnreadable:
         raise
     except (ValueError, KeyError, TypeError, AttributeError, ValidationError) as error:

@@ -10,6 +10,7 @@ import logging
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 
+from gputenant import naming
 from gputenant.config.models import OperatorConfig
 from gputenant.fleet.report import MemberReport, build_report, report_data, same_capacity
 from gputenant.kube import ApiError, KubeClient
@@ -30,7 +31,7 @@ def operator_version() -> str:
 def report_config_map(config: OperatorConfig, report: MemberReport) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": config.fleet.report_config_map, "namespace": config.operator_namespace,
-                         "labels": {"app.kubernetes.io/managed-by": "gpu-tenant-operator",
+                         "labels": {naming.MANAGED_BY_LABEL: naming.MANAGED_BY,
                                     "app.kubernetes.io/component": "fleet-report"}},
             "data": report_data(report)}
 
