@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -86,6 +87,8 @@ class Containerd:
         self.socket = directory / "containerd.sock"
         self.config_path = directory / "config.toml"
         self.cni_conf_dir = directory / "cni" / "net.d"
+        self.root = directory / "root"
+        """Images and snapshots: a few GiB once the node's images are imported."""
         self._process: Process | None = None
 
     @property
@@ -104,7 +107,7 @@ class Containerd:
         (self.cni_conf_dir / "10-kubeplane.conflist").write_text(
             json.dumps(cni_config(self.directory / "cni" / "ipam"), indent=2))
         self.config_path.write_text(_CONFIG.format(
-            root=self.directory / "root", state=self.directory / "state", socket=self.socket,
+            root=self.root, state=self.directory / "state", socket=self.socket,
             sandbox_image=self.sandbox_image, runc=RUNC, runc_root=self.directory / "state" / "runc",
             cni_bin_dir=CNI_BIN_DIR, cni_conf_dir=self.cni_conf_dir))
         self._process = Process("containerd", self.network.enter(
@@ -166,3 +169,9 @@ class Containerd:
         if self._process:
             self._process.stop()
             self._process = None
+
+    def remove_root(self) -> None:
+        """Drop the image store of a stopped containerd with nothing mounted from it. A plane kept
+        for its logs would otherwise keep GiBs of images nobody reads, and a few failed runs fill
+        the disk until etcd cannot create its WAL."""
+        shutil.rmtree(self.root, ignore_errors=True)

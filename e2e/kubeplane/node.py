@@ -191,10 +191,10 @@ class Node:
                 failures.append(f"{step.__qualname__}: {error}")
         self._started = False
         left = failures + self.leftovers()
-        if not left:
-            self._record.unlink(missing_ok=True)
         if left:
             raise PlaneError(f"node {self.name} did not stop cleanly: {'; '.join(left)}")
+        self.containerd.remove_root()
+        self._record.unlink(missing_ok=True)
 
     @property
     def _record(self) -> Path:

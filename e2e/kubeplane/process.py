@@ -128,6 +128,14 @@ def preexec_for_thread():
     return os.setsid
 
 
+FATAL_MARKERS = ('"level":"panic"', '"level":"fatal"', "panic: ", "fatal error: ")
+
+
+def _names_a_fatal_error(line: str) -> bool:
+    """A zap JSON line at level panic/fatal, or the runtime's own `panic:` / `fatal error:`."""
+    return any(marker in line for marker in FATAL_MARKERS)
+
+
 class Process:
     """One binary of the plane, logging to `log_path`."""
 
@@ -152,7 +160,13 @@ class Process:
             )
 
     def log_tail(self, lines: int = 20) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        """The log's last lines, after the line that says why a Go program panicked or died when
+        that line is above them (a panic's stack alone does not name the error, e.g. etcd's
+        "failed to create WAL" with its "no space left on device")."""
+        logged = self.log_path.read_text(errors="replace").splitlines()
+        tail = logged[-lines:]
+        cause = next((line for line in logged[:-lines] if _names_a_fatal_error(line)), None)
+        return "\n".join(([cause, "[…]"] if cause else []) + tail)
 
     def stop(self, grace_seconds: float = 10) -> None:
         """SIGTERM the whole group, then SIGKILL whatever is left of it, and reap the child."""

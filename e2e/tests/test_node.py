@@ -171,9 +171,11 @@ def _processes_naming(text: str) -> list[int]:
 
 def test_stopping_a_plane_with_a_node_leaves_nothing_behind(node_plane):
     """A second plane with a node beside the session's one (they must not meet), running a pod;
-    after stop no process, container, mount, interface, cgroup or iptables rule of it is left."""
+    after stop no process, container, mount, interface, cgroup or iptables rule of it is left.
+    The plane is kept, as a failed test's is: its logs stay, the node's image store does not."""
     chains_before = _iptables_chains()
     plane = ControlPlane(node=True).start()
+    plane.keep = True
     node = plane.node
     try:
         plane.create_namespace("work")
@@ -193,7 +195,9 @@ def test_stopping_a_plane_with_a_node_leaves_nothing_behind(node_plane):
     assert [pid for pid in pids if _running(pid)] == []
     assert _processes_naming(socket) == []
     assert mounts_under(directory) == []
-    assert not directory.exists()
+    assert (plane.log_dir / "kubelet.log").stat().st_size > 0
+    assert not node.containerd.root.exists()
+    shutil.rmtree(directory)
     assert not node.network.exists()
     assert node.network.name not in os.listdir("/run/netns")
     assert subprocess.run(["ip", "link", "show", node.network.host_link],
