@@ -24,7 +24,7 @@ import copy
 import kopf
 
 from gputenant import GROUP
-from gputenant.kube.interning import interned_copy
+from gputenant.kube.packed import pack, unpack
 
 TOUCH_ANNOTATION = f"{GROUP}/kopf-touch"
 """What kopf changes on a tenant to be called again when a handler's retry delay is over."""
@@ -39,15 +39,16 @@ class ProcessDiffBase(kopf.DiffBaseStorage):
 
     def __init__(self) -> None:
         super().__init__()
-        self._essences: dict[str, kopf.BodyEssence] = {}
+        self._essences: dict[str, bytes] = {}
+        """Each essence as its compact JSON (`kube.packed`)."""
 
     def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
         essence = self._essences.get(_uid(body))
-        return copy.deepcopy(essence) if essence is not None else None
+        return unpack(essence) if essence is not None else None
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
         if _uid(body):
-            self._essences[_uid(body)] = interned_copy(essence)
+            self._essences[_uid(body)] = pack(essence)
 
     def forget(self, uid: str) -> None:
         self._essences.pop(uid, None)

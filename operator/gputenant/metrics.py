@@ -37,7 +37,7 @@ def step_label(condition_type: str) -> str:
     return condition_type.removesuffix("Ready").lower()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TenantFigures:
     """What the metrics keep of one tenant after its latest pass."""
 

@@ -15,6 +15,7 @@ import yaml
 
 from gputenant.cell import Cell
 from gputenant.config.models import OperatorConfig
+from gputenant.kube.packed import pack
 from gputenant.reconcile.context import Outcome, Pass, Services
 from gputenant.reconcile.memory import TenantMemory
 from gputenant.reconcile.pipeline import Reconciler
@@ -277,13 +278,13 @@ def test_a_pass_starts_from_the_index_until_a_pass_ran_then_only_at_the_version_
     changed = {"metadata": {"name": "team-a", "uid": "uid-team-a", "resourceVersion": "42"}, "status": {"x": 1}}
     client = Looked(changed)
     reconciler = Reconciler(client, CONFIG, None, None)  # type: ignore[arg-type]
-    reconciler.services.cache.hand_over({"tenants": {"team-a": [written]}})
-    assert asyncio.run(reconciler.current("team-a")) is written and client.gets == 0  # no pass of ours yet
+    reconciler.services.cache.hand_over({"tenants": {"team-a": [pack(written)]}})
+    assert asyncio.run(reconciler.current("team-a")) == written and client.gets == 0  # no pass of ours yet
     reconciler.memory.seen("team-a", "uid-team-a")  # a pass ran, its status write is not in the index yet
     assert asyncio.run(reconciler.current("team-a")) is changed and client.gets == 1
     reconciler.memory.status_written("uid-team-a", "41")
-    assert asyncio.run(reconciler.current("team-a")) is written and client.gets == 1
-    reconciler.services.cache.tenants = {"team-a": [changed]}  # someone wrote the tenant since
+    assert asyncio.run(reconciler.current("team-a")) == written and client.gets == 1
+    reconciler.services.cache.tenants = {"team-a": [pack(changed)]}  # someone wrote the tenant since
     assert asyncio.run(reconciler.current("team-a")) is changed and client.gets == 2
     assert reconciler.memory.is_last_written(written) and not reconciler.memory.is_last_written(changed)
     reconciler.forget("uid-team-a")

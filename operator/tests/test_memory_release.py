@@ -1,6 +1,6 @@
 """The release of free memory passes no longer use (gputenant.loops.memory): once passes finished,
 no oftener than its interval, also while more run; malloc_trim is reached on glibc; the arena cap;
-interned copies of kept objects."""
+kept objects packed as compact JSON (gputenant.kube.packed)."""
 
 from __future__ import annotations
 
@@ -77,19 +77,27 @@ def test_the_arena_cap_leaves_a_platform_engineers_malloc_arena_max_alone(monkey
     assert calls == [(memory.M_ARENA_MAX, memory.MALLOC_ARENAS)]
 
 
-def test_an_interned_copy_is_equal_independent_and_shares_its_keys():
-    from gputenant.kube.interning import interned_copy
+def test_a_packed_object_reads_back_equal_each_read_a_copy_of_its_own_and_smaller_than_decoded():
+    import json
+    import sys
 
-    def decoded(name: str) -> dict:
-        import json
-        return json.loads(json.dumps({"metadata": {"name": name}, "status": {"conditions": [
-            {"type": "Ready", "status": "True", "message": "m" * 100}]}, "spec": {"gpu": {"quota": 1.5}}}))
+    from gputenant.kube.packed import pack, unpack
 
-    first, second = decoded("team-a"), decoded("team-b")
-    assert next(iter(first)) is not next(iter(second))  # json decodes each body's keys anew
-    copies = interned_copy(first), interned_copy(second)
-    assert copies[0] == first and copies[0] is not first and copies[0]["status"] is not first["status"]
-    assert next(iter(copies[0])) is next(iter(copies[1]))
-    assert next(iter(copies[0]["status"]["conditions"][0])) is next(iter(copies[1]["status"]["conditions"][0]))
-    copies[0]["status"]["conditions"].clear()
-    assert first["status"]["conditions"]
+    def decoded_size(value: object) -> int:
+        if isinstance(value, dict):
+            return sys.getsizeof(value) + sum(decoded_size(k) + decoded_size(v) for k, v in value.items())
+        if isinstance(value, list):
+            return sys.getsizeof(value) + sum(decoded_size(item) for item in value)
+        return sys.getsizeof(value)
+
+    tenant = json.loads(json.dumps({"metadata": {"name": "team-ä", "generation": 3}, "spec": {"gpu": {"quota": 1.5}},
+                                    "status": {"conditions": [{"type": f"Step{i}Ready", "status": "True",
+                                                               "message": "applied", "observedGeneration": 3}
+                                                              for i in range(10)]}}))
+    packed = pack(tenant)
+    first, second = unpack(packed), unpack(packed)
+    assert first == tenant and second == tenant
+    assert isinstance(first["spec"]["gpu"]["quota"], float) and isinstance(first["metadata"]["generation"], int)
+    first["status"]["conditions"].clear()
+    assert second["status"]["conditions"] and unpack(packed) == tenant
+    assert sys.getsizeof(packed) * 2 < decoded_size(tenant)

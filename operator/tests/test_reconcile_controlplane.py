@@ -16,6 +16,7 @@ import yaml
 from gputenant import naming
 from gputenant.api import conditions as reasons
 from gputenant.config.models import OperatorConfig
+from gputenant.kube.packed import pack
 from gputenant.reconcile.cache import WatchCache
 from gputenant.reconcile.context import Outcome, Pass, Services, backoff
 from gputenant.reconcile.controlplane import control_plane_pods, judge, pod_selector, pod_signature
@@ -290,7 +291,7 @@ def test_a_pass_reads_the_indexes_once_kopf_handed_them_over_and_asks_the_api_wi
         assert asked == ["LIST pods", "GET queue"]
         cache.hand_over({"memo": object()})
         assert cache.pods is None and cache.queues is None
-        pods, queues = {"tenant-team-a": [pod()]}, {"team-a": [{"metadata": {"name": "team-a"}}]}
+        pods, queues = {"tenant-team-a": [pack(pod())]}, {"team-a": [pack({"metadata": {"name": "team-a"}})]}
         cache.hand_over({"host_pods": pods, "queues": queues})
         assert await cache.pods_in("tenant-team-a", listed) == [pod()]
         assert await cache.pods_in("tenant-team-b", listed) == []
@@ -305,7 +306,7 @@ def test_a_pass_reads_the_indexes_once_kopf_handed_them_over_and_asks_the_api_wi
 def test_a_pass_with_the_pod_index_sends_no_listing():
     client = TimedReads()
     run = one_pass(TenantMemory(), client)
-    run.services.cache.hand_over({"host_pods": {run.host_namespace: [pod()]}})
+    run.services.cache.hand_over({"host_pods": {run.host_namespace: [pack(pod())]}})
     state = asyncio.run(read_control_plane(run, "team-a"))
     assert state.ready and "Pod" not in client.asked
     assert run.outcome.control_plane_pods == {"team-a-0": (NEW,)}
