@@ -145,9 +145,7 @@ class Hub:
                 pending[(placement.cluster, placement.pool)] += spec.gpu.quota
             await self._write_placement(body, live, placement, kept=current is not None)
         view = by_cluster.get(placement.cluster) if placement.cluster else None
-        member_tenant = view.tenants.get(name) if view and view.tenants is not None else None
-        if member_tenant is not None and not tracked(member_tenant, application_name(self.config, name)):
-            member_tenant = None
+        member_tenant = self._delivered(view, name) if view is not None else None
         await self._write_status(body, placement, view, member_tenant)
         if moving_from is None and view is not None and member_tenant is not None and view.member.report is not None:
             client = self.reader.client_of(view.member.name)
@@ -165,10 +163,16 @@ class Hub:
         if current is not None or previous is None:
             return None
         view = by_cluster.get(previous)
-        still_there = view is None or view.tenants is None or (
-            body["metadata"]["name"] in view.tenants
-            and tracked(view.tenants[body["metadata"]["name"]], application_name(self.config, body["metadata"]["name"])))
+        still_there = view is None or view.tenants is None or self._delivered(view, body["metadata"]["name"]) is not None
         return previous if application is not None or still_there else None
+
+    def _delivered(self, view: MemberView, name: str) -> dict | None:
+        """The member's tenant `name` when the fleet's Application delivered it (Argo CD's tracking
+        annotation); None when the member has no such tenant, has one of its own, or was not read."""
+        member_tenant = (view.tenants or {}).get(name)
+        if member_tenant is None or not tracked(member_tenant, application_name(self.config, name)):
+            return None
+        return member_tenant
 
     async def _tenants(self) -> list[tuple[dict, GpuTenantSpec]]:
         """The hub's live tenants, oldest first (first come, first placed)."""
@@ -261,7 +265,7 @@ class Hub:
         if view.tenants is None:
             raise StillOnMember(f"member {cluster} cannot be read ({view.member.problem}); the tenant's deletion "
                                 "waits until it can")
-        if name in view.tenants and tracked(view.tenants[name], application_name(self.config, name)):
+        if self._delivered(view, name) is not None:
             raise StillOnMember(f"waiting for member {cluster} to offboard the tenant")
 
     async def close(self) -> None:
